@@ -1,0 +1,198 @@
+"""`kafka-dr` command line: the embedded local stack and the demo.
+
+Exit codes follow DESIGN.md: 0 done, 1 failed, 2 bad input; every error is one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from kafka_dr.local.stack import (
+    DEFAULT_DATA_DIR,
+    LocalStack,
+    StackConfig,
+    StackError,
+    StackInputError,
+    check_bootstrap_servers,
+)
+from kafka_dr.topology import TopologyError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse prints usage plus a message; DESIGN wants one line and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        _fail(f"{message} (see `{self.prog} --help`)")
+        raise SystemExit(2)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except (StackInputError, TopologyError) as exc:
+        _fail(str(exc))
+        return 2
+    except StackError as exc:
+        _fail(str(exc))
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def _fail(message: str) -> None:
+    print(f"kafka-dr: error: {message}", file=sys.stderr)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="kafka-dr", description="Disaster recovery for multi-datacenter Apache Kafka.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    data_dir = _Parser(add_help=False)
+    data_dir.add_argument(
+        "--data-dir",
+        type=Path,
+        default=DEFAULT_DATA_DIR,
+        help=f"where the local stack keeps data, logs and pid files (default: {DEFAULT_DATA_DIR})",
+    )
+    local = commands.add_parser("local", help="run the embedded two-DC stack (brokers and schema registries)")
+    actions = local.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    up = actions.add_parser("up", parents=[data_dir], help="start every process not yet running")
+    up.add_argument(
+        "--broker-ports", type=_ports, metavar="P1,P2", help="dc1,dc2 broker ports (default 9091,9092)"
+    )
+    up.add_argument(
+        "--registry-ports", type=_ports, metavar="P1,P2", help="dc1,dc2 registry ports (default 8081,8082)"
+    )
+    up.set_defaults(run=_up)
+    actions.add_parser("down", parents=[data_dir], help="stop every process, keep the data").set_defaults(
+        run=_down
+    )
+    actions.add_parser(
+        "status", parents=[data_dir], help="show each process; exit 1 if any is unhealthy"
+    ).set_defaults(run=_status)
+    for name, help_text in (
+        ("stop", "a disaster: kill the DC's broker and registry"),
+        ("start", "bring a stopped DC back with its data"),
+        ("wipe", "total loss: stop the DC and delete its data"),
+    ):
+        action = actions.add_parser(name, parents=[data_dir], help=help_text)
+        action.add_argument("dc", metavar="DC")
+        action.set_defaults(run=_dc_action)
+
+    registry = actions.add_parser(
+        "restart-registry", parents=[data_dir], help="restart a DC's schema registry, e.g. on its own store"
+    )
+    registry.add_argument("dc", metavar="DC")
+    registry.add_argument(
+        "--kafkastore",
+        metavar="DC|HOST:PORT",
+        help="cluster that stores the schemas (a DC name or bootstrap servers)",
+    )
+    registry.add_argument(
+        "--leader-eligible", type=_bool, metavar="true|false", help="may this registry lead"
+    )
+    registry.set_defaults(run=_restart_registry)
+
+    demo = commands.add_parser(
+        "demo", parents=[data_dir], help="start the local stack and show a round trip per DC"
+    )
+    demo.set_defaults(run=_demo)
+    return parser
+
+
+def _ports(text: str) -> tuple[int, int]:
+    parts = text.split(",")
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        raise argparse.ArgumentTypeError(f"expected two port numbers like 9091,9092, got {text!r}")
+    first, second = (int(p) for p in parts)
+    return first, second
+
+
+def _bool(text: str) -> bool:
+    if text.lower() not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    return text.lower() == "true"
+
+
+def _up(args: argparse.Namespace) -> int:
+    config = None
+    if args.broker_ports or args.registry_ports:
+        saved = LocalStack(args.data_dir).config
+        config = StackConfig.default(
+            broker_ports=args.broker_ports or [dc.broker_port for dc in saved.dcs],
+            registry_ports=args.registry_ports or [dc.registry_port for dc in saved.dcs],
+        )
+    stack = LocalStack(args.data_dir, config)
+    started = stack.up()
+    print(f"started: {', '.join(started)}" if started else "already running")
+    return _print_status(stack)
+
+
+def _down(args: argparse.Namespace) -> int:
+    stopped = LocalStack(args.data_dir).down()
+    print(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running")
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    return _print_status(LocalStack(args.data_dir))
+
+
+def _dc_action(args: argparse.Namespace) -> int:
+    stack = LocalStack(args.data_dir)
+    if args.action == "start":
+        started = stack.start(args.dc)
+        print(f"started: {', '.join(started)}" if started else f"{args.dc} already running")
+        return _print_status(stack)
+    if args.action == "stop":
+        stopped = stack.stop(args.dc)
+        print(f"stopped: {', '.join(stopped)}" if stopped else f"{args.dc} was not running")
+    else:
+        stack.wipe(args.dc)
+        print(
+            f"{args.dc} wiped (stopped, data deleted); `kafka-dr local start {args.dc}` brings it back empty"
+        )
+    return 0
+
+
+def _restart_registry(args: argparse.Namespace) -> int:
+    stack = LocalStack(args.data_dir)
+    stack.config.dc(args.dc)
+    store = args.kafkastore
+    if store is not None and store in [dc.name for dc in stack.config.dcs]:
+        store = stack.config.dc(store).broker_address
+    elif store is not None:
+        check_bootstrap_servers(store, "--kafkastore")
+    dc = stack.restart_registry(
+        args.dc, kafkastore_bootstrap_servers=store, leader_eligibility=args.leader_eligible
+    )
+    eligible = "leader-eligible" if dc.registry_leader_eligible else "not leader-eligible"
+    print(f"{dc.name} registry restarted on {dc.registry_url}: store {dc.registry_kafkastore}, {eligible}")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from kafka_dr.demo import run_demo  # the demo pulls in producer/consumer code only when asked
+
+    return 0 if run_demo(args.data_dir) else 1
+
+
+def _print_status(stack: LocalStack) -> int:
+    rows = [("DC", "PROCESS", "PID", "STATE", "ADDRESS", "DETAIL")]
+    all_healthy = True
+    for st in stack.status():
+        state = "healthy" if st.healthy else "unhealthy" if st.alive else "stopped"
+        detail = st.detail if st.healthy else f"{st.detail}; log {st.log}".lstrip("; ")
+        rows.append((st.dc, st.kind, str(st.pid or "-"), state, st.address, detail))
+        all_healthy &= st.healthy
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        print("  ".join([cell.ljust(width) for cell, width in zip(row, widths, strict=False)] + [row[-1]]))
+    print(f"data: {stack.data_dir}")
+    return 0 if all_healthy else 1

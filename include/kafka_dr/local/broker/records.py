@@ -1,0 +1,176 @@
+"""Record batch (magic v2) header access and the few batches the broker writes itself.
+
+The broker never decodes client records on the hot path: the batch header says everything the log
+needs (offsets, timestamps, producer), exactly as Apache Kafka does. Bodies are only decoded to
+answer a ListOffsets-by-timestamp query inside one batch.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import crc32c
+from kafka.record.default_records import DefaultRecordBatch
+
+HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = HEADER.size  # 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength: bytes not counted in batchLength
+CRC_START = 21  # the CRC covers attributes..end
+MAGIC_V2 = 2
+
+ATTR_COMPRESSION_MASK = 0x07
+ATTR_LOG_APPEND_TIME = 0x08
+ATTR_TRANSACTIONAL = 0x10
+ATTR_CONTROL = 0x20
+
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+
+
+class InvalidRecordError(ValueError):
+    """A batch that fails validation: Kafka answers CORRUPT_MESSAGE or INVALID_RECORD."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    base_offset: int
+    length: int  # whole batch size in bytes, including the 12-byte log overhead
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & ATTR_TRANSACTIONAL)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & ATTR_CONTROL)
+
+    @property
+    def last_sequence(self) -> int:
+        return (self.base_sequence + self.last_offset_delta) % 2**31
+
+
+def parse_header(buf: bytes | memoryview, pos: int = 0) -> BatchHeader:
+    (base_offset, batch_length, _epoch, magic, crc, attributes, last_delta, base_ts, max_ts,
+     pid, pepoch, base_seq, count) = HEADER.unpack_from(buf, pos)
+    return BatchHeader(base_offset, batch_length + LOG_OVERHEAD, magic, crc, attributes, last_delta,
+                       base_ts, max_ts, pid, pepoch, base_seq, count)
+
+
+def validate_single_batch(data: bytes) -> BatchHeader:
+    """Check that a produce payload is exactly one well-formed v2 batch with a correct CRC."""
+    if len(data) < HEADER_SIZE:
+        raise InvalidRecordError(f"record batch too short: {len(data)} bytes")
+    header = parse_header(data)
+    if header.magic != MAGIC_V2:
+        raise InvalidRecordError(f"unsupported record batch magic {header.magic}")
+    if header.length != len(data):
+        raise InvalidRecordError(
+            f"produce payload must hold exactly one record batch ({header.length} != {len(data)} bytes)")
+    if crc32c.crc32c(memoryview(data)[CRC_START:]) != header.crc:
+        raise InvalidRecordError("record batch CRC mismatch")
+    if header.records_count <= 0 or header.last_offset_delta != header.records_count - 1:
+        raise InvalidRecordError("record batch count does not match its last offset delta")
+    if header.is_control:
+        raise InvalidRecordError("clients may not write control batches")
+    return header
+
+
+def assign_offset(data: bytes, base_offset: int, leader_epoch: int = 0) -> bytearray:
+    """Stamp the base offset and leader epoch: both sit before the CRC range, so the CRC stays valid."""
+    out = bytearray(data)
+    struct.pack_into(">q", out, 0, base_offset)
+    struct.pack_into(">i", out, 12, leader_epoch)
+    return out
+
+
+def set_log_append_time(batch: bytearray, now_ms: int) -> None:
+    """Rewrite a batch for message.timestamp.type=LogAppendTime (attributes and CRC change)."""
+    attributes = struct.unpack_from(">h", batch, 21)[0] | ATTR_LOG_APPEND_TIME
+    struct.pack_into(">h", batch, 21, attributes)
+    struct.pack_into(">q", batch, 35, now_ms)
+    struct.pack_into(">I", batch, 17, crc32c.crc32c(memoryview(batch)[CRC_START:]))
+
+
+def _varint(value: int) -> bytes:
+    value = (value << 1) ^ (value >> 63)  # zigzag
+    out = bytearray()
+    while value & ~0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def control_batch(base_offset: int, producer_id: int, producer_epoch: int, commit: bool,
+                  coordinator_epoch: int, timestamp_ms: int) -> bytes:
+    """A transaction marker: one control record, key (version, type), value (version, coordinator epoch)."""
+    key = struct.pack(">hh", 0, CONTROL_COMMIT if commit else CONTROL_ABORT)
+    value = struct.pack(">hi", 0, coordinator_epoch)
+    body = (b"\x00" + _varint(0) + _varint(0) + _varint(len(key)) + key
+            + _varint(len(value)) + value + _varint(0))
+    record = _varint(len(body)) + body
+    attributes = ATTR_TRANSACTIONAL | ATTR_CONTROL
+    tail = struct.pack(">hiqqqhii", attributes, 0, timestamp_ms, timestamp_ms, producer_id, producer_epoch,
+                       -1, 1) + record
+    crc = crc32c.crc32c(tail)
+    head = struct.pack(">qiibI", base_offset, len(tail) + 9, 0, MAGIC_V2, crc)
+    return head + tail
+
+
+def _read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+    shift = result = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+
+
+def control_type(batch: bytes | memoryview, pos: int = 0) -> int:
+    """The type (0 abort, 1 commit) of the control record in an uncompressed marker batch."""
+    pos += HEADER_SIZE
+    _length, pos = _read_varint(batch, pos)
+    pos += 1  # record attributes
+    _ts_delta, pos = _read_varint(batch, pos)
+    _offset_delta, pos = _read_varint(batch, pos)
+    _key_length, pos = _read_varint(batch, pos)
+    return struct.unpack_from(">h", batch, pos + 2)[0]
+
+
+def first_offset_at_or_after(batch: bytes, timestamp_ms: int) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record in a batch whose timestamp is >= timestamp_ms."""
+    header = parse_header(batch)
+    if header.attributes & ATTR_LOG_APPEND_TIME:
+        return (header.base_offset, header.max_timestamp) if header.max_timestamp >= timestamp_ms else None
+    for record in DefaultRecordBatch(bytes(batch)):
+        if record.timestamp >= timestamp_ms:
+            return record.offset, record.timestamp
+    return None
+
+
+def offset_of_max_timestamp(batch: bytes) -> int:
+    """Offset of the first record carrying the batch's max timestamp (ListOffsets MAX_TIMESTAMP)."""
+    header = parse_header(batch)
+    if header.attributes & ATTR_LOG_APPEND_TIME:
+        return header.base_offset
+    for record in DefaultRecordBatch(bytes(batch)):
+        if record.timestamp == header.max_timestamp:
+            return record.offset
+    return header.last_offset

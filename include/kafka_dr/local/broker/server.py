@@ -1,0 +1,180 @@
+"""The embedded broker: one asyncio event loop serving the Kafka wire protocol for one cluster.
+
+Each connection is served in order, one request at a time, as Kafka does; waiting requests
+(long-poll fetches, joins) only hold their own connection. A malformed frame closes that
+connection only. State is single-threaded, so handlers need no locks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import struct
+import time
+import uuid
+from pathlib import Path
+
+from kafka.protocol.metadata import ApiVersionsResponse
+
+from .apis import RequestContext, load_all
+from .groups import GroupCoordinator
+from .topics import TopicStore
+from .transactions import TransactionCoordinator
+
+log = logging.getLogger(__name__)
+
+MAX_REQUEST_BYTES = 104857600  # socket.request.max.bytes
+API_VERSIONS_KEY = 18
+UNSUPPORTED_VERSION = 35
+
+BROKER_DEFAULTS: dict[str, str] = {
+    "auto.create.topics.enable": "true",
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+    "offsets.topic.replication.factor": "1",
+    "transaction.state.log.replication.factor": "1",
+    "group.initial.rebalance.delay.ms": "3000",
+    "log.retention.check.interval.ms": "300000",
+    "message.max.bytes": "1048588",
+    "log.dirs": "",
+}
+
+
+def read_or_create_cluster_id(data_dir: Path, node_id: int) -> str:
+    """meta.properties as Kafka writes it; a fresh data dir gets a fresh cluster id."""
+    path = data_dir / "meta.properties"
+    if path.exists():
+        props = dict(line.split("=", 1) for line in path.read_text().splitlines()
+                     if "=" in line and not line.startswith("#"))
+        return props["cluster.id"].strip()
+    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    path.write_text(f"#kafka-dr embedded broker\nversion=1\nnode.id={node_id}\ncluster.id={cluster_id}\n")
+    return cluster_id
+
+
+class Broker:
+    def __init__(self, data_dir: Path, host: str = "127.0.0.1", port: int = 9092, node_id: int = 1,
+                 configs: dict[str, str] | None = None) -> None:
+        self.data_dir = data_dir
+        self.host = host
+        self.port = port
+        self.node_id = node_id
+        self.configs = {**BROKER_DEFAULTS, **(configs or {}), "log.dirs": str(data_dir)}
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self.cluster_id = read_or_create_cluster_id(data_dir, node_id)
+        self.topics = TopicStore(data_dir)
+        self.groups = GroupCoordinator(data_dir, int(self.configs["group.initial.rebalance.delay.ms"]))
+        self.txns = TransactionCoordinator(data_dir, self.topics, self.groups)
+        self.apis = load_all()
+        self._appended = asyncio.Event()
+        self._server: asyncio.base_events.Server | None = None
+        self._tasks: list[asyncio.Task] = []
+
+    # ---- appends wake long-polling fetches -----------------------------------------------
+    def notify_append(self) -> None:
+        self._appended.set()
+        self._appended = asyncio.Event()
+
+    async def wait_for_append(self, timeout: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._appended.wait(), timeout)
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve_connection, self.host, self.port,
+                                                  reuse_address=True)
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._every(0.1, self.groups.expire_sessions)),
+            loop.create_task(self._every(1.0, self.txns.abort_expired)),
+            loop.create_task(self._every(int(self.configs["log.retention.check.interval.ms"]) / 1000,
+                                         self._enforce_retention)),
+        ]
+        log.info("broker %d of cluster %s listening on %s:%d, data in %s", self.node_id, self.cluster_id,
+                 self.host, self.port, self.data_dir)
+
+    async def _every(self, seconds: float, job) -> None:
+        while True:
+            await asyncio.sleep(seconds)
+            try:
+                job()
+            except Exception:
+                log.exception("background job %s failed", job.__name__)
+
+    def _enforce_retention(self) -> None:
+        now = int(time.time() * 1000)
+        for topic in self.topics.topics.values():
+            for index, partition in enumerate(topic.partitions):
+                removed = partition.enforce_retention(now)
+                if removed:
+                    log.info("retention removed %d records from %s-%d", removed, topic.name, index)
+
+    async def serve_forever(self) -> None:
+        await self.start()
+        async with self._server:
+            await self._server.serve_forever()
+
+    def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        if self._server:
+            self._server.close()
+        self.groups.close()
+        self.txns.close()
+        self.topics.close()
+
+    # ---- connections -----------------------------------------------------------------------
+    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername") or ("?", 0)
+        try:
+            while True:
+                size = struct.unpack(">i", await reader.readexactly(4))[0]
+                if not 8 <= size <= MAX_REQUEST_BYTES:
+                    log.warning("closing %s: invalid frame size %d", peer, size)
+                    return
+                response = await self.dispatch(await reader.readexactly(size), peer[0])
+                if response is not None:
+                    writer.write(response)
+                    await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        except _CloseConnection as exc:
+            log.warning("closing %s: %s", peer, exc)
+        except Exception:
+            log.exception("closing %s after an unexpected error", peer)
+        finally:
+            writer.close()
+
+    async def dispatch(self, frame: bytes, client_host: str) -> bytes | None:
+        api_key, version, correlation_id = struct.unpack_from(">hhi", frame)
+        api = self.apis.get(api_key)
+        if api is None:
+            raise _CloseConnection(f"unsupported API key {api_key}")
+        if not api.min_version <= version <= api.max_version:
+            if api_key == API_VERSIONS_KEY:
+                # Kafka answers an unknown ApiVersions version with a v0 body listing what it supports.
+                response = ApiVersionsResponse[0](error_code=UNSUPPORTED_VERSION, api_keys=self.api_versions())
+                response.with_header(correlation_id=correlation_id)
+                return bytes(response.encode(header=True, framed=True))
+            raise _CloseConnection(f"unsupported version {version} of API {api.request.__name__}")
+        try:
+            request = api.request.decode(frame, version=version, header=True)
+        except Exception as exc:
+            raise _CloseConnection(f"malformed {api.request.__name__} v{version}: {exc}") from exc
+        context = RequestContext(request.header.client_id or "", client_host, version)
+        response = await api.handler(self, request, context)
+        if response is None:
+            return None  # acks=0 produce
+        response.with_header(correlation_id=correlation_id)
+        return bytes(response.encode(header=True, framed=True))
+
+    def api_versions(self) -> list:
+        item = ApiVersionsResponse.ApiVersion
+        return [item(api_key=a.key, min_version=a.min_version, max_version=a.max_version)
+                for a in sorted(self.apis.values(), key=lambda a: a.key)]
+
+
+class _CloseConnection(Exception):
+    """A request the broker cannot parse: Kafka closes the connection."""

@@ -1,0 +1,209 @@
+"""The Kafka-backed store: the ``_schemas`` topic of the kafkastore cluster.
+
+A background thread creates the topic when absent (1 partition, compacted, as Confluent does),
+then tails it from the beginning into the RegistryState, forever, with a consumer that is only
+assigned the partition (no group membership, no commits). If the cluster is unreachable the
+thread keeps retrying, while the HTTP layer answers reads from what was applied so far.
+
+Writes follow Confluent's read-your-writes protocol: the leader first appends a NOOP record
+and waits until it has applied the log up to it (so it decides on the latest state), then
+appends the real records and waits until it has applied them before answering.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from . import errors
+from .state import NOOP_KEY, Record, RegistryState, encode
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TOPIC = "_schemas"
+WRITE_TIMEOUT_S = 10.0
+_RETRY_S = 2.0
+_LOG_EVERY_S = 30.0
+
+
+def client_config(bootstrap: str) -> dict[str, Any]:
+    """Settings every librdkafka client of the registry shares."""
+    return {
+        "bootstrap.servers": bootstrap,
+        "logger": logging.getLogger("kafka_dr.local.registry.librdkafka"),
+        "socket.connection.setup.timeout.ms": 5000,
+    }
+
+
+def ensure_topic(admin: AdminClient, topic: str, configs: dict[str, str]) -> None:
+    """Create a single-partition ``topic`` with ``configs`` unless it exists (raises KafkaException
+    when the cluster cannot be reached)."""
+    metadata = admin.list_topics(timeout=5)
+    existing = metadata.topics.get(topic)
+    if existing is not None and existing.error is None:
+        if len(existing.partitions) != 1:
+            log.warning(
+                "topic %s has %d partitions; the registry only reads partition 0",
+                topic,
+                len(existing.partitions),
+            )
+        return
+    replicas = min(3, max(1, len(metadata.brokers)))
+    futures = admin.create_topics([NewTopic(topic, 1, replicas, config=configs)], operation_timeout=10)
+    try:
+        futures[topic].result(timeout=15)
+        log.info("created topic %s (1 partition, replication factor %d, %s)", topic, replicas, configs)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise
+
+
+class KafkaStore:
+    """Keeps a RegistryState equal to the ``_schemas`` log and appends to that log."""
+
+    def __init__(self, bootstrap: str, state: RegistryState, topic: str = DEFAULT_TOPIC) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.state = state
+        self.last_error: str | None = None
+        self.loaded = threading.Event()  # set once the log was applied up to its end at startup
+        self._next_offset = 0
+        self._applied = threading.Condition()
+        self._stop = threading.Event()
+        self._producer: Producer | None = None
+        self._thread = threading.Thread(target=self._run, name="kafkastore-reader", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        if self._producer is not None:
+            self._producer.flush(2)
+
+    @property
+    def connected(self) -> bool:
+        return self._producer is not None and self.last_error is None
+
+    def _on_error(self, error: KafkaError) -> None:
+        self.last_error = f"{error.name()}: {error.str()}"
+        log.debug("kafkastore client error: %s", self.last_error)
+
+    def _run(self) -> None:
+        last_logged = 0.0
+        admin = AdminClient({**client_config(self.bootstrap), "error_cb": self._on_error})
+        while not self._stop.is_set():
+            try:
+                ensure_topic(admin, self.topic, {"cleanup.policy": "compact"})
+                break
+            except KafkaException as exc:
+                self.last_error = f"kafkastore {self.bootstrap} unreachable: {exc.args[0].str()}"
+                if time.monotonic() - last_logged > _LOG_EVERY_S:
+                    log.warning("%s; retrying in the background", self.last_error)
+                    last_logged = time.monotonic()
+                self._stop.wait(_RETRY_S)
+        if self._stop.is_set():
+            return
+        self.last_error = None
+        self._producer = Producer(
+            {
+                **client_config(self.bootstrap),
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 0,
+                "message.timeout.ms": int(WRITE_TIMEOUT_S * 1000),
+                "error_cb": self._on_error,
+            }
+        )
+        self._tail()
+
+    def _tail(self) -> None:
+        consumer = Consumer(
+            {
+                **client_config(self.bootstrap),
+                "group.id": f"kdr-schema-registry-reader-{uuid.uuid4()}",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                "error_cb": self._on_error,
+            }
+        )
+        consumer.assign([TopicPartition(self.topic, 0, OFFSET_BEGINNING)])
+        log.info("reading %s from %s", self.topic, self.bootstrap)
+        try:
+            while not self._stop.is_set():
+                message = consumer.poll(0.5)
+                if message is None:
+                    continue
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        if not self.loaded.is_set():
+                            log.info("loaded %s up to offset %d", self.topic, message.offset())
+                            self.loaded.set()
+                    else:
+                        self._on_error(error)
+                    continue
+                self.last_error = None
+                self.state.apply(message.key(), message.value())
+                with self._applied:
+                    self._next_offset = message.offset() + 1
+                    self._applied.notify_all()
+        finally:
+            consumer.close()
+
+    def _unavailable(self) -> errors.RegistryError:
+        reason = self.last_error or "the store is still connecting"
+        return errors.store_error(f"Error in the backend data store: kafkastore {self.bootstrap}: {reason}")
+
+    def append(self, records: list[Record]) -> int:
+        """Append ``records`` in order and return the offset of the last one."""
+        producer = self._producer
+        if producer is None:
+            raise self._unavailable()
+        results: list[tuple[KafkaError | None, int]] = []
+
+        def delivered(err: KafkaError | None, message: Any) -> None:
+            results.append((err, message.offset() if err is None else -1))
+
+        try:
+            for key, value in records:
+                producer.produce(
+                    self.topic, key=encode(key), value=encode(value), partition=0, on_delivery=delivered
+                )
+        except (BufferError, KafkaException) as exc:
+            raise errors.store_error(
+                f"Error in the backend data store: produce to {self.topic} failed: {exc}"
+            ) from None
+        producer.flush(WRITE_TIMEOUT_S + 2)
+        if len(results) < len(records):
+            raise errors.operation_timeout(f"Write to {self.topic} on {self.bootstrap} timed out")
+        failed = [err for err, _ in results if err is not None]
+        if failed:
+            raise errors.store_error(
+                f"Error in the backend data store: write to {self.topic} failed: {failed[0].str()}"
+            )
+        return max(offset for _, offset in results)
+
+    def wait_applied(self, offset: int, timeout: float = WRITE_TIMEOUT_S) -> None:
+        """Block until the record at ``offset`` was applied to the state."""
+        with self._applied:
+            if not self._applied.wait_for(lambda: self._next_offset > offset, timeout):
+                raise errors.operation_timeout(
+                    f"Timed out waiting for the registry to read back offset {offset} of {self.topic}"
+                )
+
+    def sync(self) -> None:
+        """Apply the log up to now (Confluent's NOOP read-your-writes barrier)."""
+        self.wait_applied(self.append([(NOOP_KEY, None)]))
+
+    def write(self, records: list[Record]) -> None:
+        """Append ``records`` and return once the state reflects them."""
+        if records:
+            self.wait_applied(self.append(records))

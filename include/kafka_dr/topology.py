@@ -1,0 +1,370 @@
+"""Topology file: which clusters exist and which replication flows run between them.
+
+The file is the single contract shared by the DAGs, the Spark jobs and the CLI, so it is
+validated strictly up front: a bad file is refused with one line naming the key path and the
+reason, before anything touches a cluster.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import string
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+
+INTERNAL_TOPIC_PREFIX = "_kdr."
+DEFAULT_TOPOLOGY = Path(__file__).resolve().parent.parent / "topology.yaml"
+
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_TOPIC_CHARS_RE = re.compile(r"[A-Za-z0-9._-]*")
+_LEGAL_CHARS = "letters, digits, '.', '_', '-'"
+_MAX_TOPIC_LENGTH = 249
+
+
+class TopologyError(ValueError):
+    """A topology file or lookup is invalid; the message is one line naming the key and why."""
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """One Kafka cluster (a datacenter) and its optional schema registry."""
+
+    name: str
+    bootstrap_servers: str
+    schema_registry: str | None = None
+
+
+@dataclass(frozen=True)
+class TopicFilter:
+    """Include/exclude regexes (full match) selecting topics or consumer groups."""
+
+    include: tuple[re.Pattern[str], ...]
+    exclude: tuple[re.Pattern[str], ...] = ()
+
+    def matches(self, name: str) -> bool:
+        """True if `name` is selected; `_kdr.` internal names never are, so they are never replicated."""
+        if name.startswith(INTERNAL_TOPIC_PREFIX):
+            return False
+        return any(p.fullmatch(name) for p in self.include) and not any(
+            p.fullmatch(name) for p in self.exclude
+        )
+
+
+ALL_GROUPS = TopicFilter(include=(re.compile(".*"),))
+
+
+@dataclass(frozen=True)
+class Flow:
+    """One direction of replication from `source` to `target`."""
+
+    name: str
+    source: str
+    target: str
+    topics: TopicFilter
+    rename: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    provenance: bool = True
+    sync_topic_configs: bool = True
+    groups: TopicFilter = ALL_GROUPS
+
+    def destination_topic(self, topic: str) -> str:
+        """Name of `topic` in the target: the first rename regex that fully matches wins."""
+        for pattern, fmt in self.rename.items():
+            if re.fullmatch(pattern, topic):
+                return fmt.format(topic=topic)
+        return topic
+
+
+@dataclass(frozen=True)
+class Topology:
+    """All clusters and flows of a deployment."""
+
+    clusters: Mapping[str, Cluster]
+    flows: tuple[Flow, ...]
+    schema_registry_primary: str | None = None
+
+    def flow(self, name: str) -> Flow:
+        """The flow called `name`; an unknown name is a user error, hence TopologyError."""
+        for flow in self.flows:
+            if flow.name == name:
+                return flow
+        raise TopologyError(f"unknown flow {name!r} (known: {_names(f.name for f in self.flows)})")
+
+    def cluster(self, name: str) -> Cluster:
+        """The cluster called `name`; an unknown name is a user error, hence TopologyError."""
+        try:
+            return self.clusters[name]
+        except KeyError:
+            raise TopologyError(f"unknown cluster {name!r} (known: {_names(self.clusters)})") from None
+
+
+def load_topology(path: str | Path | None = None) -> Topology:
+    """Read and validate a topology file; None means $KDR_TOPOLOGY, else include/topology.yaml."""
+    if path is None:
+        path = os.environ.get("KDR_TOPOLOGY") or DEFAULT_TOPOLOGY
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TopologyError(f"{path}: file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TopologyError(f"{path}: cannot read: {_one_line(exc)}") from None
+    try:
+        data = yaml.load(text, Loader=_StrictLoader)
+    except yaml.YAMLError as exc:
+        raise TopologyError(f"{path}: not valid YAML: {_yaml_reason(exc)}") from None
+    return parse_topology(data, source=str(path))
+
+
+def parse_topology(data: Any, source: str = "topology") -> Topology:
+    """Validate already-parsed YAML data; `source` prefixes every error message."""
+    return _Parser(source).topology(data)
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate mapping keys, which plain YAML silently overwrites."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, list | dict):
+                continue  # unhashable key: the base class reports it with a position
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _yaml_reason(exc: yaml.YAMLError) -> str:
+    """One-line reason and position out of PyYAML's multi-line error."""
+    problem = getattr(exc, "problem", None) or _one_line(exc)
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"{problem}{where}"
+
+
+def _one_line(value: object) -> str:
+    return " ".join(str(value).split())
+
+
+def _names(names: Any) -> str:
+    return ", ".join(names) or "none"
+
+
+def _type_name(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+class _Parser:
+    """Walks the raw YAML, keeping the file name for error messages."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def error(self, path: str, reason: str) -> TopologyError:
+        return TopologyError(f"{self.source}: {path}: {reason}" if path else f"{self.source}: {reason}")
+
+    def mapping(
+        self, value: Any, path: str, required: tuple[str, ...], optional: tuple[str, ...]
+    ) -> dict[str, Any]:
+        """Check `value` is a mapping with all `required` keys and no key outside both tuples."""
+        if not isinstance(value, dict):
+            raise self.error(path, f"must be a mapping, got {_type_name(value)}")
+        allowed = required + optional
+        for key in value:
+            if key not in allowed:
+                close = difflib.get_close_matches(str(key), allowed, n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                raise self.error(path, f"unknown key {key!r} ({hint}allowed: {', '.join(allowed)})")
+        for key in required:
+            if key not in value:
+                raise self.error(path, f"missing required key {key!r}")
+        return value
+
+    def string(self, value: Any, path: str) -> str:
+        if not isinstance(value, str):
+            raise self.error(path, f"must be a string, got {_type_name(value)}")
+        if not value.strip():
+            raise self.error(path, "must not be empty")
+        return value
+
+    def boolean(self, value: Any, path: str) -> bool:
+        if not isinstance(value, bool):
+            raise self.error(path, f"must be true or false, got {_type_name(value)} {value!r}")
+        return value
+
+    def name(self, value: Any, path: str, what: str) -> str:
+        if not isinstance(value, str):
+            raise self.error(path, f"{what} must be a string, got {_type_name(value)} {value!r}")
+        if not _NAME_RE.fullmatch(value):
+            raise self.error(path, f"bad {what} {value!r} (use {_LEGAL_CHARS}; start with a letter or digit)")
+        return value
+
+    def regex(self, value: Any, path: str) -> re.Pattern[str]:
+        if not isinstance(value, str):
+            raise self.error(path, f"must be a regex string, got {_type_name(value)}")
+        try:
+            return re.compile(value)
+        except re.error as exc:
+            raise self.error(path, f"bad regex {value!r}: {exc}") from None
+
+    def regex_list(self, value: Any, path: str, non_empty: bool) -> tuple[re.Pattern[str], ...]:
+        if not isinstance(value, list):
+            raise self.error(path, f"must be a list of regexes, got {_type_name(value)}")
+        if non_empty and not value:
+            raise self.error(path, "must list at least one regex")
+        return tuple(self.regex(item, f"{path}[{i}]") for i, item in enumerate(value))
+
+    def filter(self, value: Any, path: str, default_include: tuple[str, ...]) -> TopicFilter:
+        required = () if default_include else ("include",)
+        raw = self.mapping(value, path, required, ("exclude",) if required else ("include", "exclude"))
+        include = raw.get("include", list(default_include))
+        return TopicFilter(
+            include=self.regex_list(include, f"{path}.include", non_empty=True),
+            exclude=self.regex_list(raw.get("exclude", []), f"{path}.exclude", non_empty=False),
+        )
+
+    def bootstrap_servers(self, value: Any, path: str) -> str:
+        """Accept "h:p,h:p" or a list of "h:p"; return librdkafka's comma-separated form."""
+        if isinstance(value, str):
+            items = [item.strip() for item in value.split(",")]
+        elif isinstance(value, list) and all(isinstance(item, str) for item in value):
+            items = [item.strip() for item in value]
+        else:
+            raise self.error(path, f"must be a 'host:port' list, got {_type_name(value)}")
+        if not any(items):
+            raise self.error(path, "must list at least one 'host:port'")
+        for item in items:
+            host, sep, port = item.rpartition(":")
+            if not sep or not host or host in ("[", "[]") or not port.isdigit() or not 0 < int(port) < 65536:
+                raise self.error(path, f"bad address {item!r} (expected host:port with port 1-65535)")
+        return ",".join(items)
+
+    def url(self, value: Any, path: str) -> str:
+        text = self.string(value, path)
+        for item in text.split(","):
+            parts = urlsplit(item.strip())
+            if parts.scheme not in ("http", "https") or not parts.netloc:
+                raise self.error(path, f"bad URL {item.strip()!r} (expected http(s)://host:port)")
+        return text
+
+    def rename_format(self, value: Any, path: str) -> str:
+        """A format whose only placeholder is {topic}, producing a legal Kafka topic name."""
+        fmt = self.string(value, path)
+        try:
+            parts = list(string.Formatter().parse(fmt))
+        except ValueError as exc:
+            raise self.error(path, f"bad format {fmt!r}: {exc}") from None
+        uses_topic = False
+        for literal, field_name, spec, conversion in parts:
+            if not _TOPIC_CHARS_RE.fullmatch(literal):
+                raise self.error(
+                    path, f"format {fmt!r} would make an illegal topic name (allowed: {_LEGAL_CHARS})"
+                )
+            if field_name is None:
+                continue
+            if field_name != "topic" or spec or conversion:
+                raise self.error(path, f"bad placeholder in {fmt!r}: only a plain {{topic}} is allowed")
+            uses_topic = True
+        if not uses_topic:
+            raise self.error(path, f"format {fmt!r} must contain the {{topic}} placeholder")
+        return fmt
+
+    def rename(self, value: Any, path: str) -> dict[str, str]:
+        if not isinstance(value, dict):
+            raise self.error(path, f"must be a mapping of topic regex to format, got {_type_name(value)}")
+        result = {}
+        for key, fmt in value.items():
+            key_path = f"{path}[{key!r}]"
+            self.regex(key, key_path)
+            result[key] = self.rename_format(fmt, key_path)
+        return result
+
+    def cluster(self, name: Any, value: Any) -> Cluster:
+        path = f"clusters.{name}"
+        self.name(name, "clusters", "cluster name")
+        raw = self.mapping(value, path, ("bootstrap_servers",), ("schema_registry",))
+        registry = raw.get("schema_registry")
+        return Cluster(
+            name=name,
+            bootstrap_servers=self.bootstrap_servers(raw["bootstrap_servers"], f"{path}.bootstrap_servers"),
+            schema_registry=None if registry is None else self.url(registry, f"{path}.schema_registry"),
+        )
+
+    def cluster_ref(self, value: Any, path: str, clusters: Mapping[str, Cluster]) -> str:
+        name = self.string(value, path)
+        if name not in clusters:
+            raise self.error(path, f"unknown cluster {name!r} (known: {_names(clusters)})")
+        return name
+
+    def flow(self, value: Any, path: str, clusters: Mapping[str, Cluster]) -> Flow:
+        raw = self.mapping(
+            value,
+            path,
+            ("name", "source", "target", "topics"),
+            ("rename", "provenance", "sync_topic_configs", "groups"),
+        )
+        name = self.name(raw["name"], f"{path}.name", "flow name")
+        source = self.cluster_ref(raw["source"], f"{path}.source", clusters)
+        target = self.cluster_ref(raw["target"], f"{path}.target", clusters)
+        if source == target:
+            raise self.error(f"{path}.target", f"source and target are both {source!r}")
+        return Flow(
+            name=name,
+            source=source,
+            target=target,
+            topics=self.filter(raw["topics"], f"{path}.topics", default_include=()),
+            rename=MappingProxyType(self.rename(raw.get("rename", {}), f"{path}.rename")),
+            provenance=self.boolean(raw.get("provenance", True), f"{path}.provenance"),
+            sync_topic_configs=self.boolean(
+                raw.get("sync_topic_configs", True), f"{path}.sync_topic_configs"
+            ),
+            groups=self.filter(raw.get("groups", {}), f"{path}.groups", default_include=(".*",)),
+        )
+
+    def topology(self, data: Any) -> Topology:
+        if data is None:
+            raise self.error("", "empty file (expected a mapping with 'clusters' and 'flows')")
+        raw = self.mapping(data, "", ("clusters",), ("flows", "schema_registry"))
+        raw_clusters = raw["clusters"]
+        if not isinstance(raw_clusters, dict):
+            raise self.error(
+                "clusters", f"must be a mapping of cluster name to settings, got {_type_name(raw_clusters)}"
+            )
+        if not raw_clusters:
+            raise self.error("clusters", "must define at least one cluster")
+        clusters = {name: self.cluster(name, value) for name, value in raw_clusters.items()}
+
+        raw_flows = raw.get("flows", [])
+        if not isinstance(raw_flows, list):
+            raise self.error("flows", f"must be a list of flows, got {_type_name(raw_flows)}")
+        flows: list[Flow] = []
+        first_index: dict[str, int] = {}
+        for i, value in enumerate(raw_flows):
+            flow = self.flow(value, f"flows[{i}]", clusters)
+            if flow.name in first_index:
+                first = first_index[flow.name]
+                reason = f"duplicate flow name {flow.name!r} (also flows[{first}])"
+                raise self.error(f"flows[{i}].name", reason)
+            first_index[flow.name] = i
+            flows.append(flow)
+
+        primary = None
+        if "schema_registry" in raw:
+            registry = self.mapping(raw["schema_registry"], "schema_registry", ("primary",), ())
+            primary = self.cluster_ref(registry["primary"], "schema_registry.primary", clusters)
+            if clusters[primary].schema_registry is None:
+                raise self.error("schema_registry.primary", f"cluster {primary!r} has no schema_registry URL")
+        return Topology(
+            clusters=MappingProxyType(clusters), flows=tuple(flows), schema_registry_primary=primary
+        )
