@@ -122,6 +122,9 @@ ROUTES = [
 ]
 
 
+_NO_STATE = frozenset({"root", "schema_types", "contexts", "leader_status"})  # answer even while loading
+
+
 class RegistryApi:
     """Maps requests to state reads and leader writes; transport-free so tests can call it."""
 
@@ -160,6 +163,8 @@ class RegistryApi:
             args = [unquote(group) for group in match.groups()]
             if route.write and not self.elector.is_leader():
                 return self._forward(request, route.write)
+            if not route.write and route.handler not in _NO_STATE:
+                self.store.wait_loaded()
             result = getattr(self, route.handler)(request, *args)
             return result if isinstance(result, Response) else _json_response(200, result)
         if path_matched:
@@ -173,7 +178,7 @@ class RegistryApi:
             )
         leader = self.elector.leader()
         if leader is None:
-            reason = f" ({self.store.last_error})" if self.store.last_error else ""
+            reason = f"; {self.store.last_error}" if self.store.last_error else ""
             raise errors.unknown_leader(
                 "Leader not known: no leader-eligible schema registry is alive on kafkastore "
                 f"{self.store.bootstrap}{reason}"
@@ -318,7 +323,9 @@ class RegistryApi:
             mode = self.state.mode(None)
         if mode is None:
             raise RegistryError(
-                404, errors.SUBJECT_MODE_NOT_CONFIGURED, f"Subject '{subject}' does not have subject-level mode configured"
+                404,
+                errors.SUBJECT_MODE_NOT_CONFIGURED,
+                f"Subject '{subject}' does not have subject-level mode configured",
             )
         return {"mode": mode}
 
@@ -340,7 +347,7 @@ class RegistryApi:
     def test_compatibility(self, request: Request, subject: str, version: str) -> Any:
         candidate, _ = self._candidate(request.json())
         number = parse_version(version)
-        if number == LATEST and not self.state.subjects(prefix=subject).count(subject):
+        if number == LATEST and not self.state.has_subject(subject):
             return self._compat_answer(request, [])
         record = self.state.get_version(subject, number)
         level = self.state.compatibility(subject)
@@ -348,7 +355,7 @@ class RegistryApi:
 
     def test_compatibility_all(self, request: Request, subject: str) -> Any:
         candidate, _ = self._candidate(request.json())
-        live = self.state.versions(subject) if subject in self.state.subjects(prefix=subject) else []
+        live = self.state.versions(subject) if self.state.has_subject(subject) else []
         return self._compat_answer(request, self.state.incompatibilities(subject, candidate, live))
 
     # ---- misc -------------------------------------------------------------------------------
@@ -376,13 +383,15 @@ class _Handler(BaseHTTPRequestHandler):
     server: RegistryHttpServer
 
     def _serve(self) -> None:
-        length = self.headers.get("Content-Length")
-        try:
-            body = self.rfile.read(int(length)) if length else b""
-        except ValueError:
-            body = b""
-        headers = {k.lower(): v for k, v in self.headers.items()}
-        response = self.server.api.dispatch(Request(self.command, self.path, body, headers))
+        length = self.headers.get("Content-Length", "0")
+        if self.headers.get("Transfer-Encoding") or not length.isdigit():
+            self.close_connection = True  # the body cannot be delimited: do not read it
+            message = "A request body needs a valid Content-Length header"
+            response = _json_response(411, {"error_code": 411, "message": message})
+        else:
+            body = self.rfile.read(int(length))
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            response = self.server.api.dispatch(Request(self.command, self.path, body, headers))
         self.send_response(response.status)
         self.send_header("Content-Type", response.content_type)
         self.send_header("Content-Length", str(len(response.body)))

@@ -32,6 +32,8 @@ from .store import client_config, ensure_topic
 log = logging.getLogger(__name__)
 
 HEARTBEAT_TOPIC = "_schemas_leader"
+# Only the last seconds of heartbeats matter: an hour of them is kept, whether or not compacted.
+HEARTBEAT_TOPIC_CONFIG = {"cleanup.policy": "delete", "retention.ms": "3600000"}
 HEARTBEAT_INTERVAL_S = 1.0
 HEARTBEAT_TTL_S = 5.0
 _REPLAY_RECORDS = 500  # recent heartbeats to read at startup: > TTL worth for up to 100 instances
@@ -76,9 +78,7 @@ class LeaderElector:
 
     def leader(self) -> Member | None:
         with self._lock:
-            members = [
-                m for m in self._members.values() if self._seen_self or m.instance_id != self.me.instance_id
-            ]
+            members = [m for m in self._members.values() if self._seen_self or m.instance_id != self.me.instance_id]
         return elect(members, time.time())
 
     def members(self) -> list[Member]:
@@ -93,13 +93,20 @@ class LeaderElector:
         admin = AdminClient(client_config(self.bootstrap))
         while not self._stop.is_set():
             try:
-                ensure_topic(admin, HEARTBEAT_TOPIC, {"cleanup.policy": "compact"})
+                ensure_topic(admin, HEARTBEAT_TOPIC, HEARTBEAT_TOPIC_CONFIG)
                 break
             except KafkaException:
                 self._stop.wait(2.0)  # the store logs unreachability; just retry
         if self._stop.is_set():
             return
-        producer = Producer({**client_config(self.bootstrap), "acks": "all", "linger.ms": 0})
+        producer = Producer(
+            {
+                **client_config(self.bootstrap),
+                "acks": "all",
+                "linger.ms": 0,
+                "message.timeout.ms": int(HEARTBEAT_TTL_S * 1000),  # a late heartbeat is worthless
+            }
+        )
         consumer = Consumer(
             {
                 **client_config(self.bootstrap),
@@ -119,6 +126,7 @@ class LeaderElector:
                         self._record(message.value())
         finally:
             consumer.close()
+            self._beat(producer, ts=0.0)  # resign: the others elect a successor without waiting the TTL
             producer.flush(1)
 
     def _assign_recent(self, consumer: Consumer) -> None:
@@ -132,12 +140,10 @@ class LeaderElector:
                 log.debug("heartbeat topic offsets unavailable: %s", exc)
                 self._stop.wait(1.0)
 
-    def _beat(self, producer: Producer) -> None:
-        beat = asdict(self.me) | {"ts": time.time()}
+    def _beat(self, producer: Producer, ts: float | None = None) -> None:
+        beat = asdict(self.me) | {"ts": time.time() if ts is None else ts}
         try:
-            producer.produce(
-                HEARTBEAT_TOPIC, key=self.me.url.encode(), value=json.dumps(beat).encode(), partition=0
-            )
+            producer.produce(HEARTBEAT_TOPIC, key=self.me.url.encode(), value=json.dumps(beat).encode(), partition=0)
             producer.poll(0)
         except (BufferError, KafkaException) as exc:
             log.debug("heartbeat not sent: %s", exc)
@@ -159,6 +165,4 @@ class LeaderElector:
         url = leader.url if leader else None
         if url != self._announced:
             self._announced = url
-            log.info(
-                "schema registry leader is now %s%s", url or "unknown", " (this instance)" * self.is_leader()
-            )
+            log.info("schema registry leader is now %s%s", url or "unknown", " (this instance)" * self.is_leader())

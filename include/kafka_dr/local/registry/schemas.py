@@ -56,9 +56,7 @@ def parse_references(raw: Any) -> tuple[Reference, ...]:
             raise invalid_schema("each reference must be an object with name, subject and version")
         name, subject, version = item.get("name"), item.get("subject"), item.get("version")
         if not isinstance(name, str) or not isinstance(subject, str) or not isinstance(version, int):
-            raise invalid_schema(
-                "each reference needs a string name, a string subject and an integer version"
-            )
+            raise invalid_schema("each reference needs a string name, a string subject and an integer version")
         refs.append(Reference(name, subject, version))
     return tuple(refs)
 

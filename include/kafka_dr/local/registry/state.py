@@ -184,9 +184,7 @@ class RegistryState:
         content = record.content_key()
         known = self._by_content.setdefault(content, record.id)
         if known != record.id and known in self._by_id:
-            log.warning(
-                "schema id %d duplicates the content of id %d (subject %s)", record.id, known, record.subject
-            )
+            log.warning("schema id %d duplicates the content of id %d (subject %s)", record.id, known, record.subject)
         self.max_id = max(self.max_id, record.id)
 
     def _remove_version(self, subject: str, version: int) -> None:
@@ -216,12 +214,15 @@ class RegistryState:
                 if s.startswith(prefix) and any(deleted or not r.deleted for r in versions.values())
             )
 
+    def has_subject(self, subject: str) -> bool:
+        """Whether ``subject`` has a version that is not soft-deleted."""
+        with self._lock:
+            return any(not r.deleted for r in self._versions.get(subject, {}).values())
+
     def versions(self, subject: str, deleted: bool = False) -> list[SchemaRecord]:
         """The subject's versions, oldest first; 40401 when it has none visible."""
         with self._lock:
-            records = [
-                r for _, r in sorted(self._versions.get(subject, {}).items()) if deleted or not r.deleted
-            ]
+            records = [r for _, r in sorted(self._versions.get(subject, {}).items()) if deleted or not r.deleted]
         if not records:
             raise errors.subject_not_found(subject)
         return records
@@ -255,9 +256,7 @@ class RegistryState:
         with self._lock:
             return sorted(self._by_id)
 
-    def lookup(
-        self, subject: str, candidate: ParsedSchema, refs: tuple[Reference, ...], deleted: bool
-    ) -> SchemaRecord:
+    def lookup(self, subject: str, candidate: ParsedSchema, refs: tuple[Reference, ...], deleted: bool) -> SchemaRecord:
         """The version of ``subject`` holding this schema (POST /subjects/{s})."""
         records = self.versions(subject, deleted)
         content = (candidate.schema_type, candidate.text, refs)
@@ -273,8 +272,7 @@ class RegistryState:
                     r.id
                     for versions in self._versions.values()
                     for r in versions.values()
-                    if not r.deleted
-                    and any(ref.subject == subject and ref.version == version for ref in r.references)
+                    if not r.deleted and any(ref.subject == subject and ref.version == version for ref in r.references)
                 }
             )
 
@@ -317,16 +315,12 @@ class RegistryState:
         with self._lock:
             cached = self._parsed.get(record.id)
         if cached is None:
-            cached = parse(
-                record.schema_type, record.schema, self.resolve_references(record.references, depth)
-            )
+            cached = parse(record.schema_type, record.schema, self.resolve_references(record.references, depth))
             with self._lock:
                 self._parsed[record.id] = cached
         return cached
 
-    def incompatibilities(
-        self, subject: str, candidate: ParsedSchema, against: list[SchemaRecord]
-    ) -> list[str]:
+    def incompatibilities(self, subject: str, candidate: ParsedSchema, against: list[SchemaRecord]) -> list[str]:
         level = self.compatibility(subject)
         if level == "NONE" or not against:
             return []
@@ -386,9 +380,7 @@ class RegistryState:
             if version is None:
                 version = max(existing, default=0) + 1
             elif version in existing:
-                raise errors.not_permitted(
-                    f"Overwrite of subject '{subject}' version {version} is not permitted"
-                )
+                raise errors.not_permitted(f"Overwrite of subject '{subject}' version {version} is not permitted")
             record = SchemaRecord(subject, version, new_id, candidate.schema_type, candidate.text, refs)
             return record, [(schema_key(subject, version), record.to_value())]
 

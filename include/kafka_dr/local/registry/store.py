@@ -28,8 +28,10 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TOPIC = "_schemas"
 WRITE_TIMEOUT_S = 10.0
+LOAD_WAIT_S = 10.0
 _RETRY_S = 2.0
 _LOG_EVERY_S = 30.0
+_ERROR_TTL_S = 15.0
 
 
 def client_config(bootstrap: str) -> dict[str, Any]:
@@ -71,7 +73,8 @@ class KafkaStore:
         self.bootstrap = bootstrap
         self.topic = topic
         self.state = state
-        self.last_error: str | None = None
+        self._error: tuple[float, str] | None = None
+        self.reading = threading.Event()  # set once the topic exists and tailing began
         self.loaded = threading.Event()  # set once the log was applied up to its end at startup
         self._next_offset = 0
         self._applied = threading.Condition()
@@ -89,12 +92,19 @@ class KafkaStore:
             self._producer.flush(2)
 
     @property
-    def connected(self) -> bool:
-        return self._producer is not None and self.last_error is None
+    def last_error(self) -> str | None:
+        """The latest client error, while recent: librdkafka repeats it while the cluster is down
+        and says nothing once it is back."""
+        if self._error is None or time.monotonic() - self._error[0] > _ERROR_TTL_S:
+            return None
+        return self._error[1]
+
+    def _set_error(self, message: str) -> None:
+        self._error = (time.monotonic(), message)
 
     def _on_error(self, error: KafkaError) -> None:
-        self.last_error = f"{error.name()}: {error.str()}"
-        log.debug("kafkastore client error: %s", self.last_error)
+        self._set_error(f"kafkastore {self.bootstrap}: {error.str()}")
+        log.debug("kafkastore client error: %s", error)
 
     def _run(self) -> None:
         last_logged = 0.0
@@ -104,14 +114,14 @@ class KafkaStore:
                 ensure_topic(admin, self.topic, {"cleanup.policy": "compact"})
                 break
             except KafkaException as exc:
-                self.last_error = f"kafkastore {self.bootstrap} unreachable: {exc.args[0].str()}"
+                self._set_error(f"kafkastore {self.bootstrap} unreachable: {exc.args[0].str()}")
                 if time.monotonic() - last_logged > _LOG_EVERY_S:
                     log.warning("%s; retrying in the background", self.last_error)
                     last_logged = time.monotonic()
                 self._stop.wait(_RETRY_S)
         if self._stop.is_set():
             return
-        self.last_error = None
+        self._error = None
         self._producer = Producer(
             {
                 **client_config(self.bootstrap),
@@ -131,11 +141,13 @@ class KafkaStore:
                 "group.id": f"kdr-schema-registry-reader-{uuid.uuid4()}",
                 "enable.auto.commit": False,
                 "enable.partition.eof": True,
+                "fetch.wait.max.ms": 100,  # the end of the log is detected one empty fetch later
                 "error_cb": self._on_error,
             }
         )
         consumer.assign([TopicPartition(self.topic, 0, OFFSET_BEGINNING)])
         log.info("reading %s from %s", self.topic, self.bootstrap)
+        self.reading.set()
         try:
             while not self._stop.is_set():
                 message = consumer.poll(0.5)
@@ -150,7 +162,6 @@ class KafkaStore:
                     else:
                         self._on_error(error)
                     continue
-                self.last_error = None
                 self.state.apply(message.key(), message.value())
                 with self._applied:
                     self._next_offset = message.offset() + 1
@@ -158,9 +169,15 @@ class KafkaStore:
         finally:
             consumer.close()
 
+    def wait_loaded(self, timeout: float = LOAD_WAIT_S) -> None:
+        """Hold a read while a reachable store is still being loaded, so a fresh instance does not
+        answer "not found" for schemas it is about to read; an unreachable store holds nothing."""
+        if self.reading.is_set():
+            self.loaded.wait(timeout)
+
     def _unavailable(self) -> errors.RegistryError:
-        reason = self.last_error or "the store is still connecting"
-        return errors.store_error(f"Error in the backend data store: kafkastore {self.bootstrap}: {reason}")
+        reason = self.last_error or f"kafkastore {self.bootstrap} is still connecting"
+        return errors.store_error(f"Error in the backend data store: {reason}")
 
     def append(self, records: list[Record]) -> int:
         """Append ``records`` in order and return the offset of the last one."""
@@ -174,9 +191,7 @@ class KafkaStore:
 
         try:
             for key, value in records:
-                producer.produce(
-                    self.topic, key=encode(key), value=encode(value), partition=0, on_delivery=delivered
-                )
+                producer.produce(self.topic, key=encode(key), value=encode(value), partition=0, on_delivery=delivered)
         except (BufferError, KafkaException) as exc:
             raise errors.store_error(
                 f"Error in the backend data store: produce to {self.topic} failed: {exc}"
