@@ -57,25 +57,20 @@ def _parser() -> argparse.ArgumentParser:
         "--data-dir",
         type=Path,
         default=DEFAULT_DATA_DIR,
+        metavar="DIR",
         help=f"where the local stack keeps data, logs and pid files (default: {DEFAULT_DATA_DIR})",
     )
     local = commands.add_parser("local", help="run the embedded two-DC stack (brokers and schema registries)")
     actions = local.add_subparsers(dest="action", required=True, metavar="ACTION")
 
     up = actions.add_parser("up", parents=[data_dir], help="start every process not yet running")
-    up.add_argument(
-        "--broker-ports", type=_ports, metavar="P1,P2", help="dc1,dc2 broker ports (default 9091,9092)"
-    )
-    up.add_argument(
-        "--registry-ports", type=_ports, metavar="P1,P2", help="dc1,dc2 registry ports (default 8081,8082)"
-    )
+    up.add_argument("--broker-ports", type=_ports, metavar="P1,P2", help="dc1,dc2 broker ports (default 9091,9092)")
+    up.add_argument("--registry-ports", type=_ports, metavar="P1,P2", help="dc1,dc2 registry ports (default 8081,8082)")
     up.set_defaults(run=_up)
-    actions.add_parser("down", parents=[data_dir], help="stop every process, keep the data").set_defaults(
-        run=_down
+    actions.add_parser("down", parents=[data_dir], help="stop every process, keep the data").set_defaults(run=_down)
+    actions.add_parser("status", parents=[data_dir], help="show each process; exit 1 if any is unhealthy").set_defaults(
+        run=_status
     )
-    actions.add_parser(
-        "status", parents=[data_dir], help="show each process; exit 1 if any is unhealthy"
-    ).set_defaults(run=_status)
     for name, help_text in (
         ("stop", "a disaster: kill the DC's broker and registry"),
         ("start", "bring a stopped DC back with its data"),
@@ -94,14 +89,10 @@ def _parser() -> argparse.ArgumentParser:
         metavar="DC|HOST:PORT",
         help="cluster that stores the schemas (a DC name or bootstrap servers)",
     )
-    registry.add_argument(
-        "--leader-eligible", type=_bool, metavar="true|false", help="may this registry lead"
-    )
+    registry.add_argument("--leader-eligible", type=_bool, metavar="true|false", help="may this registry lead")
     registry.set_defaults(run=_restart_registry)
 
-    demo = commands.add_parser(
-        "demo", parents=[data_dir], help="start the local stack and show a round trip per DC"
-    )
+    demo = commands.add_parser("demo", parents=[data_dir], help="start the local stack and show a round trip per DC")
     demo.set_defaults(run=_demo)
     return parser
 
@@ -155,9 +146,7 @@ def _dc_action(args: argparse.Namespace) -> int:
         print(f"stopped: {', '.join(stopped)}" if stopped else f"{args.dc} was not running")
     else:
         stack.wipe(args.dc)
-        print(
-            f"{args.dc} wiped (stopped, data deleted); `kafka-dr local start {args.dc}` brings it back empty"
-        )
+        print(f"{args.dc} wiped (stopped, data deleted); `kafka-dr local start {args.dc}` brings it back empty")
     return 0
 
 
@@ -169,9 +158,7 @@ def _restart_registry(args: argparse.Namespace) -> int:
         store = stack.config.dc(store).broker_address
     elif store is not None:
         check_bootstrap_servers(store, "--kafkastore")
-    dc = stack.restart_registry(
-        args.dc, kafkastore_bootstrap_servers=store, leader_eligibility=args.leader_eligible
-    )
+    dc = stack.restart_registry(args.dc, kafkastore_bootstrap_servers=store, leader_eligibility=args.leader_eligible)
     eligible = "leader-eligible" if dc.registry_leader_eligible else "not leader-eligible"
     print(f"{dc.name} registry restarted on {dc.registry_url}: store {dc.registry_kafkastore}, {eligible}")
     return 0

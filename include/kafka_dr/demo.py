@@ -12,6 +12,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
 from kafka_dr.local.stack import DcConfig, LocalStack
 
 DEMO_TOPIC = "kdr-demo"
@@ -47,8 +48,7 @@ def _round_trip(dc: DcConfig, out: Callable[[str], None]) -> bool:
         positions = _produce(dc.broker_address, sent)
         where = ", ".join(f"{p}:{o}" for p, o in positions)
         out(
-            f"{dc.name} ({dc.broker_address}): produced {len(sent)} records to {DEMO_TOPIC} "
-            f"at partition:offset {where}"
+            f"{dc.name} ({dc.broker_address}): produced {len(sent)} records to {DEMO_TOPIC} at partition:offset {where}"
         )
         received = _consume(dc.broker_address, positions)
     except KafkaException as exc:
@@ -67,7 +67,8 @@ def _round_trip(dc: DcConfig, out: Callable[[str], None]) -> bool:
 
 
 def _ensure_topic(bootstrap: str) -> None:
-    futures = AdminClient({"bootstrap.servers": bootstrap}).create_topics(
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive: its futures die with it
+    futures = admin.create_topics(
         [NewTopic(DEMO_TOPIC, num_partitions=1, replication_factor=1)], request_timeout=TIMEOUT
     )
     try:
@@ -88,9 +89,7 @@ def _produce(bootstrap: str, records: list[Record]) -> list[tuple[int, int]]:
         else:
             positions.append((msg.partition(), msg.offset()))
 
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "acks": "all", "message.timeout.ms": int(TIMEOUT * 1000)}
-    )
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "message.timeout.ms": int(TIMEOUT * 1000)})
     for key, value, headers in records:
         producer.produce(DEMO_TOPIC, key=key, value=value, headers=headers, on_delivery=delivered)
     producer.flush(TIMEOUT)

@@ -53,9 +53,7 @@ class TopicFilter:
         """True if `name` is selected; `_kdr.` internal names never are, so they are never replicated."""
         if name.startswith(INTERNAL_TOPIC_PREFIX):
             return False
-        return any(p.fullmatch(name) for p in self.include) and not any(
-            p.fullmatch(name) for p in self.exclude
-        )
+        return any(p.fullmatch(name) for p in self.include) and not any(p.fullmatch(name) for p in self.exclude)
 
 
 ALL_GROUPS = TopicFilter(include=(re.compile(".*"),))
@@ -138,9 +136,7 @@ class _StrictLoader(yaml.SafeLoader):
             if isinstance(key, list | dict):
                 continue  # unhashable key: the base class reports it with a position
             if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r}", key_node.start_mark
-                )
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
@@ -174,9 +170,7 @@ class _Parser:
     def error(self, path: str, reason: str) -> TopologyError:
         return TopologyError(f"{self.source}: {path}: {reason}" if path else f"{self.source}: {reason}")
 
-    def mapping(
-        self, value: Any, path: str, required: tuple[str, ...], optional: tuple[str, ...]
-    ) -> dict[str, Any]:
+    def mapping(self, value: Any, path: str, required: tuple[str, ...], optional: tuple[str, ...]) -> dict[str, Any]:
         """Check `value` is a mapping with all `required` keys and no key outside both tuples."""
         if not isinstance(value, dict):
             raise self.error(path, f"must be a mapping, got {_type_name(value)}")
@@ -268,9 +262,7 @@ class _Parser:
         uses_topic = False
         for literal, field_name, spec, conversion in parts:
             if not _TOPIC_CHARS_RE.fullmatch(literal):
-                raise self.error(
-                    path, f"format {fmt!r} would make an illegal topic name (allowed: {_LEGAL_CHARS})"
-                )
+                raise self.error(path, f"format {fmt!r} would make an illegal topic name (allowed: {_LEGAL_CHARS})")
             if field_name is None:
                 continue
             if field_name != "topic" or spec or conversion:
@@ -326,9 +318,7 @@ class _Parser:
             topics=self.filter(raw["topics"], f"{path}.topics", default_include=()),
             rename=MappingProxyType(self.rename(raw.get("rename", {}), f"{path}.rename")),
             provenance=self.boolean(raw.get("provenance", True), f"{path}.provenance"),
-            sync_topic_configs=self.boolean(
-                raw.get("sync_topic_configs", True), f"{path}.sync_topic_configs"
-            ),
+            sync_topic_configs=self.boolean(raw.get("sync_topic_configs", True), f"{path}.sync_topic_configs"),
             groups=self.filter(raw.get("groups", {}), f"{path}.groups", default_include=(".*",)),
         )
 
@@ -365,6 +355,4 @@ class _Parser:
             primary = self.cluster_ref(registry["primary"], "schema_registry.primary", clusters)
             if clusters[primary].schema_registry is None:
                 raise self.error("schema_registry.primary", f"cluster {primary!r} has no schema_registry URL")
-        return Topology(
-            clusters=MappingProxyType(clusters), flows=tuple(flows), schema_registry_primary=primary
-        )
+        return Topology(clusters=MappingProxyType(clusters), flows=tuple(flows), schema_registry_primary=primary)

@@ -137,9 +137,7 @@ def test_filter_matches_full_names_and_never_internal_topics() -> None:
 
 
 def test_bootstrap_servers_accepts_a_list_and_normalises_it() -> None:
-    data = mutated(
-        lambda d: d["clusters"]["dc1"].update(bootstrap_servers=["a.example:9092", " b.example:9093"])
-    )
+    data = mutated(lambda d: d["clusters"]["dc1"].update(bootstrap_servers=["a.example:9092", " b.example:9093"]))
     assert parse_topology(data).cluster("dc1").bootstrap_servers == "a.example:9092,b.example:9093"
     data = mutated(lambda d: d["clusters"]["dc1"].update(bootstrap_servers="[::1]:9092, h:1"))
     assert parse_topology(data).cluster("dc1").bootstrap_servers == "[::1]:9092,h:1"
@@ -485,9 +483,7 @@ BAD_TOPOLOGIES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("change", "expected"), [c[1:] for c in BAD_TOPOLOGIES], ids=[c[0] for c in BAD_TOPOLOGIES]
-)
+@pytest.mark.parametrize(("change", "expected"), [c[1:] for c in BAD_TOPOLOGIES], ids=[c[0] for c in BAD_TOPOLOGIES])
 def test_bad_topology_is_refused_with_one_line(
     tmp_path: Path, change: Callable[[dict[str, Any]], None], expected: str
 ) -> None:

@@ -42,6 +42,7 @@ STOP_GRACE = 5.0
 
 _DC_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 _CONFIG_VERSION = 1
+_START_MARK = "--- kafka-dr starts at "
 
 
 class StackError(RuntimeError):
@@ -83,9 +84,7 @@ class StackConfig:
     ) -> StackConfig:
         """DESIGN.md's layout: dc2's registry follows the store of dc1, which alone is leader-eligible."""
         if len(broker_ports) != 2 or len(registry_ports) != 2:
-            raise StackInputError(
-                "the local stack has two DCs: give exactly two broker and two registry ports"
-            )
+            raise StackInputError("the local stack has two DCs: give exactly two broker and two registry ports")
         primary_store = f"{HOST}:{broker_ports[0]}"
         config = cls(
             dcs=(
@@ -130,9 +129,7 @@ class StackConfig:
             check_bootstrap_servers(dc.registry_kafkastore, f"{where}.registry_kafkastore")
 
     def to_json(self) -> str:
-        return (
-            json.dumps({"version": _CONFIG_VERSION, "dcs": [asdict(dc) for dc in self.dcs]}, indent=2) + "\n"
-        )
+        return json.dumps({"version": _CONFIG_VERSION, "dcs": [asdict(dc) for dc in self.dcs]}, indent=2) + "\n"
 
     @classmethod
     def from_json(cls, text: str, source: str) -> StackConfig:
@@ -191,6 +188,7 @@ class LocalStack:
         if config is not None:
             config.validate("stack config")
         self.config = config or self._saved_config() or StackConfig.default()
+        self._spawned: dict[tuple[str, str], subprocess.Popen[bytes]] = {}
 
     # --- paths ----------------------------------------------------------------------------------
 
@@ -212,8 +210,7 @@ class LocalStack:
     def up(self, timeout: float = STARTUP_TIMEOUT) -> list[str]:
         """Start whatever is not running (brokers first) and wait until all answer; returns what started."""
         with self._locked():
-            self._check_settings_unchanged()
-            self._save_config()
+            self._sync_settings(adopt=True)
             started: list[str] = []
             for kind in KINDS:
                 procs = [(dc.name, kind) for dc in self.config.dcs]
@@ -224,20 +221,21 @@ class LocalStack:
     def down(self) -> list[str]:
         """Stop every process (registries before brokers, clients before servers); data is kept."""
         with self._locked():
+            self._sync_settings(adopt=False)
             return self._stop([(dc.name, kind) for kind in reversed(KINDS) for dc in self.config.dcs])
 
     def stop(self, dc: str) -> list[str]:
         """A disaster: kill the DC's registry and broker; returns what was running."""
         self.config.dc(dc)
         with self._locked():
+            self._sync_settings(adopt=False)
             return self._stop([(dc, REGISTRY), (dc, BROKER)])
 
     def start(self, dc: str, timeout: float = STARTUP_TIMEOUT) -> list[str]:
         """Bring a stopped DC back (broker, then registry) with the data it had."""
         self.config.dc(dc)
         with self._locked():
-            self._check_settings_unchanged()
-            self._save_config()
+            self._sync_settings(adopt=True)
             started: list[str] = []
             for kind in KINDS:
                 started += self._start([(dc, kind)])
@@ -248,6 +246,7 @@ class LocalStack:
         """Total loss: stop the DC and delete its data, so `start` brings it back empty (new cluster id)."""
         self.config.dc(dc)
         with self._locked():
+            self._sync_settings(adopt=False)
             stopped = self._stop([(dc, REGISTRY), (dc, BROKER)])
             for kind in KINDS:
                 shutil.rmtree(self.server_dir(dc, kind), ignore_errors=True)
@@ -261,18 +260,19 @@ class LocalStack:
         timeout: float = STARTUP_TIMEOUT,
     ) -> DcConfig:
         """Restart one registry, optionally on another store or eligibility (the schema redirect)."""
-        current = self.config.dc(dc)
-        new = replace(
-            current,
-            registry_kafkastore=current.registry_kafkastore
-            if kafkastore_bootstrap_servers is None
-            else check_bootstrap_servers(kafkastore_bootstrap_servers, "kafkastore"),
-            registry_leader_eligible=current.registry_leader_eligible
-            if leader_eligibility is None
-            else leader_eligibility,
-        )
+        self.config.dc(dc)
+        if kafkastore_bootstrap_servers is not None:
+            check_bootstrap_servers(kafkastore_bootstrap_servers, "kafkastore")
         with self._locked():
-            self._check_settings_unchanged()
+            self._sync_settings(adopt=False)
+            current = self.config.dc(dc)
+            new = replace(
+                current,
+                registry_kafkastore=kafkastore_bootstrap_servers or current.registry_kafkastore,
+                registry_leader_eligible=current.registry_leader_eligible
+                if leader_eligibility is None
+                else leader_eligibility,
+            )
             self.config = self.config.with_dc(new)
             self._save_config()
             self._stop([(dc, REGISTRY)])
@@ -282,6 +282,7 @@ class LocalStack:
 
     def status(self, timeout: float = 2.0) -> list[ProcessStatus]:
         """Every process, whether it runs and whether it answers its protocol."""
+        self._sync_settings(adopt=False)
         result = []
         for dc in self.config.dcs:
             for kind in KINDS:
@@ -360,17 +361,21 @@ class LocalStack:
         tmp.write_text(self.config.to_json(), encoding="utf-8")
         tmp.replace(self.config_file)
 
-    def _check_settings_unchanged(self) -> None:
-        """New explicit settings may not replace the saved ones while the old processes run."""
+    def _sync_settings(self, adopt: bool) -> None:
+        """stack.json is the truth every CLI call shares; explicit settings replace it only when
+        `adopt`ing them (up, start) and only while none of the old processes runs."""
         saved = self._saved_config()
-        if not self._explicit_config or saved is None or saved == self.config:
-            return
-        running = [f"{dc.name} {kind}" for dc in saved.dcs for kind in KINDS if self.pid(dc.name, kind)]
-        if running:
-            raise StackInputError(
-                f"the stack in {self.data_dir} runs with other settings ({self.config_file}; running: "
-                f"{', '.join(running)}); stop it with `kafka-dr local down --data-dir {self.data_dir}` first"
-            )
+        if saved is not None and saved != self.config:
+            if not (adopt and self._explicit_config):
+                self.config = saved
+            elif running := [f"{dc.name} {k}" for dc in saved.dcs for k in KINDS if self.pid(dc.name, k)]:
+                raise StackInputError(
+                    f"the stack in {self.data_dir} runs with other settings ({self.config_file}; running: "
+                    f"{', '.join(running)}); stop it with `kafka-dr local down --data-dir {self.data_dir}` first"
+                )
+        if adopt:
+            self._save_config()
+            self._explicit_config = False
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -387,15 +392,13 @@ class LocalStack:
                 continue
             cfg = self.config.dc(dc)
             port = cfg.broker_port if kind == BROKER else cfg.registry_port
-            if _port_open(HOST, port, 1.0):
-                raise StackError(
-                    f"cannot start {dc} {kind}: port {HOST}:{port} is already used by another process"
-                )
+            if not _port_freed(port):
+                raise StackError(f"cannot start {dc} {kind}: {HOST}:{port} is already used by another process")
             self.server_dir(dc, kind).mkdir(parents=True, exist_ok=True)
             cmd = self.command(dc, kind)
             with open(self.log_file(dc, kind), "ab") as log:
                 now = datetime.now(UTC).isoformat(timespec="seconds")
-                log.write(f"--- {now} kafka-dr starts: {shlex.join(cmd)}\n".encode())
+                log.write(f"{_START_MARK}{now}: {shlex.join(cmd)}\n".encode())
                 log.flush()
                 proc = subprocess.Popen(
                     cmd,
@@ -407,6 +410,7 @@ class LocalStack:
                     start_new_session=True,  # detached: survives the CLI and its terminal's signals
                 )
             self.pid_file(dc, kind).write_text(f"{proc.pid}\n")
+            self._spawned[(dc, kind)] = proc
             started.append(f"{dc} {kind}")
         return started
 
@@ -417,20 +421,17 @@ class LocalStack:
         return _broker_cluster_id(dc.broker_address, timeout)
 
     def _wait_healthy(self, procs: list[tuple[str, str]], timeout: float) -> None:
+        """Poll until every process answers; a crash or the deadline is one line pointing at the log."""
         deadline = time.monotonic() + timeout
         pending = list(procs)
         while pending:
             for dc, kind in list(pending):
-                cfg = self.config.dc(dc)
-                pid = self.pid(dc, kind)
-                if pid is None:
-                    raise StackError(
-                        f"{dc} {kind} exited during startup ({_last_line(self.log_file(dc, kind))}); "
-                        f"see {self.log_file(dc, kind)}"
-                    )
-                if self._probe(cfg, kind, min(2.0, max(0.5, deadline - time.monotonic())))[0]:
+                self._check_running(dc, kind)
+                if self._probe(self.config.dc(dc), kind, min(2.0, max(0.5, deadline - time.monotonic())))[0]:
                     pending.remove((dc, kind))
-            if pending and time.monotonic() >= deadline:
+            if not pending:
+                return
+            if time.monotonic() >= deadline:
                 dc, kind = pending[0]
                 cfg = self.config.dc(dc)
                 address = cfg.broker_address if kind == BROKER else cfg.registry_url
@@ -438,11 +439,18 @@ class LocalStack:
                 if kind == REGISTRY and not _broker_cluster_id(cfg.registry_kafkastore, 1.0)[0]:
                     hint = f" (its store {cfg.registry_kafkastore} does not answer)"
                 raise StackError(
-                    f"{dc} {kind} (pid {self.pid(dc, kind)}) did not answer on {address} within "
-                    f"{timeout:g} s{hint}; see {self.log_file(dc, kind)}"
+                    f"{dc} {kind} did not answer on {address} within {timeout:g} s{hint}; see {self.log_file(dc, kind)}"
                 )
-            if pending:
-                time.sleep(0.2)
+            time.sleep(0.2)
+
+    def _check_running(self, dc: str, kind: str) -> None:
+        """Judge a just-spawned process by its Popen: until it execs, /proc shows our command line."""
+        proc = self._spawned.get((dc, kind))
+        if (proc is not None and proc.poll() is None) or self.pid(dc, kind) is not None:
+            return
+        why = "process gone" if proc is None else f"exit code {proc.returncode}"
+        log = self.log_file(dc, kind)
+        raise StackError(f"{dc} {kind} exited during startup ({why}: {_last_line(log)}); see {log}")
 
     def _stop(self, procs: list[tuple[str, str]]) -> list[str]:
         """SIGTERM, then SIGKILL after STOP_GRACE seconds; the pid files go once the processes are gone."""
@@ -458,14 +466,15 @@ class LocalStack:
             raise StackError(f"could not stop {names}")
         for dc, kind in procs:
             self.pid_file(dc, kind).unlink(missing_ok=True)
+            proc = self._spawned.pop((dc, kind), None)
+            if proc is not None:
+                proc.wait()  # our own child: reap it rather than leave a zombie
         return [f"{dc} {kind}" for dc, kind in running]
 
     def _wait_gone(self, procs: dict[tuple[str, str], int]) -> dict[tuple[str, str], int]:
         """Wait up to STOP_GRACE seconds; returns the processes still running."""
         deadline = time.monotonic() + STOP_GRACE
         while True:
-            for pid in procs.values():
-                _reap(pid)
             procs = {key: pid for key, pid in procs.items() if self._is_ours(pid, *key)}
             if not procs or time.monotonic() >= deadline:
                 return procs
@@ -480,19 +489,11 @@ def _cmdline(pid: int) -> list[str] | None:
         if Path("/proc/self").exists():
             return None
         # No /proc (macOS): ask ps, which loses argument boundaries but keeps the words we match.
-        ps = subprocess.run(
-            ["ps", "-o", "args=", "-p", str(pid)], capture_output=True, text=True, check=False
-        )
+        ps = subprocess.run(["ps", "-o", "args=", "-p", str(pid)], capture_output=True, text=True, check=False)
         return ps.stdout.split() if ps.returncode == 0 and ps.stdout.strip() else None
     except PermissionError:
         return None
     return raw.rstrip(b"\0").decode(errors="replace").split("\0") if raw else None
-
-
-def _reap(pid: int) -> None:
-    """Collect the exit status if the server is our own child (tests start servers in-process)."""
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:
@@ -507,6 +508,16 @@ def _port_open(host: str, port: int, timeout: float) -> bool:
             return True
     except OSError:
         return False
+
+
+def _port_freed(port: int, timeout: float = 3.0) -> bool:
+    """Wait for a port to close: a killed process's sockets outlive its /proc cmdline for a moment."""
+    deadline = time.monotonic() + timeout
+    while _port_open(HOST, port, 1.0):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+    return True
 
 
 def _broker_cluster_id(bootstrap_servers: str, timeout: float) -> tuple[bool, str | None]:
@@ -532,9 +543,10 @@ def _registry_answers(url: str, timeout: float) -> bool:
 
 
 def _last_line(log: Path) -> str:
-    """Last non-empty log line, usually the exception that killed the server."""
+    """Last line the latest start wrote, usually the exception that killed the server."""
     try:
-        lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+        _, mark, output = log.read_text(errors="replace").rpartition(_START_MARK)
     except FileNotFoundError:
         return "no log written"
-    return lines[-1] if lines else "log is empty"
+    lines = [line.strip() for line in output.splitlines()[1 if mark else 0 :] if line.strip()]
+    return lines[-1] if lines else "no output"
