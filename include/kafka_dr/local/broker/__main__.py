@@ -31,7 +31,7 @@ async def run(broker: Broker) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
-    broker.close()
+    await broker.shutdown()
 
 
 def main(argv: list[str] | None = None) -> int:

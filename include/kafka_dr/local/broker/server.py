@@ -71,6 +71,7 @@ class Broker:
         self._appended = asyncio.Event()
         self._server: asyncio.base_events.Server | None = None
         self._tasks: list[asyncio.Task] = []
+        self._connections: set[asyncio.Task] = set()
 
     # ---- appends wake long-polling fetches -----------------------------------------------
     def notify_append(self) -> None:
@@ -116,6 +117,16 @@ class Broker:
         async with self._server:
             await self._server.serve_forever()
 
+    async def shutdown(self) -> None:
+        """Stop listening, end open connections, then close the logs (a clean SIGTERM stop)."""
+        if self._server:
+            self._server.close()
+        pending = [*self._tasks, *self._connections]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        self.close()
+
     def close(self) -> None:
         for task in self._tasks:
             task.cancel()
@@ -128,6 +139,8 @@ class Broker:
     # ---- connections -----------------------------------------------------------------------
     async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername") or ("?", 0)
+        task = asyncio.current_task()
+        self._connections.add(task)
         try:
             while True:
                 size = struct.unpack(">i", await reader.readexactly(4))[0]
@@ -138,13 +151,14 @@ class Broker:
                 if response is not None:
                     writer.write(response)
                     await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
             pass
         except _CloseConnection as exc:
             log.warning("closing %s: %s", peer, exc)
         except Exception:
             log.exception("closing %s after an unexpected error", peer)
         finally:
+            self._connections.discard(task)
             writer.close()
 
     async def dispatch(self, frame: bytes, client_host: str) -> bytes | None:

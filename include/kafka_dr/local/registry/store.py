@@ -13,6 +13,7 @@ appends the real records and waits until it has applied them before answering.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 import uuid
@@ -34,11 +35,34 @@ _LOG_EVERY_S = 30.0
 _ERROR_TTL_S = 15.0
 
 
+class RepeatFilter(logging.Filter):
+    """Pass a librdkafka line once per window: while a cluster is down it repeats the same
+    connection error many times a second, and the store already reports it periodically."""
+
+    def __init__(self, window_s: float = 60.0) -> None:
+        super().__init__()
+        self.window_s = window_s
+        self._last: dict[str, float] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        # Drop the variable parts ("after 12ms in state CONNECT") so repeats compare equal.
+        key = re.sub(r"\d+", "#", record.getMessage())
+        now = time.monotonic()
+        if now - self._last.get(key, -self.window_s) < self.window_s:
+            return False
+        self._last[key] = now
+        return True
+
+
+LIBRDKAFKA_LOG = logging.getLogger("kafka_dr.local.registry.librdkafka")
+LIBRDKAFKA_LOG.addFilter(RepeatFilter())
+
+
 def client_config(bootstrap: str) -> dict[str, Any]:
     """Settings every librdkafka client of the registry shares."""
     return {
         "bootstrap.servers": bootstrap,
-        "logger": logging.getLogger("kafka_dr.local.registry.librdkafka"),
+        "logger": LIBRDKAFKA_LOG,
         "socket.connection.setup.timeout.ms": 5000,
     }
 
@@ -172,8 +196,10 @@ class KafkaStore:
     def wait_loaded(self, timeout: float = LOAD_WAIT_S) -> None:
         """Hold a read while a reachable store is still being loaded, so a fresh instance does not
         answer "not found" for schemas it is about to read; an unreachable store holds nothing."""
-        if self.reading.is_set():
-            self.loaded.wait(timeout)
+        deadline = time.monotonic() + timeout
+        while (self.reading.is_set() and not self.loaded.is_set() and self.last_error is None
+               and time.monotonic() < deadline):
+            self.loaded.wait(0.1)
 
     def _unavailable(self) -> errors.RegistryError:
         reason = self.last_error or f"kafkastore {self.bootstrap} is still connecting"
