@@ -26,6 +26,14 @@ class OffsetOutOfRange(Exception):
     """A fetch position is outside [log start offset, high watermark] and no auto reset was allowed."""
 
 
+class ProduceError(Exception):
+    """Some records were not delivered; ``errors`` holds one message per failed record."""
+
+    def __init__(self, errors: list[str]):
+        super().__init__(f"{len(errors)} records failed, first: {errors[:3]}")
+        self.errors = errors
+
+
 @dataclass(frozen=True)
 class Record:
     """A record to produce.  ``partition=None`` lets the client's partitioner pick."""
@@ -114,7 +122,8 @@ class ClientAdapter:
         self.bootstrap = bootstrap
 
     # -- topics -------------------------------------------------------------------------------------
-    def create_topic(self, name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> None:
+    def create_topic(self, name: str, partitions: int = 1, configs: dict[str, str] | None = None,
+                     replication_factor: int = 1) -> None:
         raise NotImplementedError
 
     def partition_count(self, topic: str) -> int:
@@ -134,6 +143,19 @@ class ClientAdapter:
         raise NotImplementedError
 
     def cluster_id(self) -> str:
+        raise NotImplementedError
+
+    def delete_topic(self, name: str) -> None:
+        raise NotImplementedError
+
+    def list_groups(self) -> set[str]:
+        raise NotImplementedError
+
+    def delete_group(self, group: str) -> None:
+        raise NotImplementedError
+
+    def brokers(self) -> dict[int, tuple[str, int]]:
+        """{node_id: (host, port)} from a Metadata request."""
         raise NotImplementedError
 
     def wait_for_partitions(self, topic: str, count: int, timeout: float = 15.0) -> None:
@@ -193,6 +215,14 @@ class ClientAdapter:
         raise NotImplementedError
 
     def group_member(self, group: str, topic: str, *, session_timeout_ms: int = 6000) -> GroupMember:
+        raise NotImplementedError
+
+    def group_offsets(self, group: str) -> dict[tuple[str, int], tuple[int, str]]:
+        """All committed offsets of a group (OffsetFetch for all partitions): {(topic, p): (offset, metadata)}."""
+        raise NotImplementedError
+
+    def describe_group(self, group: str) -> tuple[str, int]:
+        """(state in upper case, e.g. "STABLE" / "EMPTY", number of members)."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -255,7 +285,8 @@ class ConfluentClient(ClientAdapter):
         super().__init__(bootstrap)
         from confluent_kafka.admin import AdminClient
 
-        self._admin = AdminClient({"bootstrap.servers": bootstrap})
+        # A producer-type handle would auto-create topics from metadata lookups: not for an admin.
+        self._admin = AdminClient({"bootstrap.servers": bootstrap, "allow.auto.create.topics": False})
         self._helper = None
 
     def _base(self) -> dict:
@@ -269,6 +300,7 @@ class ConfluentClient(ClientAdapter):
             "enable.auto.offset.store": False,
             "fetch.wait.max.ms": 100,
             "topic.metadata.refresh.interval.ms": 1000,
+            "isolation.level": "read_uncommitted",  # librdkafka defaults to read_committed
         })
         conf.update(extra)
         return conf
@@ -285,10 +317,11 @@ class ConfluentClient(ClientAdapter):
         return [f.result(timeout=timeout) for f in futures.values()]
 
     # -- topics -------------------------------------------------------------------------------------
-    def create_topic(self, name, partitions=1, configs=None):
+    def create_topic(self, name, partitions=1, configs=None, replication_factor=1):
         from confluent_kafka.admin import NewTopic
 
-        topic = NewTopic(name, num_partitions=partitions, replication_factor=1, config=dict(configs or {}))
+        topic = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor,
+                         config=dict(configs or {}))
         self._result(self._admin.create_topics([topic], operation_timeout=30))
         self.wait_for_partitions(name, partitions)
 
@@ -334,6 +367,22 @@ class ConfluentClient(ClientAdapter):
     def cluster_id(self):
         return self._admin.describe_cluster(request_timeout=10).result(timeout=15).cluster_id
 
+    def delete_topic(self, name):
+        self._result(self._admin.delete_topics([name], operation_timeout=30))
+
+    def list_groups(self):
+        result = self._admin.list_consumer_groups(request_timeout=10).result(timeout=15)
+        if result.errors:
+            raise RuntimeError(f"list_consumer_groups: {result.errors}")
+        return {g.group_id for g in result.valid}
+
+    def delete_group(self, group):
+        self._result(self._admin.delete_consumer_groups([group], request_timeout=15))
+
+    def brokers(self):
+        md = self._admin.list_topics(timeout=10)
+        return {b.id: (b.host, b.port) for b in md.brokers.values()}
+
     # -- produce ------------------------------------------------------------------------------------
     def produce(self, topic, records, *, compression=None, batch_records=None, idempotent=False,
                 linger_ms=1000):
@@ -375,7 +424,8 @@ class ConfluentClient(ClientAdapter):
             else:
                 producer.poll(0)
         _confluent_flush(producer)
-        assert not errors, errors[:5]
+        if errors:
+            raise ProduceError(errors)
         assert all(r is not None for r in results), "missing delivery reports"
         return results  # type: ignore[return-value]
 
@@ -478,6 +528,29 @@ class ConfluentClient(ClientAdapter):
             out[(tp.topic, tp.partition)] = None if tp.offset == OFFSET_INVALID else tp.offset
         return out
 
+    def group_offsets(self, group):
+        from confluent_kafka import ConsumerGroupTopicPartitions
+
+        futures = self._admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
+                                                          request_timeout=15)
+        [result] = self._result(futures)
+        out = {}
+        for tp in result.topic_partitions:
+            if tp.error is not None:
+                raise RuntimeError(f"group offsets: {tp.error}")
+            try:
+                metadata = tp.metadata or ""
+            except UnicodeDecodeError:
+                # confluent-kafka's binding reads commit metadata as a NUL-terminated C string: metadata
+                # committed by another client (no trailing NUL) comes back with stray bytes.
+                metadata = "<unreadable>"
+            out[(tp.topic, tp.partition)] = (tp.offset, metadata)
+        return out
+
+    def describe_group(self, group):
+        [desc] = self._result(self._admin.describe_consumer_groups([group], request_timeout=15))
+        return desc.state.name.upper(), len(desc.members)
+
     def group_member(self, group, topic, *, session_timeout_ms=6000):
         return ConfluentGroupMember(self._consumer_conf(group, **{
             "group.protocol": "classic",
@@ -552,9 +625,10 @@ class KafkaPythonClient(ClientAdapter):
         return self._helper
 
     # -- topics -------------------------------------------------------------------------------------
-    def create_topic(self, name, partitions=1, configs=None):
+    def create_topic(self, name, partitions=1, configs=None, replication_factor=1):
         self._admin.create_topics(
-            {name: {"num_partitions": partitions, "replication_factor": 1, "configs": dict(configs or {})}},
+            {name: {"num_partitions": partitions, "replication_factor": replication_factor,
+                    "configs": dict(configs or {})}},
             timeout_ms=30000)
         self.wait_for_partitions(name, partitions)
 
@@ -601,10 +675,25 @@ class KafkaPythonClient(ClientAdapter):
     def cluster_id(self):
         return self._admin.describe_cluster()["cluster_id"]
 
+    def delete_topic(self, name):
+        self._admin.delete_topics([name], timeout_ms=30000)
+
+    def list_groups(self):
+        return {g["group_id"] for g in self._admin.list_groups()}
+
+    def delete_group(self, group):
+        result = self._admin.delete_groups([group])[group]
+        if result != "OK":
+            raise RuntimeError(f"delete_groups({group}): {result}")
+
+    def brokers(self):
+        return {b["broker_id"]: (b["host"], b["port"]) for b in self._admin.describe_cluster()["brokers"]}
+
     # -- produce ------------------------------------------------------------------------------------
     def produce(self, topic, records, *, compression=None, batch_records=None, idempotent=False,
                 linger_ms=1000):
         from kafka import KafkaProducer
+        from kafka.errors import KafkaError
 
         producer = KafkaProducer(
             bootstrap_servers=self.bootstrap,
@@ -624,10 +713,15 @@ class KafkaPythonClient(ClientAdapter):
                 if batch_records and (i + 1) % batch_records == 0:
                     producer.flush(60)
             producer.flush(60)
-            results = []
-            for f in futures:
-                md = f.get(timeout=60)
-                results.append((md.partition, md.offset))
+            results, errors = [], []
+            for i, f in enumerate(futures):
+                try:
+                    md = f.get(timeout=60)
+                    results.append((md.partition, md.offset))
+                except KafkaError as exc:
+                    errors.append(f"record {i}: {exc!r}")
+            if errors:
+                raise ProduceError(errors)
             return results
         finally:
             producer.close(timeout=10)
@@ -720,6 +814,16 @@ class KafkaPythonClient(ClientAdapter):
         finally:
             consumer.close(autocommit=False)
 
+    def group_offsets(self, group):
+        result = self._admin.list_group_offsets({group: None})[group]
+        return {(tp.topic, tp.partition): (om.offset, om.metadata or "") for tp, om in result.items()}
+
+    def describe_group(self, group):
+        desc = self._admin.describe_groups([group])[group]
+        assert desc["error"] is None, desc
+        return desc["group_state"].upper().replace("COMPLETINGREBALANCE", "COMPLETING_REBALANCE").replace(
+            "PREPARINGREBALANCE", "PREPARING_REBALANCE"), len(desc["members"])
+
     def group_member(self, group, topic, *, session_timeout_ms=6000):
         from kafka.coordinator.assignors.range import RangePartitionAssignor
 
@@ -782,6 +886,8 @@ def make_records(n: int, *, base_ts: int, seed: int = 0, null_header_values: boo
                 headers.append(("ключ-ü", "значение".encode()))
             if i % 6 == 1:
                 headers.append(("dup", b"third"))
+            if i % 9 == 2:
+                headers.append(("", b"empty key"))
             if null_header_values and i % 2 == 1:
                 headers.append(("nullable", None))
         out.append(Record(key=key, value=value, headers=tuple(headers), timestamp_ms=base_ts + i,

@@ -23,7 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from clients import CLIENT_NAMES, ClientAdapter, make_client
+
+from .clients import CLIENT_NAMES, ClientAdapter, make_client
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXTERNAL_BOOTSTRAP = os.environ.get("KDR_CONFORMANCE_BOOTSTRAP") or None
@@ -54,8 +55,10 @@ def read_meta_properties(data_dir: Path) -> dict[str, str]:
 class EmbeddedBroker:
     """One ``python -m kafka_dr.local.broker`` process on a fixed port and data dir."""
 
-    def __init__(self, data_dir: Path, port: int | None = None, node_id: int = 1, log_dir: Path | None = None):
+    def __init__(self, data_dir: Path, port: int | None = None, node_id: int = 1, log_dir: Path | None = None,
+                 configs: dict[str, str] | None = None):
         self.data_dir = Path(data_dir)
+        self.configs = dict(configs or {})
         self.port = port or free_port()
         self.node_id = node_id
         self.log_path = (log_dir or self.data_dir.parent) / f"broker-{self.data_dir.name}.log"
@@ -71,6 +74,8 @@ class EmbeddedBroker:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, "-m", "kafka_dr.local.broker", "--host", "127.0.0.1", "--port", str(self.port),
                "--data-dir", str(self.data_dir), "--node-id", str(self.node_id)]
+        for key, value in self.configs.items():
+            cmd += ["--config", f"{key}={value}"]
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT / "include"), env.get("PYTHONPATH")]))
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child, closed below
@@ -156,10 +161,12 @@ class BrokerFactory:
         self.root = root
         self.brokers: list[EmbeddedBroker] = []
 
-    def start(self, name: str | None = None, node_id: int = 1) -> EmbeddedBroker:
+    def start(self, name: str | None = None, node_id: int = 1, configs: dict[str, str] | None = None
+              ) -> EmbeddedBroker:
+        """A new broker in a fresh data dir; ``configs`` are broker configs (``--config KEY=VALUE``)."""
         name = name or f"broker{len(self.brokers) + 1}"
         data_dir = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=self.root))
-        broker = EmbeddedBroker(data_dir, node_id=node_id, log_dir=self.root)
+        broker = EmbeddedBroker(data_dir, node_id=node_id, log_dir=self.root, configs=configs)
         self.brokers.append(broker)
         return broker.start()
 
@@ -192,7 +199,9 @@ def broker(broker_factory) -> EmbeddedBroker | None:
     """The shared embedded broker (None in external mode)."""
     if external_mode():
         return None
-    return broker_factory.start("main")
+    # Kafka's 3 s group.initial.rebalance.delay.ms only slows the group tests down (nothing here tests it);
+    # Kafka's own test setups set it to 0 too.
+    return broker_factory.start("main", configs={"group.initial.rebalance.delay.ms": "0"})
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from clients import OffsetOutOfRange, Record, past_ts, unique
+
+from .clients import OffsetOutOfRange, Record, past_ts, unique
 
 pytestmark = pytest.mark.integration
 
@@ -92,7 +93,6 @@ def test_delete_records_moves_log_start_offset(client, all_clients):
     for name, c in all_clients.items():
         assert c.watermarks(topic, 0) == (37, 100), name
         assert c.list_offsets(topic, 0, "earliest") == 37, name
-        assert c.offsets_for_times(topic, 0, base) == 37, name
         got = c.consume(topic, 0, 37, 3)
         assert [(g.offset, g.value) for g in got] == [(37, b"v37"), (38, b"v38"), (39, b"v39")], name
         # Below the log start: an out-of-range fetch, then the auto reset to the new start.
@@ -100,6 +100,10 @@ def test_delete_records_moves_log_start_offset(client, all_clients):
         assert [g.offset for g in got] == [37, 38], name
         with pytest.raises(OffsetOutOfRange):
             c.consume(topic, 0, 5, 1, reset="none", timeout=15)
+        # Past the high watermark is out of range too (the HW itself is a valid, empty position).
+        with pytest.raises(OffsetOutOfRange):
+            c.consume(topic, 0, 105, 1, reset="none", timeout=15)
+        assert [g.offset for g in c.consume(topic, 0, 105, 1, reset="earliest")] == [37], name
     # Deleting below the current start is a no-op; -1 means "up to the high watermark".
     assert client.delete_records(topic, 0, 10) == 37
     assert client.delete_records(topic, 0, -1) == 100
@@ -109,3 +113,21 @@ def test_delete_records_moves_log_start_offset(client, all_clients):
     with pytest.raises(Exception):  # noqa: B017 - each client raises its own exception type
         client.delete_records(topic, 0, 1000)
     assert client.watermarks(topic, 0) == (100, 101)
+
+
+def test_offsets_for_times_after_delete_records(client, all_clients):
+    """ListOffsets by timestamp never answers an offset below the log start offset, and the answer is
+    the first record >= the log start offset, even in the middle of a batch (Kafka:
+    FileRecords.searchForTimestamp requires record.offset() >= startingOffset)."""
+    topic = unique("delrec-ts")
+    client.create_topic(topic, 1)
+    base = past_ts()
+    records = [Record(key=None, value=f"v{i}".encode(), timestamp_ms=base + i, partition=0) for i in range(100)]
+    client.produce(topic, records, batch_records=10)
+    assert client.delete_records(topic, 0, 37) == 37
+    for name, c in all_clients.items():
+        assert c.offsets_for_times(topic, 0, 0) == 37, name
+        assert c.offsets_for_times(topic, 0, base) == 37, name
+        assert c.offsets_for_times(topic, 0, base + 37) == 37, name
+        assert c.offsets_for_times(topic, 0, base + 38) == 38, name
+        assert c.list_offsets(topic, 0, base) == 37, name

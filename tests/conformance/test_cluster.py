@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from clients import CLIENT_NAMES, make_client
+
+from .clients import CLIENT_NAMES, make_client
 
 pytestmark = pytest.mark.integration
 
@@ -32,3 +33,11 @@ def test_cluster_ids_distinct_between_clusters(bootstrap, second_cluster, broker
         assert broker.cluster_id_on_disk() == id1
         [dc2_broker] = [b for b in broker_factory.brokers if b.bootstrap == second_cluster]
         assert dc2_broker.cluster_id_on_disk() == id2
+
+
+def test_metadata_advertises_the_broker(client, broker):
+    brokers = client.brokers()
+    assert brokers, "no broker in metadata"
+    if broker is not None:  # embedded: the node id and address it was started with
+        assert brokers == {broker.node_id: ("127.0.0.1", broker.port)}
+    assert all(isinstance(port, int) and port > 0 for _, port in brokers.values())

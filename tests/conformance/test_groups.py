@@ -3,6 +3,7 @@ leaves (LeaveGroup on close) or dies (session timeout).  Also commit / fetch of 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -11,12 +12,15 @@ import time
 from pathlib import Path
 
 import pytest
-from clients import make_client, unique, wait_until
+
+from . import kafka_wire as wire
+from .clients import make_client, unique, wait_until
 
 pytestmark = pytest.mark.integration
 
 HERE = Path(__file__).resolve().parent
 SESSION_TIMEOUT_MS = 6000  # Kafka's default group.min.session.timeout.ms
+UNKNOWN_MEMBER_ID = 25
 
 
 def all_partitions(topic: str, n: int = 4) -> frozenset:
@@ -40,6 +44,7 @@ def test_members_share_partitions_and_rebalance_on_leave(client):
         wait_until(lambda: balanced(topic, m1.assignment, m2.assignment), 30,
                    message="2 + 2 split between the members")
         assert m1.assignment.isdisjoint(m2.assignment)
+        assert client.describe_group(group) == ("STABLE", 2)
         m2.close()
         t0 = time.monotonic()
         wait_until(lambda: m1.assignment == all_partitions(topic), 15,
@@ -66,10 +71,8 @@ class SubprocessMember:
 
     def _read(self):
         for line in self.proc.stdout:
-            try:
+            with contextlib.suppress(ValueError, KeyError):
                 self.assignment = frozenset(tuple(tp) for tp in json.loads(line)["assignment"])
-            except (ValueError, KeyError):
-                pass
 
     def kill(self):
         if self.proc.poll() is None:
@@ -126,6 +129,65 @@ def test_commit_and_fetch_offsets(client, all_clients):
     client.commit(group, {(topic, 0): 5, (topic, 2): 17}, metadata="meta")
     for name, c in all_clients.items():
         assert c.committed(group, tps) == {(topic, 0): 5, (topic, 1): None, (topic, 2): 17}, name
+    for name, c in all_clients.items():
+        assert group in c.list_groups(), name
+        offsets = c.group_offsets(group)
+        assert {tp: off for tp, (off, _) in offsets.items()} == {(topic, 0): 5, (topic, 2): 17}, name
+        if name == client.name:
+            # (Only compared within one client: confluent-kafka's Python binding sends metadata with a
+            # trailing NUL and reads it back as a C string, so it does not round-trip across clients.)
+            assert {md.rstrip("\x00") for _, md in offsets.values()} == {"meta"}, (name, offsets)
+        assert c.describe_group(group) == ("EMPTY", 0), name
     client.commit(group, {(topic, 0): 6})
     for name, c in all_clients.items():
         assert c.committed(group, tps) == {(topic, 0): 6, (topic, 1): None, (topic, 2): 17}, name
+
+
+def test_outside_commit_refused_while_group_is_active(client, all_clients, bootstrap):
+    """A commit without member id / generation (an admin or offset-sync tool) is accepted only while the
+    group is Empty; with a live member Kafka answers UNKNOWN_MEMBER_ID and keeps the offsets."""
+    topic, group = unique("grp-active"), unique("group")
+    client.create_topic(topic, 4)
+    client.commit(group, {(topic, 0): 3})
+    member = client.group_member(group, topic, session_timeout_ms=SESSION_TIMEOUT_MS)
+    try:
+        wait_until(lambda: member.assignment == all_partitions(topic), 30, message="member to own all partitions")
+        for name, c in all_clients.items():
+            assert c.describe_group(group) == ("STABLE", 1), name
+            with pytest.raises(Exception):  # noqa: B017 - each client raises its own exception type
+                c.commit(group, {(topic, 0): 99})
+            assert c.committed(group, [(topic, 0)]) == {(topic, 0): 3}, name
+        # The exact answer on the wire: no member id, generation -1, group not Empty -> UNKNOWN_MEMBER_ID.
+        with wire.connect(bootstrap) as sock:
+            resp = wire.call(sock, wire.offset_commit_v2(group, -1, "", topic, 0, 99, 5))
+        raw_answer = wire.parse_offset_commit_v2(resp)
+        assert client.committed(group, [(topic, 0)]) == {(topic, 0): 3}
+    finally:
+        member.close()
+    for name, c in all_clients.items():
+        wait_until(lambda c=c: c.describe_group(group) == ("EMPTY", 0), 15, message=f"{name}: group Empty")
+    client.commit(group, {(topic, 0): 99})
+    assert client.committed(group, [(topic, 0)]) == {(topic, 0): 99}
+    assert raw_answer == (5, UNKNOWN_MEMBER_ID), "OffsetCommit(generation -1, member '') to an active group"
+
+
+def test_delete_group(client, all_clients):
+    """DeleteGroups: refused while the group has members (NON_EMPTY_GROUP), then removes the group and
+    its committed offsets."""
+    topic, group = unique("grp-del"), unique("group")
+    client.create_topic(topic, 2)
+    client.commit(group, {(topic, 0): 4, (topic, 1): 8})
+    member = client.group_member(group, topic, session_timeout_ms=SESSION_TIMEOUT_MS)
+    try:
+        wait_until(lambda: len(member.assignment) == 2, 30, message="member to own both partitions")
+        with pytest.raises(Exception, match="(?i)NON_EMPTY_GROUP|NonEmptyGroup|not empty"):
+            client.delete_group(group)
+    finally:
+        member.close()
+    wait_until(lambda: client.describe_group(group) == ("EMPTY", 0), 15, message="group Empty")
+    client.delete_group(group)
+    for name, c in all_clients.items():
+        assert group not in c.list_groups(), name
+        assert c.committed(group, [(topic, 0), (topic, 1)]) == {(topic, 0): None, (topic, 1): None}, name
+    with pytest.raises(Exception, match="(?i)GROUP_ID_NOT_FOUND|GroupIdNotFound|does not exist"):
+        client.delete_group(group)

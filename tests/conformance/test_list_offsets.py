@@ -8,7 +8,8 @@ kafka-python turns it into None, which the adapter maps back to -1.
 from __future__ import annotations
 
 import pytest
-from clients import Record, past_ts, unique
+
+from .clients import Record, past_ts, unique
 
 pytestmark = pytest.mark.integration
 

@@ -4,7 +4,9 @@ compression codecs and the idempotent producer, each with both clients (and cros
 from __future__ import annotations
 
 import pytest
-from clients import CREATE_TIME, Consumed, Record, past_ts, records_for, unique
+
+from . import kafka_wire as wire
+from .clients import CREATE_TIME, Consumed, Record, past_ts, records_for, unique
 
 pytestmark = pytest.mark.integration
 
@@ -19,8 +21,12 @@ def assert_same_records(consumed: list[Consumed], expected: list[Record], offset
         assert c.timestamp_type == CREATE_TIME, f"{who}: offset {c.offset}: {c.timestamp_type}"
 
 
-def test_many_batches_exact_high_watermark_and_bytes(client, all_clients):
-    """50 batches x 200 records: offsets 0..N-1, HW == N, every consumer reads back identical bytes."""
+CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+def test_many_batches_exact_high_watermark_and_bytes(client, all_clients, bootstrap):
+    """50 batches x 200 records: offsets 0..N-1, HW == N, every consumer reads back identical bytes,
+    and the broker keeps the producer's batches as they were (Kafka stores v2 batches as produced)."""
     topic = unique("batches")
     client.create_topic(topic, 1)
     batches, per_batch = 50, 200
@@ -39,6 +45,10 @@ def test_many_batches_exact_high_watermark_and_bytes(client, all_clients):
         assert_same_records(got, records[mid:mid + 5], list(range(mid, mid + 5)), f"{client.name}->{name} mid")
         # Nothing past the end: reading "to the end" from the HW yields no record.
         assert consumer.consume(topic, 0, len(records), None) == [], name
+    stored = wire.fetch_all_batches(bootstrap, topic, 0)
+    assert [(b["base_offset"], b["count"]) for b in stored] == [(i * per_batch, per_batch) for i in range(batches)]
+    assert all(b["crc_ok"] and b["codec"] == 0 and b["timestamp_type"] == 0 for b in stored)
+    assert [b["first_timestamp"] for b in stored] == [records[i * per_batch].timestamp_ms for i in range(batches)]
 
 
 def test_partitions_have_independent_offsets(client, all_clients):
@@ -59,7 +69,7 @@ def test_partitions_have_independent_offsets(client, all_clients):
 
 
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
-def test_compression_roundtrip(client, all_clients, codec):
+def test_compression_roundtrip(client, all_clients, bootstrap, codec):
     """Compressed batches come back byte-for-byte, whichever client produced and whichever reads."""
     topic = unique(f"comp-{codec}")
     client.create_topic(topic, 1)
@@ -74,6 +84,12 @@ def test_compression_roundtrip(client, all_clients, codec):
         assert_same_records(got, records, list(range(len(records))), f"{codec}: {client.name}->{name}")
         got = consumer.consume(topic, 0, 333, 3)
         assert [c.offset for c in got] == [333, 334, 335], f"{codec}: {client.name}->{name}"
+    # With compression.type=producer the broker keeps the producer's codec (it does not recompress).
+    batches = wire.fetch_all_batches(bootstrap, topic, 0)
+    assert all(b["crc_ok"] for b in batches)
+    compressible = [b for b in batches if b["last_offset"] < 600]
+    assert [(b["base_offset"], b["count"]) for b in compressible] == [(i * 150, 150) for i in range(4)]
+    assert {b["codec"] for b in compressible} == {CODEC_IDS[codec]}, compressible
 
 
 def test_idempotent_producer_in_order_without_duplicates(client, all_clients):
@@ -95,3 +111,42 @@ def test_idempotent_producer_in_order_without_duplicates(client, all_clients):
         got = consumer.consume(topic, 1, 0, None)
         assert [c.value for c in got] == [r.value for r in records[1::2]], name
         assert consumer.watermarks(topic, 1) == (0, 2000), name
+
+
+def test_idempotent_duplicates_and_sequence_gaps_on_the_wire(bootstrap):
+    """The broker-side half of idempotence, which clients cannot show: a retried batch (same producer id,
+    epoch and sequence) is acknowledged with its original offset and not appended again; a sequence gap
+    is refused with OUT_OF_ORDER_SEQUENCE_NUMBER (45)."""
+    from .clients import make_client
+
+    c = make_client("confluent", bootstrap)
+    topic = unique("idem-wire")
+    try:
+        c.create_topic(topic, 1)
+        ts = past_ts()
+        with wire.connect(bootstrap) as s:
+            corr, err, pid, epoch = wire.parse_init_producer_id_v0(wire.call(s, wire.init_producer_id_v0(1)))
+            assert (corr, err) == (1, 0) and pid >= 0 and epoch >= 0
+
+            def send(values, seq, cid):
+                batch = wire.encode_batch(values, base_timestamp=ts, producer_id=pid, producer_epoch=epoch,
+                                          base_sequence=seq)
+                got_cid, err, base = wire.parse_produce_v3(wire.call(s, wire.produce_v3(topic, 0, batch, cid)))
+                assert got_cid == cid
+                return err, base
+
+            first = [b"a0", b"a1", b"a2"]
+            assert send(first, 0, 2) == (0, 0)
+            assert send(first, 0, 3) == (0, 0), "a retried batch must be acked with its first offset"
+            assert send([b"b0", b"b1"], 3, 4) == (0, 3)
+            assert send([b"b0", b"b1"], 3, 5) == (0, 3)
+            err, _ = send([b"gap"], 10, 6)
+            assert err == 45, f"sequence gap: error {err}, expected OUT_OF_ORDER_SEQUENCE_NUMBER (45)"
+            assert send([b"c0"], 5, 7) == (0, 5)
+        assert c.watermarks(topic, 0) == (0, 6)
+        assert [g.value for g in c.consume(topic, 0, 0, None)] == [b"a0", b"a1", b"a2", b"b0", b"b1", b"c0"]
+        batches = wire.fetch_all_batches(bootstrap, topic, 0)
+        assert [(b["base_offset"], b["producer_id"], b["base_sequence"]) for b in batches] == \
+            [(0, pid, 0), (3, pid, 3), (5, pid, 5)]
+    finally:
+        c.close()

@@ -388,18 +388,18 @@ class GroupCoordinator:
     # ---- offsets ---------------------------------------------------------------------------
     def validate_commit(self, group_id: str, generation_id: int, member_id: str,
                         group_instance_id: str | None = None) -> tuple[Group | None, int]:
-        """Who may commit: a member of the current generation, or anyone to a group with no members."""
+        """Kafka's checks, in its order: anyone may commit to an empty group with generation -1;
+        otherwise only a member of the current generation, and not while the group is syncing."""
         group = self.group(group_id)
-        if generation_id < 0 and not member_id:
-            if group.members:
-                return None, Errors.IllegalGenerationError.errno
+        if generation_id < 0 and group.state == EMPTY:
             return group, 0
-        if member_id not in group.members:
-            return None, Errors.UnknownMemberIdError.errno
-        if group_instance_id and group.members[member_id].group_instance_id != group_instance_id:
-            return None, Errors.FencedInstanceIdError.errno
-        if group.state == PREPARING:
+        if group.state == COMPLETING:
             return None, Errors.RebalanceInProgressError.errno
+        member = group.members.get(member_id)
+        if group_instance_id and member is not None and member.group_instance_id != group_instance_id:
+            return None, Errors.FencedInstanceIdError.errno
+        if member is None:
+            return None, Errors.UnknownMemberIdError.errno
         if generation_id != group.generation_id:
             return None, Errors.IllegalGenerationError.errno
         return group, 0

@@ -284,8 +284,8 @@ class PartitionLog:
                 batch = os.pread(segment.fd, end - segment.positions[j], segment.positions[j])
                 if parse_header(batch).is_control:
                     continue
-                found = first_offset_at_or_after(batch, timestamp_ms)
-                if found is not None and found[0] >= self.log_start_offset:
+                found = first_offset_at_or_after(batch, timestamp_ms, self.log_start_offset)
+                if found is not None:
                     return found
         return None
 
@@ -328,6 +328,9 @@ class PartitionLog:
         retention_ms = int(self._config("retention.ms"))
         retention_bytes = int(self._config("retention.bytes"))
         before = self.log_start_offset
+        active = self.segments[-1]
+        if retention_ms >= 0 and active.size and now_ms - active.max_timestamp > retention_ms:
+            self._roll(self.log_end_offset)  # every record expired: roll so the old segment can go
         total = self.size_bytes
 
         def expired(segment: Segment, nxt: Segment | None) -> bool:

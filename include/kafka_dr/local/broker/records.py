@@ -154,15 +154,22 @@ def control_type(batch: bytes | memoryview, pos: int = 0) -> int:
     return struct.unpack_from(">h", batch, pos + 2)[0]
 
 
-def first_offset_at_or_after(batch: bytes, timestamp_ms: int) -> tuple[int, int] | None:
-    """(offset, timestamp) of the first record in a batch whose timestamp is >= timestamp_ms."""
+def first_offset_at_or_after(batch: bytes, timestamp_ms: int, min_offset: int = 0) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record at or after min_offset whose timestamp is >= timestamp_ms."""
     header = parse_header(batch)
     if header.attributes & ATTR_LOG_APPEND_TIME:
-        return (header.base_offset, header.max_timestamp) if header.max_timestamp >= timestamp_ms else None
+        if header.max_timestamp < timestamp_ms:
+            return None
+        return max(header.base_offset, min_offset), header.max_timestamp
     for record in DefaultRecordBatch(bytes(batch)):
-        if record.timestamp >= timestamp_ms:
+        if record.offset >= min_offset and record.timestamp >= timestamp_ms:
             return record.offset, record.timestamp
     return None
+
+
+def null_key_offsets(batch: bytes) -> list[int]:
+    """Offsets of records without a key (a compacted topic refuses them)."""
+    return [record.offset for record in DefaultRecordBatch(bytes(batch)) if record.key is None]
 
 
 def offset_of_max_timestamp(batch: bytes) -> int:

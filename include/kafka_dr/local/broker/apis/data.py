@@ -17,7 +17,14 @@ from kafka.protocol.consumer import (
 )
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
-from ..records import InvalidRecordError, assign_offset, parse_header, set_log_append_time, validate_single_batch
+from ..records import (
+    InvalidRecordError,
+    assign_offset,
+    null_key_offsets,
+    parse_header,
+    set_log_append_time,
+    validate_single_batch,
+)
 from . import api, error_code, error_message
 
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
@@ -60,17 +67,15 @@ async def produce(broker, request, ctx):
 def append_batch(broker, topic_name: str, partition: int, data: bytes,
                  transactional_id: str | None) -> tuple[int, int, int]:
     """Validate and append one produced batch; (base offset, log append time or -1, log start)."""
-    topic = broker.topics.get(topic_name) if topic_name in broker.topics.topics else None
-    if topic is None:
-        if broker.configs["auto.create.topics.enable"] != "true":
-            raise Errors.UnknownTopicOrPartitionError(f"unknown topic {topic_name}")
-        broker.topics.create(topic_name, int(broker.configs["num.partitions"]), {})
+    # Only Metadata auto-creates topics; Produce to an unknown one fails as in Kafka.
     log = broker.topics.partition(topic_name, partition)
     topic = broker.topics.get(topic_name)
     try:
         header = validate_single_batch(data)
     except InvalidRecordError as exc:
         raise Errors.CorruptRecordError(str(exc)) from None
+    if "compact" in topic.config("cleanup.policy") and null_key_offsets(data):
+        raise Errors.InvalidRecordError(f"compacted topic {topic_name} does not accept records without a key")
     if header.length > int(topic.config("max.message.bytes")):
         raise Errors.MessageSizeTooLargeError(
             f"batch of {header.length} bytes exceeds max.message.bytes={topic.config('max.message.bytes')}")

@@ -1,0 +1,1 @@
+"""Kafka conformance suite for the embedded broker (see conftest.py)."""
