@@ -7,6 +7,7 @@ from pathlib import Path
 import kafka.errors as Errors
 import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from kafka_dr.local.broker import cleaner
 from kafka_dr.local.broker.log import PartitionLog
 from kafka_dr.local.broker.records import InvalidRecordError, assign_offset, parse_header, validate_single_batch
 from kafka_dr.local.broker.topics import TOPIC_CONFIGS
@@ -190,3 +191,25 @@ def test_produce_validation_refuses_bad_batches() -> None:
         validate_single_batch(good + good)
     with pytest.raises(InvalidRecordError, match="too short"):
         validate_single_batch(good[:20])
+
+
+def keyed(pairs: list[tuple[bytes, bytes | None]], ts: int = 1000) -> bytes:
+    builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 20)
+    for i, (key, value) in enumerate(pairs):
+        builder.append(i, ts + i, key, value, [])
+    return bytes(builder.build())
+
+
+def test_compaction_keeps_the_newest_per_key_and_drops_old_tombstones(tmp_path: Path) -> None:
+    log = PartitionLog(tmp_path / "t-0", config({"segment.bytes": "1"}))  # one batch per segment
+    append(log, keyed([(b"a", b"1"), (b"b", b"1")]))          # offsets 0, 1
+    append(log, keyed([(b"a", b"2"), (b"c", None)], ts=10))   # 2, 3 (c: an old tombstone)
+    append(log, keyed([(b"b", b"2")], ts=5000))               # 4
+    append(log, keyed([(b"a", b"3")]))                        # 5: the active segment, never cleaned
+    removed = cleaner.clean(log, now_ms=2000, delete_retention_ms=1000)
+    remaining = [(r.offset, r.key, r.value) for s in log.segments for j in range(len(s.positions))
+                 for r in DefaultRecordBatch(PartitionLog.batch_bytes(s, j))]
+    assert remaining == [(2, b"a", b"2"), (4, b"b", b"2"), (5, b"a", b"3")]
+    assert removed == 3 and log.high_watermark == 6
+    log.close()
+    assert PartitionLog(tmp_path / "t-0", config()).high_watermark == 6  # cleaned segments recover

@@ -21,6 +21,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--node-id", type=int, default=1)
     parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                         help="broker config override, e.g. group.initial.rebalance.delay.ms=0")
+    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                        help="DEBUG logs every request")
     return parser.parse_args(argv)
 
 
@@ -36,7 +38,7 @@ async def run(broker: Broker) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     configs = {}
     for item in args.config:
         key, sep, value = item.partition("=")

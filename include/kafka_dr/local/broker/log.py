@@ -87,6 +87,7 @@ class PartitionLog:
         self.producers: dict[int, ProducerState] = {}
         self.ongoing_txns: dict[int, int] = {}  # producer id -> first offset in this partition
         self.aborted: list[AbortedTxn] = []
+        self.cleaned_offset = 0  # compaction: closed segments below this were cleaned
         directory.mkdir(parents=True, exist_ok=True)
         self._load()
 
@@ -234,11 +235,9 @@ class PartitionLog:
                 return segment, j
         return None
 
-    def _read_batch_at(self, offset: int) -> bytes:
-        found = self._locate(offset)
-        if found is None:
-            raise Errors.OffsetOutOfRangeError(f"offset {offset} not in log")
-        segment, j = found
+    @staticmethod
+    def batch_bytes(segment: Segment, j: int) -> bytes:
+        """The j-th batch of a segment, read from disk."""
         end = segment.positions[j + 1] if j + 1 < len(segment.positions) else segment.size
         return os.pread(segment.fd, end - segment.positions[j], segment.positions[j])
 
@@ -280,8 +279,7 @@ class PartitionLog:
             for j, max_ts in enumerate(segment.max_timestamps):
                 if max_ts < timestamp_ms or segment.lasts[j] < self.log_start_offset:
                     continue
-                end = segment.positions[j + 1] if j + 1 < len(segment.positions) else segment.size
-                batch = os.pread(segment.fd, end - segment.positions[j], segment.positions[j])
+                batch = self.batch_bytes(segment, j)
                 if parse_header(batch).is_control:
                     continue
                 found = first_offset_at_or_after(batch, timestamp_ms, self.log_start_offset)
@@ -299,9 +297,24 @@ class PartitionLog:
         if best is None:
             return None
         max_ts, segment, j = best
-        end = segment.positions[j + 1] if j + 1 < len(segment.positions) else segment.size
-        return offset_of_max_timestamp(os.pread(segment.fd, end - segment.positions[j],
-                                                segment.positions[j])), max_ts
+        return offset_of_max_timestamp(self.batch_bytes(segment, j)), max_ts
+
+    def replace_segment(self, segment: Segment, data: bytes) -> None:
+        """Swap a closed segment's contents for a cleaned copy (written aside, then renamed)."""
+        tmp = segment.path.with_suffix(".cleaned")
+        tmp.write_bytes(data)
+        segment.close()
+        tmp.replace(segment.path)
+        segment.fd = os.open(segment.path, os.O_RDWR | os.O_APPEND)
+        segment.lasts, segment.positions, segment.max_timestamps = [], [], []
+        pos = 0
+        while pos < len(data):
+            header = parse_header(data, pos)
+            segment.lasts.append(header.last_offset)
+            segment.positions.append(pos)
+            segment.max_timestamps.append(header.max_timestamp)
+            pos += header.length
+        segment.size = len(data)
 
     # ---- deletion --------------------------------------------------------------------------
     def delete_records_before(self, offset: int) -> int:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from kafka.protocol.metadata import ApiVersionsResponse
 
+from . import cleaner
 from .apis import RequestContext, load_all
 from .groups import GroupCoordinator
 from .topics import TopicStore
@@ -37,6 +38,7 @@ BROKER_DEFAULTS: dict[str, str] = {
     "transaction.state.log.replication.factor": "1",
     "group.initial.rebalance.delay.ms": "3000",
     "log.retention.check.interval.ms": "300000",
+    "log.cleaner.backoff.ms": "15000",
     "message.max.bytes": "1048588",
     "log.dirs": "",
 }
@@ -92,6 +94,7 @@ class Broker:
             loop.create_task(self._every(1.0, self.txns.abort_expired)),
             loop.create_task(self._every(int(self.configs["log.retention.check.interval.ms"]) / 1000,
                                          self._enforce_retention)),
+            loop.create_task(self._every(int(self.configs["log.cleaner.backoff.ms"]) / 1000, self._compact)),
         ]
         log.info("broker %d of cluster %s listening on %s:%d, data in %s", self.node_id, self.cluster_id,
                  self.host, self.port, self.data_dir)
@@ -111,6 +114,17 @@ class Broker:
                 removed = partition.enforce_retention(now)
                 if removed:
                     log.info("retention removed %d records from %s-%d", removed, topic.name, index)
+
+    def _compact(self) -> None:
+        now = int(time.time() * 1000)
+        for topic in self.topics.topics.values():
+            if "compact" not in topic.config("cleanup.policy"):
+                continue
+            for index, partition in enumerate(topic.partitions):
+                if cleaner.dirty_ratio(partition) >= float(topic.config("min.cleanable.dirty.ratio")):
+                    removed = cleaner.clean(partition, now, int(topic.config("delete.retention.ms")))
+                    if removed:
+                        log.info("compaction removed %d records from %s-%d", removed, topic.name, index)
 
     async def serve_forever(self) -> None:
         await self.start()
@@ -178,7 +192,10 @@ class Broker:
         except Exception as exc:
             raise _CloseConnection(f"malformed {api.request.__name__} v{version}: {exc}") from exc
         context = RequestContext(request.header.client_id or "", client_host, version)
+        log.debug("%s v%d from %s (correlation %d)", api.request.__name__, version, context.client_id,
+                  correlation_id)
         response = await api.handler(self, request, context)
+        log.debug("answered %s correlation %d", api.request.__name__, correlation_id)
         if response is None:
             return None  # acks=0 produce
         response.with_header(correlation_id=correlation_id)
