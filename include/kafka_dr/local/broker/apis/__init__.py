@@ -61,6 +61,22 @@ def error_message(exc: BaseException) -> str:
     return str(exc.args[0]) if exc.args else type(exc).__name__
 
 
+def each_partition(topics, topic_field: str, answer: Callable, on_error: Callable) -> list[tuple[str, list]]:
+    """[(topic, [answer(topic, p) or on_error(p, code)])] for a request's topics and partitions, so one
+    partition's error never fails the others."""
+    out = []
+    for t in topics:
+        name = getattr(t, topic_field)
+        results = []
+        for p in t.partitions:
+            try:
+                results.append(answer(name, p))
+            except Errors.KafkaError as exc:
+                results.append(on_error(p, error_code(exc)))
+        out.append((name, results))
+    return out
+
+
 def load_all() -> dict[int, Api]:
     """Import the handler modules (they register themselves) and return the registry."""
     from . import admin, data, groups, metadata, txn  # noqa: F401

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import kafka.errors as Errors
@@ -25,7 +24,7 @@ from ..records import (
     set_log_append_time,
     validate_single_batch,
 )
-from . import api, error_code, error_message
+from . import api, each_partition, error_code, error_message
 
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
 READ_COMMITTED = 1
@@ -167,19 +166,17 @@ def parse_last_offset(records: bytes) -> int:
 async def list_offsets(broker, request, ctx):
     R = ListOffsetsResponse.ListOffsetsTopicResponse
     P = R.ListOffsetsPartitionResponse
-    topics = []
-    for t in request.topics:
-        partitions = []
-        for p in t.partitions:
-            try:
-                log = broker.topics.partition(t.name, p.partition_index)
-                offset, timestamp = _offset_for(log, p.timestamp, request.isolation_level)
-                partitions.append(P(partition_index=p.partition_index, error_code=0, timestamp=timestamp,
-                                    offset=offset, leader_epoch=0 if offset >= 0 else -1))
-            except Errors.KafkaError as exc:
-                partitions.append(P(partition_index=p.partition_index, error_code=error_code(exc)))
-        topics.append(R(name=t.name, partitions=partitions))
-    return ListOffsetsResponse[ctx.version](throttle_time_ms=0, topics=topics)
+
+    def answer(topic, p):
+        offset, timestamp = _offset_for(broker.topics.partition(topic, p.partition_index), p.timestamp,
+                                        request.isolation_level)
+        return P(partition_index=p.partition_index, error_code=0, timestamp=timestamp, offset=offset,
+                 leader_epoch=0 if offset >= 0 else -1)
+
+    results = each_partition(request.topics, "name", answer,
+                             lambda p, code: P(partition_index=p.partition_index, error_code=code))
+    return ListOffsetsResponse[ctx.version](throttle_time_ms=0, topics=[
+        R(name=name, partitions=parts) for name, parts in results])
 
 
 def _offset_for(log, timestamp: int, isolation_level: int) -> tuple[int, int]:
@@ -200,19 +197,15 @@ def _offset_for(log, timestamp: int, isolation_level: int) -> tuple[int, int]:
 async def delete_records(broker, request, ctx):
     R = DeleteRecordsResponse.DeleteRecordsTopicResult
     P = R.DeleteRecordsPartitionResult
-    topics = []
-    for t in request.topics:
-        partitions = []
-        for p in t.partitions:
-            try:
-                low = broker.topics.partition(t.name, p.partition_index).delete_records_before(p.offset)
-                partitions.append(P(partition_index=p.partition_index, low_watermark=low, error_code=0))
-            except Errors.KafkaError as exc:
-                partitions.append(P(partition_index=p.partition_index, low_watermark=-1,
-                                    error_code=error_code(exc)))
-        topics.append(R(name=t.name, partitions=partitions))
-    await asyncio.sleep(0)
-    return DeleteRecordsResponse[ctx.version](throttle_time_ms=0, topics=topics)
+
+    def answer(topic, p):
+        low = broker.topics.partition(topic, p.partition_index).delete_records_before(p.offset)
+        return P(partition_index=p.partition_index, low_watermark=low, error_code=0)
+
+    results = each_partition(request.topics, "name", answer, lambda p, code: P(
+        partition_index=p.partition_index, low_watermark=-1, error_code=code))
+    return DeleteRecordsResponse[ctx.version](throttle_time_ms=0, topics=[
+        R(name=name, partitions=parts) for name, parts in results])
 
 
 @api(OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4)
@@ -220,15 +213,13 @@ async def offset_for_leader_epoch(broker, request, ctx):
     # One leader epoch (0) ever: its end offset is the log end offset.
     R = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
     P = R.EpochEndOffset
-    topics = []
-    for t in request.topics:
-        partitions = []
-        for p in t.partitions:
-            try:
-                log = broker.topics.partition(t.topic, p.partition)
-                end = log.log_end_offset if p.leader_epoch >= 0 else -1
-                partitions.append(P(error_code=0, partition=p.partition, leader_epoch=0, end_offset=end))
-            except Errors.KafkaError as exc:
-                partitions.append(P(error_code=error_code(exc), partition=p.partition))
-        topics.append(R(topic=t.topic, partitions=partitions))
-    return OffsetForLeaderEpochResponse[ctx.version](throttle_time_ms=0, topics=topics)
+
+    def answer(topic, p):
+        log = broker.topics.partition(topic, p.partition)
+        end = log.log_end_offset if p.leader_epoch >= 0 else -1
+        return P(error_code=0, partition=p.partition, leader_epoch=0, end_offset=end)
+
+    results = each_partition(request.topics, "topic", answer,
+                             lambda p, code: P(error_code=code, partition=p.partition))
+    return OffsetForLeaderEpochResponse[ctx.version](throttle_time_ms=0, topics=[
+        R(topic=name, partitions=parts) for name, parts in results])
