@@ -1,0 +1,54 @@
+"""librdkafka settings for the clusters of a topology.
+
+The bootstrap address comes from the topology file; security settings (SASL/SSL, any librdkafka
+key) come from the environment variable named by `config_env_var`, as a JSON object, which the
+Airflow hook fills from a connection. The YAML never holds secrets and `redact` keeps them out of
+logs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any
+
+from .topology import Cluster
+
+SECRET_HINTS = ("password", "secret", "sasl.jaas.config", "ssl.key.pem", "oauthbearer", "token")
+
+
+class ClientConfigError(ValueError):
+    """A malformed client settings variable; the message names the variable, never its value."""
+
+
+def config_env_var(cluster_name: str) -> str:
+    """Environment variable holding extra librdkafka settings for a cluster, e.g. KDR_CLUSTER_DC1_CONFIG."""
+    return f"KDR_CLUSTER_{re.sub(r'[^A-Za-z0-9]', '_', cluster_name).upper()}_CONFIG"
+
+
+def extra_settings(cluster_name: str, environ: dict[str, str] | None = None) -> dict[str, Any]:
+    name = config_env_var(cluster_name)
+    raw = (environ if environ is not None else os.environ).get(name)
+    if not raw:
+        return {}
+    try:
+        settings = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ClientConfigError(f"{name}: not a JSON object ({exc.msg} at position {exc.pos})") from None
+    if not isinstance(settings, dict) or not all(
+            isinstance(k, str) and isinstance(v, str | int | float | bool) for k, v in settings.items()):
+        raise ClientConfigError(f"{name}: must be a JSON object of librdkafka settings (string keys, scalar values)")
+    return settings
+
+
+def client_config(cluster: Cluster, environ: dict[str, str] | None = None, **overrides: Any) -> dict[str, Any]:
+    """Settings for a confluent-kafka client of `cluster`; keyword overrides use librdkafka names
+    with dots written as underscores (enable_idempotence=True)."""
+    return {"bootstrap.servers": cluster.bootstrap_servers, **extra_settings(cluster.name, environ),
+            **{k.replace("_", "."): v for k, v in overrides.items()}}
+
+
+def redact(settings: dict[str, Any]) -> dict[str, Any]:
+    """A copy safe to log: values of secret-looking keys replaced."""
+    return {k: ("***" if any(h in k.lower() for h in SECRET_HINTS) else v) for k, v in settings.items()}

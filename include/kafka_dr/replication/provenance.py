@@ -1,0 +1,69 @@
+"""The `__kdr_prov` header: one entry per hop, and the cycle rule that stops cyclic copies.
+
+An entry is ASCII text `cluster_id,topic,partition,offset,timestamp_ms`: the cluster and
+position the record was copied from, and when it was copied. Topic names cannot hold commas and
+cluster ids are base64url, so the format is unambiguous and readable in any console consumer.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+HEADER = "__kdr_prov"
+
+
+class ProvenanceError(ValueError):
+    """A `__kdr_prov` header that is not ours: refused rather than guessed at."""
+
+
+@dataclass(frozen=True, slots=True)
+class Hop:
+    cluster_id: str
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+
+    def encode(self) -> bytes:
+        return f"{self.cluster_id},{self.topic},{self.partition},{self.offset},{self.timestamp_ms}".encode()
+
+    @classmethod
+    def decode(cls, value: bytes | None) -> Hop:
+        try:
+            cluster_id, topic, partition, offset, ts = (value or b"").decode("ascii").split(",")
+            return cls(cluster_id, topic, int(partition), int(offset), int(ts))
+        except (UnicodeDecodeError, ValueError):
+            raise ProvenanceError(f"malformed {HEADER} header {value[:80]!r}") from None
+
+
+def hops(headers: list[tuple[str, bytes | None]] | None) -> list[Hop]:
+    """The provenance chain of a record, oldest hop first."""
+    return [Hop.decode(v) for k, v in headers or () if k == HEADER]
+
+
+@dataclass(frozen=True)
+class ForceCopy:
+    """Filter override for failback restores: copy records whose provenance would block them when the
+    blocking entry's cluster id and topic match these regexes and the record time is in range."""
+
+    cluster: str = ".*"
+    topic: str = ".*"
+    from_ms: int | None = None
+    to_ms: int | None = None
+
+    def allows(self, hop: Hop, timestamp_ms: int) -> bool:
+        return (re.fullmatch(self.cluster, hop.cluster_id) is not None
+                and re.fullmatch(self.topic, hop.topic) is not None
+                and (self.from_ms is None or timestamp_ms >= self.from_ms)
+                and (self.to_ms is None or timestamp_ms < self.to_ms))
+
+
+def blocked(chain: list[Hop], dest_cluster_id: str, dest_topic: str, timestamp_ms: int,
+            force: ForceCopy | None = None) -> bool:
+    """The cycle rule: not copied to (C, T) if any entry names (C, T), unless an override forces it."""
+    for hop in chain:
+        if hop.cluster_id == dest_cluster_id and hop.topic == dest_topic:
+            if force is None or not force.allows(hop, timestamp_ms):
+                return True
+    return False
