@@ -62,8 +62,5 @@ class ForceCopy:
 def blocked(chain: list[Hop], dest_cluster_id: str, dest_topic: str, timestamp_ms: int,
             force: ForceCopy | None = None) -> bool:
     """The cycle rule: not copied to (C, T) if any entry names (C, T), unless an override forces it."""
-    for hop in chain:
-        if hop.cluster_id == dest_cluster_id and hop.topic == dest_topic:
-            if force is None or not force.allows(hop, timestamp_ms):
-                return True
-    return False
+    return any(hop.cluster_id == dest_cluster_id and hop.topic == dest_topic
+               and (force is None or not force.allows(hop, timestamp_ms)) for hop in chain)
