@@ -1,0 +1,155 @@
+"""Driver side of a flow: connect, sync destination topics, and plan offset ranges per partition.
+
+Like Spark's Kafka source, the driver decides every range (start, end) and tasks only read them.
+A range starts where the destination says the flow stopped (resume.py) and ends at the source's
+read_committed end offset taken now, so a bounded run copies a fixed snapshot. Records deleted by
+retention before they were copied are counted as lost, never skipped silently.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import Consumer, IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from ..clients import client_config
+from ..topology import Flow, Topology
+from . import topic_sync
+from .copier import CopyTask
+from .internal import HEARTBEATS, ensure_internal_topics, progress_key
+from .provenance import ForceCopy
+from .resume import Checkpoint, read_checkpoints, resume_offset
+
+log = logging.getLogger(__name__)
+
+
+class UnreachableError(RuntimeError):
+    """A cluster did not answer after every retry."""
+
+
+@dataclass
+class Lost:
+    topic: str
+    partition: int
+    from_offset: int
+    to_offset: int  # exclusive: the source log start offset when planned
+
+    @property
+    def records(self) -> int:
+        return self.to_offset - self.from_offset
+
+
+@dataclass
+class Plan:
+    tasks: list[CopyTask]
+    lost: list[Lost] = field(default_factory=list)
+    sync: Any = None  # topic_sync.SyncReport of this planning round
+
+
+def with_retries(what: str, call: Callable[[], Any], attempts: int = 5, first_delay: float = 1.0) -> Any:
+    """Retry a cluster call with exponential back-off; then fail with one line naming `what`."""
+    delay = first_delay
+    for attempt in range(1, attempts + 1):
+        try:
+            return call()
+        except (KafkaException, TimeoutError) as exc:
+            if attempt == attempts:
+                raise UnreachableError(f"{what} unreachable after {attempts} attempts: {_reason(exc)}") from None
+            log.warning("%s not answering (%s); retry %d/%d in %.0fs", what, _reason(exc), attempt, attempts, delay)
+            time.sleep(delay)
+            delay *= 2
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, KafkaException) and exc.args:
+        return exc.args[0].str() if hasattr(exc.args[0], "str") else str(exc.args[0])
+    return str(exc) or type(exc).__name__
+
+
+class FlowContext:
+    """Clients and identities of one flow, opened on the driver."""
+
+    def __init__(self, topology: Topology, flow: Flow, retries: int = 5) -> None:
+        self.flow = flow
+        self.source = topology.cluster(flow.source)
+        self.target = topology.cluster(flow.target)
+        self.source_config = client_config(self.source)
+        self.target_config = client_config(self.target)
+        self.source_admin = AdminClient(self.source_config)
+        self.target_admin = AdminClient(self.target_config)
+        self.source_cluster_id = with_retries(
+            f"source cluster {self.source.name} ({self.source.bootstrap_servers})",
+            lambda: self.source_admin.describe_cluster(request_timeout=10).result().cluster_id, retries)
+        self.target_cluster_id = with_retries(
+            f"target cluster {self.target.name} ({self.target.bootstrap_servers})",
+            lambda: self.target_admin.describe_cluster(request_timeout=10).result().cluster_id, retries)
+        with_retries(f"target cluster {self.target.name}", lambda: ensure_internal_topics(self.target_admin), retries)
+        self.reader = Consumer({**self.target_config, "group.id": f"{flow.name}-resume", "enable.auto.commit": False,
+                                "isolation.level": "read_uncommitted", "enable.partition.eof": True})
+        self.flow_state = topic_sync.load_flow_state(self.target_config, flow.name)
+
+    def close(self) -> None:
+        self.reader.close()
+
+    def source_partitions(self) -> dict[str, int]:
+        """Source topics the flow copies, with partition counts (heartbeats included)."""
+        topics = self.source_admin.list_topics(timeout=10).topics
+        return {name: len(meta.partitions) for name, meta in topics.items()
+                if self.flow.topics.matches(name) or name == HEARTBEATS}
+
+    def dest_topic(self, topic: str) -> str:
+        return HEARTBEATS if topic == HEARTBEATS else self.flow.destination_topic(topic)
+
+    def sync_topics(self) -> Any:
+        report = topic_sync.sync_topics(self.flow, self.source_admin, self.target_admin, flow_state=self.flow_state)
+        if report.flow_state != self.flow_state:
+            self.flow_state = report.flow_state
+            topic_sync.persist_flow_state(self.target_config, self.flow.name, self.flow_state)
+        return report
+
+    def offsets(self, partitions: list[TopicPartition], spec: OffsetSpec) -> dict[tuple[str, int], int]:
+        futures = self.source_admin.list_offsets({tp: spec for tp in partitions},
+                                                 isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=15)
+        return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+
+    def plan(self, positions: dict[tuple[str, int], int] | None = None, force: ForceCopy | None = None,
+             from_ms: int | None = None, to_ms: int | None = None) -> Plan:
+        """One planning round. `positions` are next offsets the driver already knows (continuous mode);
+        other partitions resume from the destination."""
+        sync = with_retries(f"clusters of flow {self.flow.name}", self.sync_topics)
+        counts = with_retries(f"source cluster {self.source.name}", self.source_partitions)
+        tps = [TopicPartition(t, p) for t, n in sorted(counts.items()) for p in range(n)]
+        if not tps:
+            return Plan([], sync=sync)
+        starts = with_retries(f"source cluster {self.source.name}", lambda: self.offsets(tps, OffsetSpec.earliest()))
+        ends = with_retries(f"source cluster {self.source.name}", lambda: self.offsets(tps, OffsetSpec.latest()))
+        checkpoints: dict[str, Checkpoint] | None = None
+        plan = Plan([], sync=sync)
+        for tp in tps:
+            key = (tp.topic, tp.partition)
+            dest = self.dest_topic(tp.topic)
+            position = (positions or {}).get(key)
+            if position is None:
+                if checkpoints is None:
+                    checkpoints = read_checkpoints(self.reader)
+                checkpoint = checkpoints.get(progress_key(self.flow.name, tp.topic, tp.partition).decode())
+                position = resume_offset(self.reader, dest, tp.partition, self.source_cluster_id, tp.topic,
+                                         checkpoint)
+                if position is None:
+                    position = starts[key]
+            if position < starts[key]:
+                plan.lost.append(Lost(tp.topic, tp.partition, position, starts[key]))
+                log.error("%d records of %s:%s-%d were deleted at the source before they were copied (offsets "
+                          "%d..%d)", starts[key] - position, self.source.name, tp.topic, tp.partition, position,
+                          starts[key] - 1)
+                position = starts[key]
+            plan.tasks.append(CopyTask(
+                self.flow.name, self.source_config, self.target_config, self.source.name, self.target.name,
+                self.source_cluster_id, self.target_cluster_id, tp.topic, tp.partition, dest, position, ends[key],
+                provenance=self.flow.provenance, force=force, from_ms=from_ms, to_ms=to_ms))
+        return plan

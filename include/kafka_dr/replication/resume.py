@@ -1,0 +1,119 @@
+"""Where a flow resumes: the destination log is the truth.
+
+The last record of this flow in a destination partition (the last one whose final provenance hop
+names the flow's source cluster, topic and partition) says which source offset was copied last.
+A `_kdr.progress` checkpoint only bounds the search: copies written after it are found by reading
+the destination from the checkpoint's destination offset to the end.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+from .internal import PROGRESS
+from .provenance import HEADER, Hop
+
+SCAN_WINDOW = 10_000  # records read per step when searching backwards without a checkpoint
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    next: int  # next source offset to copy
+    dest_topic: str
+    dest_next: int  # destination log end offset when the checkpoint was written
+
+    def to_json(self) -> bytes:
+        return json.dumps({"next": self.next, "dest_topic": self.dest_topic, "dest_next": self.dest_next}).encode()
+
+
+def read_checkpoints(consumer: Consumer, timeout: float = 10.0) -> dict[str, Checkpoint]:
+    """Every `_kdr.progress` entry (last value per key wins), keyed `flow/topic/partition`."""
+    entries: dict[str, Checkpoint] = {}
+    for key, value in _read_all(consumer, PROGRESS, 0, timeout):
+        if key is None:
+            continue
+        if value is None:
+            entries.pop(key.decode(), None)
+            continue
+        data = json.loads(value)
+        if "next" in data:
+            entries[key.decode()] = Checkpoint(data["next"], data["dest_topic"], data["dest_next"])
+    return entries
+
+
+def _read_all(consumer: Consumer, topic: str, partition: int, timeout: float):
+    low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
+    if high <= low:
+        return
+    consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+    try:
+        while True:
+            for message in consumer.consume(10_000, timeout=timeout):
+                if message.error():
+                    if message.error().code() == KafkaError._PARTITION_EOF:
+                        return
+                    raise RuntimeError(f"reading {topic}: {message.error().str()}")
+                yield message.key(), message.value()
+                if message.offset() >= high - 1:
+                    return
+    finally:
+        consumer.unassign()
+
+
+def _last_copy(consumer: Consumer, dest_topic: str, partition: int, start: int, end: int,
+               source_cluster_id: str, source_topic: str, source_partition: int,
+               timeout: float) -> int | None:
+    """Origin offset of the last record copied from the source partition within [start, end)."""
+    found = None
+    origin = (source_cluster_id, source_topic, source_partition)
+    consumer.assign([TopicPartition(dest_topic, partition, start)])
+    try:
+        done = start >= end
+        while not done:
+            messages = consumer.consume(10_000, timeout=timeout)
+            if not messages:
+                raise TimeoutError(f"no data from {dest_topic}-{partition} at offset {start} within {timeout}s")
+            for message in messages:
+                if message.error():
+                    if message.error().code() == KafkaError._PARTITION_EOF:
+                        done = True
+                        break
+                    raise RuntimeError(f"reading {dest_topic}-{partition}: {message.error().str()}")
+                last_hop = next((v for k, v in reversed(message.headers() or []) if k == HEADER), None)
+                if last_hop is not None:
+                    hop = Hop.decode(last_hop)
+                    if (hop.cluster_id, hop.topic, hop.partition) == origin:
+                        found = hop.offset
+                if message.offset() >= end - 1:
+                    done = True
+                    break
+    finally:
+        consumer.unassign()
+    return found
+
+
+def resume_offset(consumer: Consumer, dest_topic: str, partition: int, source_cluster_id: str,
+                  source_topic: str, checkpoint: Checkpoint | None, timeout: float = 10.0) -> int | None:
+    """Next source offset to copy, or None when the destination holds nothing of this partition.
+
+    `consumer` reads the destination with read_uncommitted, so that another writer's open
+    transaction cannot hide copies that follow it.
+    """
+    low, high = consumer.get_watermark_offsets(TopicPartition(dest_topic, partition), timeout=timeout)
+    if checkpoint is not None and checkpoint.dest_topic == dest_topic and low <= checkpoint.dest_next <= high:
+        last = _last_copy(consumer, dest_topic, partition, checkpoint.dest_next, high, source_cluster_id,
+                          source_topic, partition, timeout)
+        return checkpoint.next if last is None else max(last + 1, checkpoint.next)
+    end = high
+    window = SCAN_WINDOW
+    while end > low:
+        start = max(low, end - window)
+        last = _last_copy(consumer, dest_topic, partition, start, end, source_cluster_id, source_topic, partition,
+                          timeout)
+        if last is not None:
+            return last + 1
+        end, window = start, window * 2
+    return None

@@ -1,0 +1,174 @@
+"""Replicate one flow of the topology with PySpark.
+
+    spark-submit spark_jobs/replicate.py --topology FILE --flow NAME --mode bounded|continuous [--report FILE]
+
+bounded: copy up to the source end offsets taken at start, then exit.
+continuous: micro-batches until SIGTERM; new topics are picked up at the next planning round
+(every --discover-interval seconds, default 10). Ranges are planned on the driver and copied in
+Spark tasks, one per partition, so the job scales out with --master. The JSON summary is the last
+line of standard output and goes to --report. Exit codes: 0 done, 1 failed, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import signal
+import sys
+import time
+from pathlib import Path
+
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import OffsetSpec
+from kafka_dr.clients import ClientConfigError
+from kafka_dr.replication.copier import CopyError, CopyResult, copy_range
+from kafka_dr.replication.heartbeat import send_heartbeat
+from kafka_dr.replication.planner import FlowContext, Plan, UnreachableError
+from kafka_dr.replication.topic_sync import TopicSyncError
+from kafka_dr.topology import Topology, TopologyError, load_topology
+
+log = logging.getLogger("kafka_dr.replicate")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="replicate.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--topology", help="topology file (default $KDR_TOPOLOGY, else include/topology.yaml)")
+    parser.add_argument("--flow", required=True)
+    parser.add_argument("--mode", choices=["bounded", "continuous"], default="bounded")
+    parser.add_argument("--report", type=Path, help="also write the JSON summary here")
+    parser.add_argument("--interval", type=float, default=0.2, help="continuous: idle wait between batches (s)")
+    parser.add_argument("--discover-interval", type=float, default=10.0,
+                        help="continuous: seconds between topic discovery / destination sync rounds")
+    parser.add_argument("--heartbeat-interval", type=float, default=1.0, help="continuous: seconds between heartbeats")
+    return parser.parse_args(argv)
+
+
+class Summary:
+    def __init__(self, flow: str, mode: str) -> None:
+        self.flow, self.mode = flow, mode
+        self.started = time.time()
+        self.partitions: dict[str, dict] = {}
+        self.lost: list[dict] = []
+        self.batches = 0
+        self.created_topics: list[str] = []
+
+    def add(self, results: list[CopyResult], plan: Plan) -> None:
+        self.batches += 1
+        for r in results:
+            key = f"{r.topic}-{r.partition}"
+            entry = self.partitions.setdefault(key, {"topic": r.topic, "partition": r.partition,
+                                                     "dest_topic": r.dest_topic, "records": 0, "bytes": 0,
+                                                     "filtered": 0, "first_offset": None, "last_offset": None})
+            entry["records"] += r.records
+            entry["bytes"] += r.bytes
+            entry["filtered"] += r.filtered
+            entry["next_offset"] = r.next
+            if r.first_offset is not None and entry["first_offset"] is None:
+                entry["first_offset"] = r.first_offset
+            if r.last_offset is not None:
+                entry["last_offset"] = r.last_offset
+        self.lost += [{"topic": lost.topic, "partition": lost.partition, "from_offset": lost.from_offset,
+                       "to_offset": lost.to_offset, "records": lost.records} for lost in plan.lost]
+        if plan.sync is not None:
+            self.created_topics += list(getattr(plan.sync, "created", []))
+
+    def to_json(self, status: str, error: str | None = None) -> str:
+        parts = list(self.partitions.values())
+        return json.dumps({
+            "flow": self.flow, "mode": self.mode, "status": status, "error": error,
+            "records": sum(p["records"] for p in parts), "bytes": sum(p["bytes"] for p in parts),
+            "filtered": sum(p["filtered"] for p in parts), "lost": sum(x["records"] for x in self.lost),
+            "lost_ranges": self.lost, "batches": self.batches, "created_topics": self.created_topics,
+            "seconds": round(time.time() - self.started, 3), "partitions": parts,
+        })
+
+
+def run(args: argparse.Namespace, topology: Topology, spark_context) -> tuple[int, str]:
+    flow = topology.flow(args.flow)
+    summary = Summary(flow.name, args.mode)
+    stop = {"requested": False}
+    signal.signal(signal.SIGTERM, lambda *_: stop.update(requested=True))
+    context = FlowContext(topology, flow)
+    try:
+        positions: dict[tuple[str, int], int] | None = None
+        next_discovery = next_heartbeat = 0.0
+        plan = Plan([])
+        while True:
+            now = time.monotonic()
+            if args.mode == "continuous" and now >= next_heartbeat:
+                send_heartbeat(context.source_config, flow.name)
+                next_heartbeat = now + args.heartbeat_interval
+            if positions is None or now >= next_discovery:
+                plan = context.plan(positions)
+                next_discovery = now + args.discover_interval
+            else:
+                plan = _advance(context, plan, positions)
+            work = [t for t in plan.tasks if t.end > t.start]
+            results = spark_context.parallelize(work, max(len(work), 1)).map(copy_range).collect() if work else []
+            summary.add(results, plan)
+            positions = {(t.topic, t.partition): t.start for t in plan.tasks}
+            positions.update({(r.topic, r.partition): r.next for r in results})
+            log.info("flow %s: batch %d copied %d records (%d filtered) across %d partitions", flow.name,
+                     summary.batches, sum(r.records for r in results), sum(r.filtered for r in results), len(work))
+            if args.mode == "bounded" or stop["requested"]:
+                return 0, summary.to_json("done")
+            if not work:
+                time.sleep(args.interval)
+    finally:
+        context.close()
+
+
+def _advance(context: FlowContext, plan: Plan, positions: dict[tuple[str, int], int]) -> Plan:
+    """Next micro-batch over the partitions already known: from each position to the current end."""
+    tps = [TopicPartition(t.topic, t.partition) for t in plan.tasks]
+    ends = context.offsets(tps, OffsetSpec.latest()) if tps else {}
+    return Plan([dataclasses.replace(t, start=positions[(t.topic, t.partition)], end=ends[(t.topic, t.partition)])
+                 for t in plan.tasks])
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        topology = load_topology(args.topology)
+        topology.flow(args.flow)
+    except TopologyError as exc:
+        print(f"replicate: error: {exc}", file=sys.stderr)
+        return 2
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.appName(f"kafka-dr replicate {args.flow}").getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    status, error = 1, None
+    try:
+        status, line = run(args, topology, spark.sparkContext)
+    except (TopologyError, ClientConfigError, TopicSyncError) as exc:
+        status, error = 2, str(exc)
+    except (UnreachableError, CopyError) as exc:
+        error = str(exc)
+    except Exception as exc:  # noqa: BLE001 - a Spark task failure carries the CopyError text inside
+        error = _task_error(exc)
+    if error is not None:
+        print(f"replicate: error: {error}", file=sys.stderr)
+        line = json.dumps({"flow": args.flow, "mode": args.mode, "status": "failed", "error": error})
+    if args.report:
+        args.report.parent.mkdir(parents=True, exist_ok=True)
+        args.report.write_text(line + "\n")
+    print(line, flush=True)
+    spark.stop()
+    return status
+
+
+def _task_error(exc: BaseException) -> str:
+    """The one line that matters from a Spark task failure (the Python exception raised in the task)."""
+    text = str(exc)
+    for marker in ("CopyError: ", "ProvenanceError: ", "KafkaException: "):
+        if marker in text:
+            return text.split(marker, 1)[1].splitlines()[0]
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+if __name__ == "__main__":
+    sys.exit(main())
