@@ -22,6 +22,7 @@ from pathlib import Path
 
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import OffsetSpec
+
 from kafka_dr.clients import ClientConfigError
 from kafka_dr.replication.copier import CopyError, CopyResult, copy_range
 from kafka_dr.replication.heartbeat import send_heartbeat
