@@ -43,6 +43,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--discover-interval", type=float, default=10.0,
                         help="continuous: seconds between topic discovery / destination sync rounds")
     parser.add_argument("--heartbeat-interval", type=float, default=1.0, help="continuous: seconds between heartbeats")
+    parser.add_argument("--retries", type=int, default=5,
+                        help="attempts to reach a cluster (exponential back-off from 1 s) before failing")
     return parser.parse_args(argv)
 
 
@@ -91,7 +93,7 @@ def run(args: argparse.Namespace, topology: Topology, spark_context) -> tuple[in
     summary = Summary(flow.name, args.mode)
     stop = {"requested": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(requested=True))
-    context = FlowContext(topology, flow)
+    context = FlowContext(topology, flow, retries=args.retries)
     try:
         positions: dict[tuple[str, int], int] | None = None
         next_discovery = next_heartbeat = 0.0

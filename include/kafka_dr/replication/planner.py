@@ -76,6 +76,7 @@ class FlowContext:
 
     def __init__(self, topology: Topology, flow: Flow, retries: int = 5) -> None:
         self.flow = flow
+        self.retries = retries
         self.source = topology.cluster(flow.source)
         self.target = topology.cluster(flow.target)
         self.source_config = client_config(self.source)
@@ -121,13 +122,15 @@ class FlowContext:
              from_ms: int | None = None, to_ms: int | None = None) -> Plan:
         """One planning round. `positions` are next offsets the driver already knows (continuous mode);
         other partitions resume from the destination."""
-        sync = with_retries(f"clusters of flow {self.flow.name}", self.sync_topics)
-        counts = with_retries(f"source cluster {self.source.name}", self.source_partitions)
+        sync = with_retries(f"clusters of flow {self.flow.name}", self.sync_topics, self.retries)
+        counts = with_retries(f"source cluster {self.source.name}", self.source_partitions, self.retries)
         tps = [TopicPartition(t, p) for t, n in sorted(counts.items()) for p in range(n)]
         if not tps:
             return Plan([], sync=sync)
-        starts = with_retries(f"source cluster {self.source.name}", lambda: self.offsets(tps, OffsetSpec.earliest()))
-        ends = with_retries(f"source cluster {self.source.name}", lambda: self.offsets(tps, OffsetSpec.latest()))
+        starts = with_retries(f"source cluster {self.source.name}", lambda: self.offsets(tps, OffsetSpec.earliest()),
+                              self.retries)
+        ends = with_retries(f"source cluster {self.source.name}", lambda: self.offsets(tps, OffsetSpec.latest()),
+                            self.retries)
         checkpoints: dict[str, Checkpoint] | None = None
         plan = Plan([], sync=sync)
         for tp in tps:

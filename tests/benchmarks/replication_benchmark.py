@@ -1,0 +1,196 @@
+"""Replication benchmarks on two embedded clusters, each with its baseline in the same run.
+
+throughput: bounded copy of --records records (--size bytes, 4 partitions) by spark_jobs/replicate.py,
+  divided by a plain confluent-kafka consume-then-produce loop copying the same data between the same
+  brokers. Two ratios: the copy phase (driver planning + Spark tasks, as the job reports it) and the
+  whole spark-submit wall time (JVM start included).
+latency: continuous mode while a producer writes --rate records/s for --seconds; latency per record =
+  arrival in the destination minus its CreateTime (which replication preserves); p50/p99 printed.
+
+    .venv/bin/python tests/benchmarks/replication_benchmark.py throughput|latency|all [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kafka_dr.spark_env import spark_env, spark_submit_command
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+from integration.conftest import Broker, free_port  # noqa: E402
+
+PARTITIONS = 4
+
+
+def create(broker: Broker, topic: str) -> None:
+    AdminClient(broker.config).create_topics([NewTopic(topic, PARTITIONS)])[topic].result(15)
+
+
+def fill(broker: Broker, topic: str, count: int, size: int) -> None:
+    producer = Producer({**broker.config, "linger.ms": 20, "batch.size": 1_000_000})
+    value = os.urandom(size)
+    for i in range(count):
+        while True:
+            try:
+                producer.produce(topic, value, key=str(i).encode(), partition=i % PARTITIONS)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    assert producer.flush(120) == 0
+
+
+def plain_copy(source: Broker, target: Broker, topic: str, dest: str, count: int) -> float:
+    """The baseline: one consumer, one producer, records copied as they come."""
+    consumer = Consumer({**source.config, "group.id": "plain-copy", "enable.auto.commit": False,
+                         "isolation.level": "read_committed", "fetch.max.bytes": 52_428_800})
+    producer = Producer({**target.config, "enable.idempotence": True, "linger.ms": 5, "batch.size": 1_000_000,
+                         "queue.buffering.max.messages": 500_000})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    start = time.perf_counter()
+    copied = 0
+    while copied < count:
+        for m in consumer.consume(10_000, timeout=5):
+            if m.error():
+                continue
+            while True:
+                try:
+                    producer.produce(dest, m.value(), key=m.key(), headers=m.headers(), partition=m.partition(),
+                                     timestamp=m.timestamp()[1])
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            copied += 1
+    assert producer.flush(120) == 0
+    elapsed = time.perf_counter() - start
+    consumer.close()
+    return elapsed
+
+
+def write_topology(path: Path, dc1: Broker, dc2: Broker, topic: str) -> Path:
+    path.write_text(f"""clusters:
+  dc1: {{bootstrap_servers: "{dc1.bootstrap}"}}
+  dc2: {{bootstrap_servers: "{dc2.bootstrap}"}}
+flows:
+  - {{name: bench, source: dc1, target: dc2, topics: {{include: ["{topic}"]}}, rename: {{".*": "{{topic}}.copy"}}}}
+""")
+    return path
+
+
+def throughput(dc1: Broker, dc2: Broker, root: Path, records: int, size: int) -> dict:
+    create(dc1, "bench")
+    fill(dc1, "bench", records, size)
+    create(dc2, "bench.plain")
+    plain_s = plain_copy(dc1, dc2, "bench", "bench.plain", records)
+    topology = write_topology(root / "topology.yaml", dc1, dc2, "bench")
+    started = time.perf_counter()
+    proc = subprocess.run(spark_submit_command("replicate", ["--topology", str(topology), "--flow", "bench"]),
+                          env=spark_env(), capture_output=True, text=True, timeout=900)
+    wall_s = time.perf_counter() - started
+    summary = json.loads([line for line in proc.stdout.splitlines() if line.startswith("{")][-1])
+    assert summary["records"] == records, summary
+    copy_s = summary["seconds"]
+    return {"records": records, "record_bytes": size, "plain_copy_records_per_s": round(records / plain_s),
+            "kdr_copy_records_per_s": round(records / copy_s), "kdr_wall_records_per_s": round(records / wall_s),
+            "ratio_copy_phase": round(plain_s / copy_s, 3), "ratio_wall": round(plain_s / wall_s, 3),
+            "plain_s": round(plain_s, 2), "kdr_copy_s": copy_s, "kdr_wall_s": round(wall_s, 2)}
+
+
+def latency(dc1: Broker, dc2: Broker, root: Path, rate: int, seconds: int) -> dict:
+    create(dc1, "live")
+    topology = write_topology(root / "live.yaml", dc1, dc2, "live")
+    log = open(root / "continuous.log", "w")  # noqa: SIM115 - handed to the child
+    proc = subprocess.Popen(spark_submit_command("replicate", ["--topology", str(topology), "--flow", "bench",
+                                                               "--mode", "continuous"]),
+                            env=spark_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        admin = AdminClient(dc2.config)
+        while "live.copy" not in admin.list_topics(timeout=5).topics:  # the job is up once it made the copy
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError(f"continuous job did not start; see {root / 'continuous.log'}")
+            time.sleep(0.5)
+        latencies: list[float] = []
+        total = rate * seconds
+        reader = threading.Thread(target=_measure, args=(dc2, "live.copy", total, latencies))
+        reader.start()
+        producer = Producer({**dc1.config, "linger.ms": 0})
+        start = time.perf_counter()
+        for i in range(total):
+            target = start + i / rate
+            delay = target - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            producer.produce("live", b"x" * 200, partition=i % PARTITIONS, timestamp=int(time.time() * 1000))
+            producer.poll(0)
+        producer.flush(30)
+        reader.join(120)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)
+    latencies.sort()
+    return {"rate": rate, "seconds": seconds, "received": len(latencies), "sent": total,
+            "p50_ms": round(statistics.median(latencies)), "p99_ms": round(latencies[int(len(latencies) * 0.99)]),
+            "max_ms": round(latencies[-1])}
+
+
+def _measure(broker: Broker, topic: str, total: int, out: list[float]) -> None:
+    consumer = Consumer({**broker.config, "group.id": "latency", "fetch.wait.max.ms": 10, "fetch.min.bytes": 1})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    deadline = time.monotonic() + total / 100 + 120
+    while len(out) < total and time.monotonic() < deadline:
+        for m in consumer.consume(1000, timeout=0.5):
+            if m.error() is None:
+                out.append(time.time() * 1000 - m.timestamp()[1])
+            elif m.error().code() != KafkaError._PARTITION_EOF:
+                raise RuntimeError(m.error().str())
+    consumer.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("which", choices=["throughput", "latency", "all"], nargs="?", default="all")
+    parser.add_argument("--records", type=int, default=500_000)
+    parser.add_argument("--size", type=int, default=200, help="value bytes")
+    parser.add_argument("--rate", type=int, default=2000)
+    parser.add_argument("--seconds", type=int, default=30)
+    args = parser.parse_args()
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        dc1 = Broker("dc1", root / "dc1", free_port()).start()
+        dc2 = Broker("dc2", root / "dc2", free_port()).start()
+        try:
+            if args.which in ("throughput", "all"):
+                results["throughput"] = throughput(dc1, dc2, root, args.records, args.size)
+                t = results["throughput"]
+                print(f"throughput: kafka-dr {t['kdr_copy_records_per_s']:,} records/s in the copy phase vs plain "
+                      f"loop {t['plain_copy_records_per_s']:,} records/s -> ratio {t['ratio_copy_phase']} "
+                      f"(whole spark-submit incl. JVM start: {t['ratio_wall']})")
+            if args.which in ("latency", "all"):
+                results["latency"] = latency(dc1, dc2, root, args.rate, args.seconds)
+                lat = results["latency"]
+                print(f"latency at {lat['rate']} records/s: p50 {lat['p50_ms']} ms, p99 {lat['p99_ms']} ms, "
+                      f"max {lat['max_ms']} ms ({lat['received']}/{lat['sent']} records)")
+        finally:
+            dc1.stop()
+            dc2.stop()
+    print(json.dumps(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

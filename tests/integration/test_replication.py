@@ -1,0 +1,265 @@
+"""The replication job end to end on embedded clusters: the Replicator demo topology, a chain with a
+cycle, SIGKILL at random moments, and bad input. Each job is a real spark-submit in local mode."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+from kafka_dr.replication.copier import copy_range
+from kafka_dr.replication.planner import FlowContext
+from kafka_dr.replication.provenance import HEADER, hops
+from kafka_dr.spark_env import spark_env, spark_submit_command
+from kafka_dr.topology import load_topology
+
+from .conftest import Broker, free_port
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def clusters(tmp_path_factory) -> dict[str, Broker]:
+    root = tmp_path_factory.mktemp("replication")
+    brokers = {name: Broker(name, root / name, free_port()).start() for name in ("dc1", "dc2", "dc3")}
+    yield brokers
+    for broker in brokers.values():
+        broker.stop()
+
+
+def write_topology(path: Path, clusters: dict[str, Broker], flows: str) -> Path:
+    lines = ["clusters:"] + [f'  {n}: {{bootstrap_servers: "{b.bootstrap}"}}' for n, b in clusters.items()]
+    path.write_text("\n".join(lines) + "\nflows:\n" + flows)
+    return path
+
+
+def run_job(job: str, *args: str, timeout: float = 300) -> tuple[int, dict, str]:
+    proc = subprocess.run(spark_submit_command(job, list(args)), env=spark_env(), capture_output=True, text=True,
+                          timeout=timeout)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    return proc.returncode, json.loads(lines[-1]) if lines else {}, proc.stderr
+
+
+def create(broker: Broker, topic: str, partitions: int, **configs: str) -> None:
+    admin = AdminClient(broker.config)
+    admin.create_topics([NewTopic(topic, partitions, config=configs)])[topic].result(15)
+
+
+def produce(broker: Broker, topic: str, count: int, partitions: int, tag: str) -> None:
+    producer = Producer({**broker.config, "linger.ms": 20, "enable.idempotence": True})
+    base = int(time.time() * 1000) - 3_600_000
+    for i in range(count):
+        value = None if i % 97 == 0 else f"{tag}-{i}".encode()
+        headers = [("origin", tag.encode()), ("seq", str(i).encode())] if i % 5 else None
+        while True:
+            try:
+                producer.produce(topic, key=f"k{i}".encode(), value=value, headers=headers, partition=i % partitions,
+                                 timestamp=base + i)
+                break
+            except BufferError:
+                producer.poll(0.1)
+    assert producer.flush(60) == 0
+
+
+def read_all(broker: Broker, topic: str) -> list:
+    consumer = Consumer({**broker.config, "group.id": "test-reader", "enable.partition.eof": True,
+                         "isolation.level": "read_committed"})
+    metadata = consumer.list_topics(topic, timeout=10).topics[topic]
+    parts = [TopicPartition(topic, p, 0) for p in metadata.partitions]
+    consumer.assign(parts)
+    out, eof = [], set()
+    while len(eof) < len(parts):
+        for message in consumer.consume(10_000, timeout=5):
+            if message.error():
+                if message.error().code() == KafkaError._PARTITION_EOF:
+                    eof.add(message.partition())
+                    continue
+                raise RuntimeError(message.error().str())
+            out.append(message)
+    consumer.close()
+    return out
+
+
+def test_demo_topology_copies_every_record_once_and_never_back(clusters, tmp_path):
+    dc1, dc2 = clusters["dc1"], clusters["dc2"]
+    for broker in (dc1, dc2):
+        create(broker, "topic1", 2)
+    create(dc1, "topic2", 3, **{"retention.ms": "86400000"})
+    create(dc1, "_schemas", 1, **{"cleanup.policy": "compact"})
+    produce(dc1, "topic1", 50_000, 2, "dc1")
+    produce(dc1, "topic2", 50_000, 3, "dc1")
+    produce(dc2, "topic1", 50_000, 2, "dc2")
+    Producer(dc1.config).produce("_schemas", key=b'{"keytype":"NOOP","magic":0}', value=None)
+    topology = write_topology(tmp_path / "topology.yaml", clusters, """\
+  - name: dc1-to-dc2
+    source: dc1
+    target: dc2
+    topics: {include: ["topic1", "topic2", "_schemas"]}
+    rename: {topic2: "{topic}.replica"}
+  - name: dc2-to-dc1
+    source: dc2
+    target: dc1
+    topics: {include: ["topic1"]}
+""")
+    for flow in ("dc1-to-dc2", "dc2-to-dc1", "dc1-to-dc2"):
+        code, summary, err = run_job("replicate", "--topology", str(topology), "--flow", flow, "--mode", "bounded")
+        assert code == 0, err[-3000:]
+        assert summary["status"] == "done" and summary["lost"] == 0
+    # The second dc1-to-dc2 run found everything copied and refused dc2's copies of dc1 records.
+    assert summary["records"] == 0 and summary["filtered"] == 0
+
+    for flow in ("dc1-to-dc2", "dc2-to-dc1"):
+        code, report, err = run_job("verify", "--topology", str(topology), "--flow", flow)
+        assert code == 0, (report, err[-2000:])
+        assert report["missing"] == report["duplicated"] == report["mismatched"] == 0
+    assert report["filtered"] == 50_000  # dc2-to-dc1 saw dc1's records in dc2's topic1 and refused them
+
+    dc1_ids = {dc1.cluster_id}
+    topic1_dc1 = read_all(dc1, "topic1")
+    assert len(topic1_dc1) == 100_000
+    assert not [m for m in topic1_dc1 if any(h.cluster_id in dc1_ids for h in hops(m.headers()))]
+    replica = read_all(dc2, "topic2.replica")
+    assert len(replica) == 50_000
+    assert len(AdminClient(dc2.config).list_topics(timeout=10).topics["topic2.replica"].partitions) == 3
+    assert len(read_all(dc2, "_schemas")) == 1
+
+
+def test_chain_carries_one_provenance_entry_per_hop_and_refuses_the_cycle(clusters, tmp_path):
+    a, b, c = clusters["dc1"], clusters["dc2"], clusters["dc3"]
+    create(a, "chain", 1)
+    produce(a, "chain", 100, 1, "a")
+    topology = load_topology(write_topology(tmp_path / "chain.yaml", clusters, """\
+  - {name: a-to-b, source: dc1, target: dc2, topics: {include: ["chain"]}}
+  - {name: b-to-c, source: dc2, target: dc3, topics: {include: ["chain"]}}
+  - {name: c-to-a, source: dc3, target: dc1, topics: {include: ["chain"]}}
+"""))
+    results = {}
+    for name in ("a-to-b", "b-to-c", "c-to-a"):
+        context = FlowContext(topology, topology.flow(name))
+        results[name] = [copy_range(task) for task in context.plan().tasks]
+        context.close()
+    assert sum(r.records for r in results["a-to-b"]) == 100
+    assert sum(r.records for r in results["b-to-c"]) == 100
+    assert sum(r.records for r in results["c-to-a"]) == 0
+    assert sum(r.filtered for r in results["c-to-a"]) == 100
+    in_c = read_all(c, "chain")
+    assert len(in_c) == 100
+    chains = [hops(m.headers()) for m in in_c]
+    assert all(len(chain) == 2 for chain in chains)
+    assert {(chain[0].cluster_id, chain[1].cluster_id) for chain in chains} == {(a.cluster_id, b.cluster_id)}
+    assert len(read_all(a, "chain")) == 100
+
+
+@pytest.mark.slow
+def test_sigkill_at_random_moments_loses_and_duplicates_nothing(clusters, tmp_path):
+    dc1, dc2 = clusters["dc1"], clusters["dc2"]
+    create(dc1, "killed", 4)
+    produce(dc1, "killed", 200_000, 4, "kill")
+    topology = write_topology(tmp_path / "kill.yaml", clusters, """\
+  - {name: kill-flow, source: dc1, target: dc2, topics: {include: ["killed"]}}
+""")
+    args = ["--topology", str(topology), "--flow", "kill-flow", "--mode", "bounded"]
+    rng = random.Random(7)
+    kills = 0
+    copied_before_kill = []
+    while kills < 5:
+        proc = subprocess.Popen(spark_submit_command("replicate", args), env=spark_env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+        time.sleep(rng.uniform(12, 30))  # spark-submit takes ~15 s to start: kills land before and during copies
+        if proc.poll() is not None:
+            break  # finished before the kill: the remaining data was too small; stop killing
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        kills += 1
+        copied_before_kill.append(end_offsets(dc2, "killed", 4))
+    code, summary, err = run_job("replicate", *args)
+    assert code == 0, err[-3000:]
+    code, report, err = run_job("verify", "--topology", str(topology), "--flow", "kill-flow")
+    assert code == 0, (report, err[-2000:])
+    assert (report["expected"], report["copied"], report["missing"], report["duplicated"]) == (200_000, 200_000, 0, 0)
+    assert kills >= 5, f"only {kills} kills landed before the copy finished"
+    assert any(0 < n < 200_000 for n in copied_before_kill), copied_before_kill  # some kills hit mid-copy
+
+
+def end_offsets(broker: Broker, topic: str, partitions: int) -> int:
+    """Sum of a topic's high watermarks: how many records a never-truncated topic holds."""
+    consumer = Consumer({**broker.config, "group.id": "count"})
+    total = sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions))
+    consumer.close()
+    return total
+
+
+def test_bad_inputs_fail_with_one_clear_line(clusters, tmp_path):
+    dc1, dc2 = clusters["dc1"], clusters["dc2"]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("clusters: {dc1: {bootstrap_servers: '127.0.0.1:1'}}\n"
+                   "flows:\n  - {name: x, source: dc1, target: dc9, topics: {include: ['t']}}\n")
+    code, summary, err = run_job("replicate", "--topology", str(bad), "--flow", "x")
+    assert code == 2 and "unknown cluster 'dc9'" in err
+
+    dead = {"dc1": Broker("dead", tmp_path / "dead", free_port()), "dc2": dc2}
+    topology = write_topology(tmp_path / "dead.yaml", dead, "  - {name: dead-flow, source: dc1, target: dc2, "
+                                                             "topics: {include: ['t']}}\n")
+    code, summary, err = run_job("replicate", "--topology", str(topology), "--flow", "dead-flow", "--retries", "2")
+    assert code == 1 and summary["status"] == "failed"
+    assert "source cluster dc1" in summary["error"] and "unreachable after 2 attempts" in summary["error"]
+
+    create(dc1, "narrow", 4)
+    create(dc2, "narrow", 2)  # made by someone else, with fewer partitions than its source
+    produce(dc1, "narrow", 10, 4, "n")
+    topology = write_topology(tmp_path / "narrow.yaml", {"dc1": dc1, "dc2": dc2},
+                              "  - {name: narrow-flow, source: dc1, target: dc2, topics: {include: ['narrow']}}\n")
+    code, summary, err = run_job("replicate", "--topology", str(topology), "--flow", "narrow-flow")
+    assert code == 2 and "fewer" in summary["error"], summary
+    assert AdminClient(dc2.config).list_topics(timeout=10).topics["narrow"].partitions.keys() == {0, 1}
+
+
+def test_records_deleted_before_they_were_copied_are_reported_lost(clusters, tmp_path):
+    dc1, dc2 = clusters["dc1"], clusters["dc2"]
+    create(dc1, "expiring", 1)
+    produce(dc1, "expiring", 1000, 1, "e")
+    topology = write_topology(tmp_path / "lost.yaml", {"dc1": dc1, "dc2": dc2},
+                              "  - {name: lost-flow, source: dc1, target: dc2, topics: {include: ['expiring']}}\n")
+    flow_topology = load_topology(topology)
+    context = FlowContext(flow_topology, flow_topology.flow("lost-flow"))
+    first = context.plan().tasks[0]
+    copy_range(dataclasses.replace(first, end=400))  # the replicator copied 400 records...
+    context.close()
+    # ...then the source dropped offsets below 700 (as retention does) before the replicator came back.
+    for future in AdminClient(dc1.config).delete_records([TopicPartition("expiring", 0, 700)]).values():
+        future.result(10)
+    code, summary, err = run_job("replicate", "--topology", str(topology), "--flow", "lost-flow")
+    assert code == 0, err[-2000:]
+    assert summary["lost"] == 300 and summary["lost_ranges"][0]["from_offset"] == 400
+    assert summary["records"] == 300
+
+
+def test_source_partition_increase_is_propagated(clusters, tmp_path):
+    dc1, dc2 = clusters["dc1"], clusters["dc2"]
+    create(dc1, "growing", 1)
+    produce(dc1, "growing", 10, 1, "g")
+    topology = load_topology(write_topology(tmp_path / "grow.yaml", {"dc1": dc1, "dc2": dc2},
+                                            "  - {name: grow-flow, source: dc1, target: dc2, "
+                                            "topics: {include: ['growing']}}\n"))
+    def replicate_once() -> None:
+        context = FlowContext(topology, topology.flow("grow-flow"))
+        for task in context.plan().tasks:
+            copy_range(task)
+        context.close()
+
+    replicate_once()
+    AdminClient(dc1.config).create_partitions([NewPartitions("growing", 3)])["growing"].result(10)
+    produce(dc1, "growing", 30, 3, "g2")
+    replicate_once()
+    assert len(AdminClient(dc2.config).list_topics(timeout=10).topics["growing"].partitions) == 3
+    copies = read_all(dc2, "growing")
+    assert len(copies) == 40 and all(HEADER in dict(m.headers() or []) for m in copies)
