@@ -25,7 +25,7 @@ from confluent_kafka.admin import OffsetSpec
 
 from kafka_dr.clients import ClientConfigError
 from kafka_dr.replication.copier import CopyError, CopyResult, copy_range
-from kafka_dr.replication.heartbeat import send_heartbeat
+from kafka_dr.replication.heartbeat import HeartbeatError, send_heartbeat
 from kafka_dr.replication.planner import FlowContext, Plan, UnreachableError
 from kafka_dr.replication.topic_sync import TopicSyncError
 from kafka_dr.topology import Topology, TopologyError, load_topology
@@ -101,7 +101,10 @@ def run(args: argparse.Namespace, topology: Topology, spark_context) -> tuple[in
         while True:
             now = time.monotonic()
             if args.mode == "continuous" and now >= next_heartbeat:
-                send_heartbeat(context.source_config, flow.name)
+                try:
+                    send_heartbeat(context.source_config, flow.name)
+                except HeartbeatError as exc:  # a brief source outage must not stop replication
+                    log.warning("heartbeat not sent: %s", exc)
                 next_heartbeat = now + args.heartbeat_interval
             if positions is None or now >= next_discovery:
                 plan = context.plan(positions)

@@ -1,4 +1,4 @@
-"""`kafka-dr` command line: the embedded local stack and the demo.
+"""`kafka-dr` command line: the embedded local stack, replication lag and the demo.
 
 Exit codes follow DESIGN.md: 0 done, 1 failed, 2 bad input; every error is one line on stderr.
 """
@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from kafka_dr.clients import ClientConfigError
 from kafka_dr.local.stack import (
     DEFAULT_DATA_DIR,
     LocalStack,
@@ -19,7 +20,7 @@ from kafka_dr.local.stack import (
     StackInputError,
     check_bootstrap_servers,
 )
-from kafka_dr.topology import TopologyError
+from kafka_dr.topology import TopologyError, load_topology
 
 
 class _Parser(argparse.ArgumentParser):
@@ -34,7 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return args.run(args)
-    except (StackInputError, TopologyError) as exc:
+    except (StackInputError, TopologyError, ClientConfigError) as exc:
         _fail(str(exc))
         return 2
     except StackError as exc:
@@ -92,6 +93,15 @@ def _parser() -> argparse.ArgumentParser:
     registry.add_argument("--leader-eligible", type=_bool, metavar="true|false", help="may this registry lead")
     registry.set_defaults(run=_restart_registry)
 
+    lag = commands.add_parser("lag", help="replication lag per flow and partition, in records and seconds")
+    lag.add_argument("--topology", type=Path, metavar="FILE",
+                     help="topology file (default: $KDR_TOPOLOGY, else include/topology.yaml)")
+    lag.add_argument("--flow", metavar="NAME", help="only this flow (default: every flow)")
+    lag.add_argument("--json", action="store_true", help="print a JSON list, one object per flow")
+    lag.add_argument("--timeout", type=_seconds, default=10.0, metavar="SECONDS",
+                     help="how long to wait for each cluster (default 10)")
+    lag.set_defaults(run=_lag)
+
     demo = commands.add_parser("demo", parents=[data_dir], help="start the local stack and show a round trip per DC")
     demo.set_defaults(run=_demo)
     return parser
@@ -103,6 +113,16 @@ def _ports(text: str) -> tuple[int, int]:
         raise argparse.ArgumentTypeError(f"expected two port numbers like 9091,9092, got {text!r}")
     first, second = (int(p) for p in parts)
     return first, second
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
 
 
 def _bool(text: str) -> bool:
@@ -162,6 +182,12 @@ def _restart_registry(args: argparse.Namespace) -> int:
     eligible = "leader-eligible" if dc.registry_leader_eligible else "not leader-eligible"
     print(f"{dc.name} registry restarted on {dc.registry_url}: store {dc.registry_kafkastore}, {eligible}")
     return 0
+
+
+def _lag(args: argparse.Namespace) -> int:
+    from kafka_dr.lag_report import lag_report  # Kafka clients are loaded only when asked
+
+    return lag_report(load_topology(args.topology), args.flow, as_json=args.json, timeout=args.timeout)
 
 
 def _demo(args: argparse.Namespace) -> int:

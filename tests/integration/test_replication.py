@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
-from kafka_dr.replication.copier import copy_range
+from kafka_dr.replication.copier import close_clients, copy_range
 from kafka_dr.replication.planner import FlowContext
 from kafka_dr.replication.provenance import HEADER, hops
 from kafka_dr.spark_env import spark_env, spark_submit_command
@@ -32,6 +32,7 @@ def clusters(tmp_path_factory) -> dict[str, Broker]:
     root = tmp_path_factory.mktemp("replication")
     brokers = {name: Broker(name, root / name, free_port()).start() for name in ("dc1", "dc2", "dc3")}
     yield brokers
+    close_clients()  # in-process copies cached their clients
     for broker in brokers.values():
         broker.stop()
 
@@ -51,7 +52,7 @@ def run_job(job: str, *args: str, timeout: float = 300) -> tuple[int, dict, str]
 
 def create(broker: Broker, topic: str, partitions: int, **configs: str) -> None:
     admin = AdminClient(broker.config)
-    admin.create_topics([NewTopic(topic, partitions, config=configs)])[topic].result(15)
+    admin.create_topics([NewTopic(topic, partitions, config=configs)])[topic].result(15)  # admin kept alive
 
 
 def produce(broker: Broker, topic: str, count: int, partitions: int, tag: str) -> None:
@@ -257,7 +258,8 @@ def test_source_partition_increase_is_propagated(clusters, tmp_path):
         context.close()
 
     replicate_once()
-    AdminClient(dc1.config).create_partitions([NewPartitions("growing", 3)])["growing"].result(10)
+    admin = AdminClient(dc1.config)
+    admin.create_partitions([NewPartitions("growing", 3)])["growing"].result(10)
     produce(dc1, "growing", 30, 3, "g2")
     replicate_once()
     assert len(AdminClient(dc2.config).list_topics(timeout=10).topics["growing"].partitions) == 3

@@ -19,7 +19,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from .internal import OFFSET_SYNCS, PROGRESS, progress_key
 from .provenance import HEADER, ForceCopy, Hop, blocked, hops
@@ -97,6 +97,14 @@ def _clients(task: CopyTask) -> tuple[Consumer, Producer]:
         })
         _CLIENTS[key] = (consumer, producer)
     return _CLIENTS[key]
+
+
+def close_clients() -> None:
+    """Close the cached clients (in-process callers; Spark workers simply exit)."""
+    while _CLIENTS:
+        consumer, producer = _CLIENTS.popitem()[1]
+        consumer.close()
+        producer.flush(5)
 
 
 def copy_range(task: CopyTask) -> CopyResult:
@@ -186,6 +194,7 @@ def copy_range(task: CopyTask) -> CopyResult:
 
 
 def _produce(producer: Producer, topic: str, key, value, headers, partition: int, timestamp: int, callback) -> None:
+    refreshed = False
     while True:
         try:
             producer.produce(topic, value=value, key=key, headers=headers, partition=partition,
@@ -193,6 +202,13 @@ def _produce(producer: Producer, topic: str, key, value, headers, partition: int
             return
         except BufferError:
             producer.poll(0.05)
+        except KafkaException as exc:
+            # A destination partition added since this producer last refreshed its metadata (a source
+            # partition increase propagated by the planner): refresh once, then retry.
+            if exc.args[0].code() != KafkaError._UNKNOWN_PARTITION or refreshed:
+                raise CopyError(f"producing to {topic}-{partition}: {exc.args[0].str()}") from None
+            producer.list_topics(topic, timeout=10)
+            refreshed = True
 
 
 def _checkpoint(task: CopyTask, consumer: Consumer, producer: Producer, result: CopyResult, position: int,

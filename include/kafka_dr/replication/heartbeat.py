@@ -1,0 +1,137 @@
+"""Heartbeats: a record produced into the source's `_kdr.heartbeats` that the flow copies into the target's,
+so the end-to-end latency of a flow can be measured even when no data is flowing (MirrorMaker 2 does the
+same with its heartbeats topic).
+
+Record: key = flow name (utf-8), value JSON {"flow", "id", "created_ms"}, timestamp = created_ms.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from .internal import HEARTBEATS, ensure_internal_topics
+from .provenance import ProvenanceError, hops
+
+WINDOW = 1_000
+"""Records read back from the end of each heartbeat partition when waiting starts: the copy may already
+be there, and older records cannot be ours."""
+
+
+class HeartbeatError(RuntimeError):
+    """A heartbeat could not be sent; the message is one line naming the cluster and why."""
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    flow: str
+    id: str
+    created_ms: int
+
+    def encode(self) -> bytes:
+        return json.dumps(asdict(self), separators=(",", ":")).encode()
+
+
+def parse_heartbeat(value: bytes | None) -> Heartbeat:
+    """Decode a heartbeat record value; anything else raises ValueError naming what is wrong."""
+    try:
+        data = json.loads(value or b"")
+        flow, heartbeat_id, created_ms = data["flow"], data["id"], data["created_ms"]
+    except (ValueError, TypeError, KeyError):
+        raise ValueError(f"not a heartbeat record value: {(value or b'')[:80]!r}") from None
+    if not (isinstance(flow, str) and isinstance(heartbeat_id, str) and type(created_ms) is int):
+        raise ValueError(f"not a heartbeat record value (wrong field types): {(value or b'')[:80]!r}")
+    return Heartbeat(flow, heartbeat_id, created_ms)
+
+
+def send_heartbeat(source_config: dict[str, Any], flow: str, timeout: float = 10.0) -> Heartbeat:
+    """Produce one heartbeat for `flow` into the source cluster, creating `_kdr.heartbeats` if missing."""
+    where = f"cluster {source_config.get('bootstrap.servers')}"
+    try:
+        ensure_internal_topics(AdminClient(source_config), (HEARTBEATS,), timeout=timeout)
+    except KafkaException as exc:
+        raise HeartbeatError(f"cannot create {HEARTBEATS} on {where}: {_reason(exc)}") from None
+    heartbeat = Heartbeat(flow=flow, id=uuid.uuid4().hex, created_ms=int(time.time() * 1000))
+    errors: list[KafkaError] = []
+    producer = Producer({**source_config, "enable.idempotence": True, "message.timeout.ms": int(timeout * 1000)})
+    producer.produce(HEARTBEATS, key=flow.encode(), value=heartbeat.encode(), timestamp=heartbeat.created_ms,
+                     on_delivery=lambda err, _msg: errors.append(err) if err is not None else None)
+    if producer.flush(timeout) or errors:
+        reason = errors[0].str() if errors else f"not acknowledged within {timeout:g} s"
+        raise HeartbeatError(f"heartbeat of flow {flow} not written to {HEARTBEATS} on {where}: {reason}")
+    return heartbeat
+
+
+def wait_for_heartbeat(target_config: dict[str, Any], heartbeat: Heartbeat, timeout: float) -> float:
+    """Wait until `heartbeat` was copied into the target; returns the end-to-end latency in seconds (from its
+    creation to the copy's provenance time, or to when it was seen if the flow writes no provenance)."""
+    where = f"cluster {target_config.get('bootstrap.servers')}"
+    deadline = time.monotonic() + timeout
+    admin = AdminClient(target_config)
+    consumer = Consumer({**target_config, "group.id": f"_kdr.heartbeat.{heartbeat.flow}", "enable.auto.commit": False,
+                         "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
+    assigned: set[int] = set()
+    next_lookup = 0.0
+    try:
+        while time.monotonic() < deadline:
+            if time.monotonic() >= next_lookup:  # the topic may appear, or grow, while we wait
+                new = _unread_partitions(admin, assigned, deadline)
+                if new:
+                    consumer.incremental_assign(new)
+                    assigned.update(tp.partition for tp in new)
+                next_lookup = time.monotonic() + 1.0
+            for msg in consumer.consume(100, timeout=0.2) if assigned else ():
+                if msg.error() is not None:
+                    if msg.error().fatal():
+                        raise HeartbeatError(f"reading {HEARTBEATS} on {where}: {msg.error().str()}")
+                    continue
+                latency = _latency_if_ours(msg.value(), msg.headers(), heartbeat)
+                if latency is not None:
+                    return latency
+            if not assigned:
+                time.sleep(0.2)  # the flow has not created the target's heartbeat topic yet
+    finally:
+        consumer.close()
+    raise TimeoutError(f"heartbeat {heartbeat.id} of flow {heartbeat.flow} did not reach {HEARTBEATS} on {where} "
+                       f"within {timeout:g} s (is the replicator running?)")
+
+
+def _latency_if_ours(value: bytes | None, headers: list[tuple[str, bytes | None]] | None,
+                     heartbeat: Heartbeat) -> float | None:
+    try:
+        if parse_heartbeat(value).id != heartbeat.id:
+            return None
+        chain = hops(headers)
+    except (ValueError, ProvenanceError):
+        return None  # some other writer's record: not ours
+    arrived_ms = chain[-1].timestamp_ms if chain else int(time.time() * 1000)
+    return max(0.0, (arrived_ms - heartbeat.created_ms) / 1000)
+
+
+def _unread_partitions(admin: AdminClient, assigned: set[int], deadline: float) -> list[TopicPartition]:
+    """Heartbeat partitions of the target not yet read, each positioned `WINDOW` records before its end so a
+    copy made before we started waiting is seen; empty while the topic does not exist or does not answer."""
+    timeout = max(0.5, deadline - time.monotonic())
+    try:
+        meta = admin.list_topics(timeout=timeout).topics.get(HEARTBEATS)
+        if meta is None or meta.error is not None:
+            return []
+        tps = [TopicPartition(HEARTBEATS, p) for p in sorted(set(meta.partitions) - assigned)]
+        if not tps:
+            return []
+        ends = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}, request_timeout=timeout)
+        starts = admin.list_offsets({tp: OffsetSpec.earliest() for tp in tps}, request_timeout=timeout)
+        return [TopicPartition(HEARTBEATS, tp.partition,
+                               max(starts[tp].result().offset, ends[tp].result().offset - WINDOW)) for tp in tps]
+    except KafkaException:
+        return []  # not answering for now: the caller's deadline decides
+
+
+def _reason(exc: KafkaException) -> str:
+    return exc.args[0].str() if exc.args and isinstance(exc.args[0], KafkaError) else str(exc)

@@ -1,0 +1,317 @@
+"""Replication lag of a flow, per source partition, as DESIGN.md defines it.
+
+- In records: the source's read_committed end (last stable offset) minus the next offset to copy,
+  which the replication job commits as consumer group <flow name> on the source (so standard lag
+  tools agree). Transaction markers and aborted records are not counted: up to `COUNT_LIMIT`
+  uncopied offsets are read with a read_committed consumer and the data records counted; above
+  that the offset difference is reported, marked `estimated`.
+- In seconds: the age of the oldest uncopied record (0 when nothing is uncopied).
+- Heartbeat latency: for the newest heartbeat copied into the target by this flow, how long after
+  it entered the source it was copied.
+
+Only reads; never commits or joins a group, so measuring cannot disturb the flow.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, TypeVar
+
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from ..clients import client_config
+from ..topology import Cluster, Topology
+from .internal import HEARTBEATS
+from .provenance import ProvenanceError, hops
+
+LOG = logging.getLogger(__name__)
+"""librdkafka's own logs go here rather than to stderr: a CLI user sees one error line, Airflow sees them all."""
+COUNT_LIMIT = 10_000
+"""Up to this many uncopied offsets in a partition, data records are counted exactly."""
+HEARTBEAT_WINDOW = 1_000
+"""Heartbeat records read from the end of each partition of the target's heartbeat topic."""
+
+
+T = TypeVar("T")
+
+
+class LagError(RuntimeError):
+    """Lag could not be measured; the message is one line naming the cluster and why."""
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    topic: str
+    partition: int
+    dest_topic: str
+    next_offset: int
+    end_offset: int
+    lag_records: int
+    lag_seconds: float
+    estimated: bool = False
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}[{self.partition}]"
+
+
+@dataclass(frozen=True)
+class FlowLag:
+    flow: str
+    source: str
+    target: str
+    partitions: tuple[PartitionLag, ...]
+    heartbeat_latency_s: float | None
+    measured_at_ms: int
+
+    @property
+    def total_records(self) -> int:
+        return sum(p.lag_records for p in self.partitions)
+
+    @property
+    def max_records(self) -> int:
+        return max((p.lag_records for p in self.partitions), default=0)
+
+    @property
+    def max_seconds(self) -> float:
+        return max((p.lag_seconds for p in self.partitions), default=0.0)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-safe dict (Airflow trigger payloads, `kafka-dr lag --json`); totals included for readers."""
+        return {"flow": self.flow, "source": self.source, "target": self.target,
+                "measured_at_ms": self.measured_at_ms, "heartbeat_latency_s": self.heartbeat_latency_s,
+                "total_records": self.total_records, "max_records": self.max_records,
+                "max_seconds": self.max_seconds, "partitions": [asdict(p) for p in self.partitions]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> FlowLag:
+        """Inverse of `to_json`; derived totals are recomputed, not trusted."""
+        return cls(flow=data["flow"], source=data["source"], target=data["target"],
+                   partitions=tuple(PartitionLag(**p) for p in data["partitions"]),
+                   heartbeat_latency_s=data["heartbeat_latency_s"], measured_at_ms=data["measured_at_ms"])
+
+
+def check_thresholds(lag: FlowLag, max_records: int | None, max_seconds: float | None) -> tuple[bool, str]:
+    """Gate rule for sensors and health checks: every partition within both limits (None: not checked).
+
+    Returns (ok, one-line reason naming the worst partition)."""
+    for name, limit in (("max_records", max_records), ("max_seconds", max_seconds)):
+        if limit is not None and limit < 0:
+            raise ValueError(f"{name} must be >= 0, got {limit}")
+    problems = []
+    by_records = max(lag.partitions, key=lambda p: p.lag_records, default=None)
+    by_seconds = max(lag.partitions, key=lambda p: p.lag_seconds, default=None)
+    if max_records is not None and by_records is not None and by_records.lag_records > max_records:
+        about = "about " if by_records.estimated else ""
+        problems.append(f"{lag.source}:{by_records.name} lags {about}{by_records.lag_records:,} records "
+                        f"(limit {max_records:,})")
+    if max_seconds is not None and by_seconds is not None and by_seconds.lag_seconds > max_seconds:
+        problems.append(f"{lag.source}:{by_seconds.name} lags {by_seconds.lag_seconds:.1f} s (limit {max_seconds:g} s)")
+    if problems:
+        return False, f"flow {lag.flow}: " + "; ".join(problems)
+    if by_records is None:
+        return True, f"flow {lag.flow}: no source partitions to copy"
+    return True, (f"flow {lag.flow}: within limits (worst {lag.source}:{by_records.name} {lag.max_records:,} records, "
+                  f"{lag.source}:{by_seconds.name} {lag.max_seconds:.1f} s)")
+
+
+def flow_lag(topology: Topology, flow_name: str, *, topics: str | None = None, timeout: float = 10.0) -> FlowLag:
+    """Measure the lag of one flow; `topics` (regex, full match) restricts the source topics measured."""
+    flow = topology.flow(flow_name)
+    only = re.compile(topics) if topics is not None else None
+    source = _Side("source", flow.name, topology.cluster(flow.source), timeout)
+    target = _Side("target", flow.name, topology.cluster(flow.target), timeout)
+
+    metadata = source.call("list topics", lambda: source.admin.list_topics(timeout=timeout))
+    partitions = sorted(TopicPartition(name, p) for name, meta in metadata.topics.items()
+                        if flow.topics.matches(name) and (only is None or only.fullmatch(name))
+                        for p in meta.partitions)
+    measured_at_ms = _now_ms()
+    starts = source.offsets(partitions, OffsetSpec.earliest())
+    ends = source.offsets(partitions, OffsetSpec.latest())
+    committed = source.committed(partitions)
+
+    counted: dict[tuple[str, int], int] = {}
+    oldest: dict[tuple[str, int], int] = {}
+    ranges: dict[tuple[str, int], tuple[int, int]] = {}
+    first_only: set[tuple[str, int]] = set()
+    for tp in partitions:
+        key = (tp.topic, tp.partition)
+        next_offset = committed.get(key, starts[key])
+        if ends[key] > next_offset:
+            ranges[key] = (max(next_offset, starts[key]), ends[key])
+            if ends[key] - next_offset > COUNT_LIMIT:
+                first_only.add(key)
+    for msg in source.scan(ranges, first_only):
+        key = (msg.topic(), msg.partition())
+        counted[key] = counted.get(key, 0) + 1
+        oldest.setdefault(key, msg.timestamp()[1])
+
+    result = []
+    for tp in partitions:
+        key = (tp.topic, tp.partition)
+        next_offset, end = committed.get(key, starts[key]), ends[key]
+        lost = max(0, starts[key] - next_offset)  # deleted by retention before they were copied
+        estimated = key in first_only or lost > 0
+        records = max(0, end - next_offset) if key in first_only else counted.get(key, 0) + lost
+        seconds = max(0.0, (measured_at_ms - oldest[key]) / 1000) if records and key in oldest else 0.0
+        result.append(PartitionLag(tp.topic, tp.partition, flow.destination_topic(tp.topic), next_offset, end,
+                                   records, seconds, estimated))
+
+    source_id = source.call("describe cluster",
+                            lambda: source.admin.describe_cluster(request_timeout=timeout).result()).cluster_id
+    return FlowLag(flow.name, flow.source, flow.target, tuple(result), _heartbeat_latency(target, source_id),
+                   measured_at_ms)
+
+
+def _heartbeat_latency(target: _Side, source_cluster_id: str) -> float | None:
+    """Latency of the newest heartbeat whose last hop came from the source cluster, or None if none was seen.
+
+    Measured from when the record entered the source (its timestamp, or the previous hop's time when the
+    source itself holds a copy) to when this flow copied it, so a chain is charged hop by hop."""
+    metadata = target.call("list topics", lambda: target.admin.list_topics(timeout=target.timeout))
+    meta = metadata.topics.get(HEARTBEATS)
+    if meta is None or meta.error is not None:
+        return None
+    partitions = [TopicPartition(HEARTBEATS, p) for p in meta.partitions]
+    starts = target.offsets(partitions, OffsetSpec.earliest())
+    ends = target.offsets(partitions, OffsetSpec.latest())
+    ranges = {key: (max(starts[key], end - HEARTBEAT_WINDOW), end) for key, end in ends.items()}
+    newest: tuple[int, float] | None = None
+    for msg in target.scan(ranges):
+        try:
+            chain = hops(msg.headers())
+        except ProvenanceError:
+            continue  # not a copy of ours: irrelevant to this flow
+        if not chain or chain[-1].cluster_id != source_cluster_id:
+            continue
+        entered_ms = chain[-2].timestamp_ms if len(chain) > 1 else msg.timestamp()[1]
+        copied_ms = chain[-1].timestamp_ms
+        if newest is None or copied_ms > newest[0]:
+            newest = (copied_ms, (copied_ms - entered_ms) / 1000)
+    return None if newest is None else newest[1]
+
+
+class _Side:
+    """One cluster of the flow; every failure becomes a one-line LagError naming it."""
+
+    def __init__(self, role: str, flow: str, cluster: Cluster, timeout: float) -> None:
+        self.role, self.flow, self.cluster, self.timeout = role, flow, cluster, timeout
+        self.config = {**client_config(cluster), "logger": LOG}
+        self.admin = AdminClient(self.config)
+
+    def error(self, what: str, reason: object) -> LagError:
+        where = f"{self.role} cluster {self.cluster.name} ({self.cluster.bootstrap_servers})"
+        return LagError(f"flow {self.flow}: {where}: {what} failed: {' '.join(str(reason).split())}")
+
+    def call(self, what: str, fn: Callable[[], T]) -> T:
+        try:
+            return fn()
+        except KafkaException as exc:
+            raise self.error(what, _reason(exc)) from None
+
+    def offsets(self, partitions: list[TopicPartition], spec: OffsetSpec) -> dict[tuple[str, int], int]:
+        """Log start or read_committed end (last stable offset) of each partition."""
+        if not partitions:
+            return {}
+        futures = self.call("list offsets", lambda: self.admin.list_offsets(
+            {tp: spec for tp in partitions}, isolation_level=IsolationLevel.READ_COMMITTED,
+            request_timeout=self.timeout))
+        return {(tp.topic, tp.partition): self.call("list offsets", lambda f=f: f.result().offset)
+                for tp, f in futures.items()}
+
+    def committed(self, partitions: list[TopicPartition]) -> dict[tuple[str, int], int]:
+        """Next offset to copy per partition, as committed by the replication job; partitions without a commit
+        are left out."""
+        if not partitions:
+            return {}
+        request = [ConsumerGroupTopicPartitions(self.flow, partitions)]
+        futures = self.call("list group offsets", lambda: self.admin.list_consumer_group_offsets(
+            request, request_timeout=self.timeout))
+        result = self.call("list group offsets", lambda: futures[self.flow].result())
+        return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}
+
+    def scan(self, ranges: dict[tuple[str, int], tuple[int, int]],
+             first_only: set[tuple[str, int]] | None = None) -> Iterator[Message]:
+        try:
+            yield from read_committed(self.config, ranges, self.timeout, first_only)
+        except (KafkaException, TimeoutError) as exc:
+            raise self.error("reading records", _reason(exc)) from None
+
+
+def read_committed(config: dict[str, Any], ranges: dict[tuple[str, int], tuple[int, int]], timeout: float,
+                   first_only: set[tuple[str, int]] | None = None) -> Iterator[Message]:
+    """Data records of each (topic, partition) in [start, end), read_committed: aborted records and transaction
+    markers are skipped by the client. Only the first record for partitions in `first_only`. Raises
+    TimeoutError naming the partitions not read to their end within `timeout` seconds."""
+    pending = {key for key, (start, end) in ranges.items() if start < end}
+    if not pending:
+        return
+    first_only = first_only or set()
+    # assign() only, never subscribe() or commit: the group id is required by the client but no group is formed.
+    consumer = Consumer({**config, "group.id": "_kdr.reader", "enable.auto.commit": False,
+                         "enable.auto.offset.store": False, "isolation.level": "read_committed",
+                         "enable.partition.eof": True, "auto.offset.reset": "earliest",
+                         "fetch.wait.max.ms": 100})  # the end-of-partition event comes with the next fetch
+    deadline = time.monotonic() + timeout
+    last_error = "no records arrived"
+    try:
+        consumer.assign([TopicPartition(t, p, ranges[(t, p)][0]) for t, p in sorted(pending)])
+        while pending:
+            if time.monotonic() > deadline:
+                missing = ", ".join(f"{t}[{p}]" for t, p in sorted(pending))
+                raise TimeoutError(f"{missing} not read to the end within {timeout:g} s ({last_error})")
+            for msg in _next_batch(consumer):
+                key = (msg.topic(), msg.partition())
+                err = msg.error()
+                if err is not None:
+                    if err.fatal():
+                        raise KafkaException(err)
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        pending.discard(key)
+                    else:
+                        last_error = err.str()  # librdkafka retries transient errors itself
+                    continue
+                if key not in pending:
+                    continue
+                if msg.offset() >= ranges[key][1]:
+                    pending.discard(key)
+                    continue
+                yield msg
+                if key in first_only or msg.offset() == ranges[key][1] - 1:
+                    pending.discard(key)
+    finally:
+        consumer.close()
+
+
+def _next_batch(consumer: Consumer) -> list[Message]:
+    """What has arrived, at once; else the first record within 0.1 s (consume() would wait for a full batch)."""
+    batch = consumer.consume(500, timeout=0)
+    if batch:
+        return batch
+    msg = consumer.poll(0.1)
+    return [] if msg is None else [msg]
+
+
+def _reason(exc: Exception) -> str:
+    """librdkafka's own message, without the KafkaError(...) wrapper."""
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return exc.args[0].str()
+    return str(exc)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
