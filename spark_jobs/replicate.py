@@ -141,8 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         topology = load_topology(args.topology)
         topology.flow(args.flow)
     except TopologyError as exc:
-        print(f"replicate: error: {exc}", file=sys.stderr)
-        return 2
+        return _finish(args, 2, str(exc), None)
     from pyspark.sql import SparkSession
 
     spark = SparkSession.builder.appName(f"kafka-dr replicate {args.flow}").getOrCreate()
@@ -156,14 +155,19 @@ def main(argv: list[str] | None = None) -> int:
         error = str(exc)
     except Exception as exc:  # noqa: BLE001 - a Spark task failure carries the CopyError text inside
         error = _task_error(exc)
+    spark.stop()
+    return _finish(args, status, error, None if error else line)
+
+
+def _finish(args: argparse.Namespace, status: int, error: str | None, line: str | None) -> int:
+    """Print the error (if any) and the JSON summary as the last line; write --report."""
     if error is not None:
-        print(f"replicate: error: {error}", file=sys.stderr)
+        print(f"replicate: error: {error}", file=sys.stderr, flush=True)
         line = json.dumps({"flow": args.flow, "mode": args.mode, "status": "failed", "error": error})
     if args.report:
         args.report.parent.mkdir(parents=True, exist_ok=True)
         args.report.write_text(line + "\n")
     print(line, flush=True)
-    spark.stop()
     return status
 
 
