@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+
 from kafka_dr import cli
 from kafka_dr.local.stack import (
     BROKER,

@@ -7,6 +7,7 @@ from pathlib import Path
 import kafka.errors as Errors
 import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+
 from kafka_dr.local.broker import cleaner
 from kafka_dr.local.broker.log import PartitionLog
 from kafka_dr.local.broker.records import InvalidRecordError, assign_offset, parse_header, validate_single_batch

@@ -13,6 +13,7 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
+
 from kafka_dr.local.registry import errors
 from kafka_dr.local.registry.api import RegistryApi, RegistryHttpServer, Request
 from kafka_dr.local.registry.compat import can_read, check

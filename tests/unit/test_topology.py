@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from kafka_dr.topology import DEFAULT_TOPOLOGY, TopologyError, load_topology, parse_topology
 
 DESIGN_TOPOLOGY: dict[str, Any] = {

@@ -34,7 +34,7 @@ class Hop:
             cluster_id, topic, partition, offset, ts = (value or b"").decode("ascii").split(",")
             return cls(cluster_id, topic, int(partition), int(offset), int(ts))
         except (UnicodeDecodeError, ValueError):
-            raise ProvenanceError(f"malformed {HEADER} header {value[:80]!r}") from None
+            raise ProvenanceError(f"malformed {HEADER} header {(value or b'')[:80]!r}") from None
 
 
 def hops(headers: list[tuple[str, bytes | None]] | None) -> list[Hop]:

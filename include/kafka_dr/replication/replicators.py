@@ -4,7 +4,8 @@ A continuous `replicate.py` job must outlive the Airflow task that started it, s
 on disk: STATE_DIR/replicators/<flow>.json holds the pid, command line, log path and start time.
 A pid counts as the flow's only while /proc shows the same command line (spark-submit execs into
 the JVM with the same arguments), so a recycled pid is never mistaken for a replicator. The
-environment (which carries cluster secrets) is never written down.
+environment (which carries cluster secrets) is never written down. The state is per host: jobs are
+local processes, so the state directory must not be shared between machines.
 """
 
 from __future__ import annotations
