@@ -13,6 +13,8 @@ import os
 import re
 from typing import Any
 
+from confluent_kafka import Consumer, Message
+
 from .topology import Cluster
 
 SECRET_HINTS = ("password", "secret", "sasl.jaas.config", "ssl.key.pem", "oauthbearer", "token")
@@ -52,3 +54,13 @@ def client_config(cluster: Cluster, environ: dict[str, str] | None = None, **ove
 def redact(settings: dict[str, Any]) -> dict[str, Any]:
     """A copy safe to log: values of secret-looking keys replaced."""
     return {k: ("***" if any(h in k.lower() for h in SECRET_HINTS) else v) for k, v in settings.items()}
+
+
+def next_batch(consumer: Consumer, max_messages: int = 10_000, wait: float = 0.1) -> list[Message]:
+    """What has arrived, at once; else the first record within `wait` seconds. (consume(n, timeout)
+    would hold until n records or the whole timeout, adding its timeout to every short batch.)"""
+    batch = consumer.consume(max_messages, timeout=0)
+    if batch:
+        return batch
+    message = consumer.poll(wait)
+    return [] if message is None else [message]

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from kafka_dr.replication.copier import close_clients, copy_range
@@ -177,12 +177,19 @@ def test_sigkill_at_random_moments_loses_and_duplicates_nothing(clusters, tmp_pa
     rng = random.Random(7)
     kills = 0
     copied_before_kill = []
-    while kills < 5:
-        proc = subprocess.Popen(spark_submit_command("replicate", args), env=spark_env(), stdout=subprocess.PIPE,
+    while kills < 6:
+        before = end_offsets(dc2, "killed", 4)
+        proc = subprocess.Popen(spark_submit_command("replicate", args), env=spark_env(), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True)
-        time.sleep(rng.uniform(12, 30))  # spark-submit takes ~15 s to start: kills land before and during copies
+        if kills < 2:
+            time.sleep(rng.uniform(3, 15))  # during JVM start-up and planning
+        else:
+            deadline = time.monotonic() + 120
+            while end_offsets(dc2, "killed", 4) == before and time.monotonic() < deadline and proc.poll() is None:
+                time.sleep(0.1)
+            time.sleep(rng.uniform(0, 0.7))  # while records are being copied
         if proc.poll() is not None:
-            break  # finished before the kill: the remaining data was too small; stop killing
+            break  # the copy finished first
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         kills += 1
@@ -199,9 +206,12 @@ def test_sigkill_at_random_moments_loses_and_duplicates_nothing(clusters, tmp_pa
 def end_offsets(broker: Broker, topic: str, partitions: int) -> int:
     """Sum of a topic's high watermarks: how many records a never-truncated topic holds."""
     consumer = Consumer({**broker.config, "group.id": "count"})
-    total = sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions))
-    consumer.close()
-    return total
+    try:
+        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions))
+    except KafkaException:  # the destination topic does not exist yet
+        return 0
+    finally:
+        consumer.close()
 
 
 def test_bad_inputs_fail_with_one_clear_line(clusters, tmp_path):
@@ -237,7 +247,7 @@ def test_records_deleted_before_they_were_copied_are_reported_lost(clusters, tmp
                               "  - {name: lost-flow, source: dc1, target: dc2, topics: {include: ['expiring']}}\n")
     flow_topology = load_topology(topology)
     context = FlowContext(flow_topology, flow_topology.flow("lost-flow"))
-    first = context.plan().tasks[0]
+    first = next(t for t in context.plan().tasks if t.topic == "expiring")
     copy_range(dataclasses.replace(first, end=400))  # the replicator copied 400 records...
     context.close()
     # ...then the source dropped offsets below 700 (as retention does) before the replicator came back.

@@ -21,6 +21,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from ..clients import next_batch
 from .internal import OFFSET_SYNCS, PROGRESS, progress_key
 from .provenance import HEADER, ForceCopy, Hop, blocked, hops
 from .resume import Checkpoint
@@ -139,7 +140,7 @@ def copy_range(task: CopyTask) -> CopyResult:
     last_data = time.monotonic()
     try:
         while position < task.end:
-            messages = consumer.consume(10_000, timeout=1.0)
+            messages = next_batch(consumer)
             if not messages:
                 if time.monotonic() - last_data > STALL_TIMEOUT_S:
                     raise CopyError(f"source {task.source_cluster} unreachable: no data for {STALL_TIMEOUT_S:.0f}s "

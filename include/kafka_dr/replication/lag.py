@@ -32,7 +32,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from ..clients import client_config
+from ..clients import client_config, next_batch
 from ..topology import Cluster, Topology
 from .internal import HEARTBEATS
 from .provenance import ProvenanceError, hops
@@ -274,7 +274,7 @@ def read_committed(config: dict[str, Any], ranges: dict[tuple[str, int], tuple[i
             if time.monotonic() > deadline:
                 missing = ", ".join(f"{t}[{p}]" for t, p in sorted(pending))
                 raise TimeoutError(f"{missing} not read to the end within {timeout:g} s ({last_error})")
-            for msg in _next_batch(consumer):
+            for msg in next_batch(consumer, 500):
                 key = (msg.topic(), msg.partition())
                 err = msg.error()
                 if err is not None:
@@ -295,15 +295,6 @@ def read_committed(config: dict[str, Any], ranges: dict[tuple[str, int], tuple[i
                     pending.discard(key)
     finally:
         consumer.close()
-
-
-def _next_batch(consumer: Consumer) -> list[Message]:
-    """What has arrived, at once; else the first record within 0.1 s (consume() would wait for a full batch)."""
-    batch = consumer.consume(500, timeout=0)
-    if batch:
-        return batch
-    msg = consumer.poll(0.1)
-    return [] if msg is None else [msg]
 
 
 def _reason(exc: Exception) -> str:

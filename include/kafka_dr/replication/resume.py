@@ -9,10 +9,12 @@ the destination from the checkpoint's destination offset to the end.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
+from ..clients import next_batch
 from .internal import PROGRESS
 from .provenance import HEADER, Hop
 
@@ -49,9 +51,15 @@ def _read_all(consumer: Consumer, topic: str, partition: int, timeout: float):
     if high <= low:
         return
     consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+    deadline = time.monotonic() + timeout
     try:
         while True:
-            for message in consumer.consume(10_000, timeout=timeout):
+            batch = next_batch(consumer)
+            if batch:
+                deadline = time.monotonic() + timeout
+            elif time.monotonic() > deadline:
+                raise TimeoutError(f"no data from {topic}-{partition} within {timeout}s")
+            for message in batch:
                 if message.error():
                     if message.error().code() == KafkaError._PARTITION_EOF:
                         return
@@ -72,9 +80,12 @@ def _last_copy(consumer: Consumer, dest_topic: str, partition: int, start: int, 
     consumer.assign([TopicPartition(dest_topic, partition, start)])
     try:
         done = start >= end
+        deadline = time.monotonic() + timeout
         while not done:
-            messages = consumer.consume(10_000, timeout=timeout)
-            if not messages:
+            messages = next_batch(consumer)
+            if messages:
+                deadline = time.monotonic() + timeout
+            elif time.monotonic() > deadline:
                 raise TimeoutError(f"no data from {dest_topic}-{partition} at offset {start} within {timeout}s")
             for message in messages:
                 if message.error():

@@ -8,11 +8,13 @@ mismatched, and filtered (blocked by the cycle rule).
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
+from ..clients import next_batch
 from .provenance import HEADER, blocked, hops
 
 EXAMPLES = 5  # offsets listed per problem kind
@@ -60,8 +62,14 @@ def _read(config: dict[str, Any], topic: str, partition: int, isolation: str, en
         if stop <= low:
             return
         consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+        deadline = time.monotonic() + 30
         while True:
-            for message in consumer.consume(10_000, timeout=10):
+            batch = next_batch(consumer)
+            if batch:
+                deadline = time.monotonic() + 30
+            elif time.monotonic() > deadline:
+                raise RuntimeError(f"reading {topic}-{partition}: no data for 30 s")
+            for message in batch:
                 if message.error():
                     if message.error().code() == KafkaError._PARTITION_EOF:
                         return

@@ -1,0 +1,143 @@
+"""Run the replication job of one flow through the apache-spark provider.
+
+bounded: spark-submit runs `spark_jobs/replicate.py --mode bounded` to the end; its JSON summary is the
+task's XCom. continuous: the same spark-submit command line (master, deploy mode and conf from the Spark
+connection) is started detached and registered with kafka_dr.replication.replicators, so it outlives the
+task and later DAGs can stop or restart it; a flow already running is not started twice.
+
+Cluster security settings reach the job through its environment (KDR_CLUSTER_<NAME>_CONFIG), never its
+command line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+from airflow.sdk import BaseOperator, Context
+from airflow.sdk.exceptions import AirflowException
+
+from ...replication import replicators
+from ...topology import load_topology
+from .. import PROJECT_ROOT, topology_path
+from ..hooks.kafka_cluster import KafkaClusterHook
+
+MODES = ("bounded", "continuous")
+REPLICATE_JOB = PROJECT_ROOT / "spark_jobs" / "replicate.py"
+EXIT_MEANING = {1: "failed", 2: "bad input"}
+
+
+class ReplicationOperator(BaseOperator):
+    """Replicate one flow of the topology with spark_jobs/replicate.py (bounded run or continuous job).
+
+    :param flow: flow name in the topology
+    :param mode: "bounded" (copy up to the end offsets taken at start) or "continuous" (start and track)
+    :param topology: topology file; default $KDR_TOPOLOGY, else include/topology.yaml
+    :param spark_conn_id: Spark connection giving master and deploy mode
+    :param kafka_conn_ids: cluster name -> connection id, for clusters not using `kafka_dr_<cluster>`
+    :param application: the replicate job (a path or URL the Spark master can read)
+    :param conf: extra Spark configuration
+    :param py_files: --py-files for cluster masters (the kafka_dr package); not needed in local mode
+    :param startup_check: continuous mode: seconds the job must stay up before the task succeeds
+    """
+
+    template_fields: Sequence[str] = ("flow", "topology")
+    ui_color = "#d7e8f7"
+
+    def __init__(self, *, flow: str, mode: str = "bounded", topology: str | None = None,
+                 spark_conn_id: str = "spark_default", kafka_conn_ids: Mapping[str, str] | None = None,
+                 application: str = str(REPLICATE_JOB), conf: dict[str, Any] | None = None,
+                 py_files: str | None = None, startup_check: float = 5.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        self.flow = flow
+        self.mode = mode
+        self.topology = topology
+        self.spark_conn_id = spark_conn_id
+        self.kafka_conn_ids = dict(kafka_conn_ids or {})
+        self.application = application
+        self.conf = conf
+        self.py_files = py_files
+        self.startup_check = startup_check
+        self._spark: SparkSubmitHook | None = None
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        path = topology_path(self.topology)
+        topology = load_topology(path)
+        flow = topology.flow(self.flow)
+        env: dict[str, str] = {}
+        for cluster in (flow.source, flow.target):
+            hook = KafkaClusterHook(cluster, self.kafka_conn_ids.get(cluster), topology=topology)
+            env.update(hook.env_for_subprocess())
+        args = ["--topology", str(path), "--flow", flow.name, "--mode", self.mode]
+        if self.mode == "bounded":
+            return self._run_bounded(args, env)
+        return self._start_continuous(args, env)
+
+    def on_kill(self) -> None:
+        # Only a bounded run belongs to this task; a continuous job is meant to outlive it.
+        if self._spark is not None:
+            self._spark.on_kill()
+
+    def _spark_hook(self, args: list[str]) -> SparkSubmitHook:
+        return SparkSubmitHook(conn_id=self.spark_conn_id, conf=self.conf, py_files=self.py_files,
+                               name=f"kdr-replicate-{self.flow}", application_args=args)
+
+    def _run_bounded(self, args: list[str], env: dict[str, str]) -> dict[str, Any]:
+        with tempfile.TemporaryDirectory(prefix="kdr-replicate-") as tmp:
+            report = Path(tmp) / "summary.json"
+            self._spark = self._spark_hook([*args, "--report", str(report)])
+            try:
+                self._spark.submit(self.application, env={**os.environ, **env})
+            except AirflowException:
+                # The provider keeps the exit code only on its Popen; the job's own error is in its summary.
+                process = getattr(self._spark, "_submit_sp", None)
+                code = process.returncode if process is not None else None
+                meaning = EXIT_MEANING.get(code, "failed")
+                error = (_read_summary(report) or {}).get("error") or "see the spark-submit output above"
+                raise AirflowException(f"flow {self.flow}: bounded replication {meaning} "
+                                       f"(exit code {code}): {error}") from None
+            summary = _read_summary(report)
+        if summary is None:
+            raise AirflowException(f"flow {self.flow}: replicate.py exited 0 without writing its summary")
+        if summary.get("lost"):
+            self.log.warning("flow %s: %s source records were deleted by retention before they were copied: %s",
+                             self.flow, summary["lost"], summary.get("lost_ranges"))
+        self.log.info("flow %s: copied %s records (%s bytes, %s filtered) in %s s", self.flow,
+                      summary.get("records"), summary.get("bytes"), summary.get("filtered"), summary.get("seconds"))
+        return summary
+
+    def _start_continuous(self, args: list[str], env: dict[str, str]) -> dict[str, Any]:
+        report = replicators.state_dir() / "replicators" / f"{self.flow}.summary.json"
+        command = self._spark_hook([*args, "--report", str(report)])._build_spark_submit_command(self.application)
+        replicator, started = replicators.start(self.flow, command, env)
+        if not started:
+            self.log.info("flow %s: replicator already running (pid %s since %s); not started again",
+                          self.flow, replicator.pid, replicator.started_at)
+            if list(replicator.command) != command:
+                self.log.warning("flow %s: the running replicator has another command line; stop it to apply "
+                                 "the new settings (it runs: %s)", self.flow, " ".join(replicator.command[-8:]))
+        else:
+            self.log.info("flow %s: replicator started (pid %s), log %s", self.flow, replicator.pid, replicator.log)
+            deadline = time.monotonic() + self.startup_check
+            while time.monotonic() < deadline:
+                if not replicators.is_running(self.flow):
+                    raise AirflowException(f"flow {self.flow}: replicator exited during startup: "
+                                           f"{replicators.last_error(self.flow)}; see {replicator.log}")
+                time.sleep(0.5)
+        return {"flow": self.flow, "pid": replicator.pid, "log": replicator.log,
+                "started_at": replicator.started_at, "started": started}
+
+
+def _read_summary(report: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(report.read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        return None

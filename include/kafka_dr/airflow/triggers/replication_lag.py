@@ -1,0 +1,83 @@
+"""Trigger that waits in the triggerer until a flow's replication lag is within thresholds.
+
+Lag is measured with kafka_dr.replication.lag in a thread (it uses blocking Kafka clients), so the
+triggerer's event loop keeps serving other triggers and no worker slot is held while waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from ...clients import ClientConfigError
+from ...replication import replicators
+from ...replication.lag import FlowLag, LagError, check_thresholds, flow_lag
+from ...topology import TopologyError, load_topology
+
+
+class ReplicationLagTrigger(BaseTrigger):
+    """Fires once `flow` lags at most `max_records` records and `max_seconds` seconds in every partition.
+
+    Events: {"status": "success", "lag", "reason"} when within thresholds; {"status": "timeout", "lag",
+    "reason"} at `deadline` (epoch seconds); {"status": "error", "message"} when lag cannot be measured,
+    or when `check_replicator` is set and the flow's tracked replicator is no longer running.
+    """
+
+    def __init__(self, *, flow: str, topology: str, max_records: int | None = None, max_seconds: float | None = None,
+                 topics: str | None = None, poke_interval: float = 10.0, deadline: float | None = None,
+                 lag_timeout: float = 10.0, check_replicator: bool = False) -> None:
+        super().__init__()
+        self.flow = flow
+        self.topology = topology
+        self.max_records = max_records
+        self.max_seconds = max_seconds
+        self.topics = topics
+        self.poke_interval = poke_interval
+        self.deadline = deadline
+        self.lag_timeout = lag_timeout
+        self.check_replicator = check_replicator
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return ("kafka_dr.airflow.triggers.replication_lag.ReplicationLagTrigger", {
+            "flow": self.flow, "topology": self.topology, "max_records": self.max_records,
+            "max_seconds": self.max_seconds, "topics": self.topics, "poke_interval": self.poke_interval,
+            "deadline": self.deadline, "lag_timeout": self.lag_timeout, "check_replicator": self.check_replicator,
+        })
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        while True:
+            try:
+                lag = await asyncio.to_thread(self.measure)
+                ok, reason = check_thresholds(lag, self.max_records, self.max_seconds)
+            except (LagError, TopologyError, ClientConfigError, ValueError, re.error) as exc:
+                yield TriggerEvent({"status": "error", "flow": self.flow, "message": str(exc)})
+                return
+            if ok:
+                yield TriggerEvent({"status": "success", "flow": self.flow, "reason": reason, "lag": lag.to_json()})
+                return
+            if self.check_replicator and (stopped := replicator_stopped(self.flow)):
+                yield TriggerEvent({"status": "error", "flow": self.flow, "message": f"{reason}; {stopped}"})
+                return
+            if self.deadline is not None and time.time() >= self.deadline:
+                yield TriggerEvent({"status": "timeout", "flow": self.flow, "reason": reason, "lag": lag.to_json()})
+                return
+            self.log.info("%s; next check in %g s", reason, self.poke_interval)
+            await asyncio.sleep(self.poke_interval)
+
+    def measure(self) -> FlowLag:
+        return flow_lag(load_topology(self.topology), self.flow, topics=self.topics, timeout=self.lag_timeout)
+
+
+def replicator_stopped(flow: str) -> str | None:
+    """Why the flow's tracked replicator is not running, or None while it runs (or was never started here)."""
+    current = replicators.status(flow)
+    if current is None or current.running:
+        return None
+    if current.stopped_at is not None:
+        return f"its replicator was stopped at {current.stopped_at}"
+    return f"its replicator (pid {current.pid}) exited: {replicators.last_error(flow)}; see {current.log}"

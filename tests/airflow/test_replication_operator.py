@@ -1,0 +1,72 @@
+"""ReplicationOperator in bounded mode: spark-submit (local[2], from the spark_default connection) runs
+replicate.py to the end; the summary is the task result; secrets travel in the job's environment only."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+from airflow.sdk.exceptions import AirflowException
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kafka_dr.airflow.operators.replication import REPLICATE_JOB, ReplicationOperator
+
+if TYPE_CHECKING:
+    from conftest import Stack
+
+SECRET = "op-s3cret-value"
+RECORDS = 30
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def topology(stack: Stack) -> Path:
+    if not REPLICATE_JOB.exists():
+        pytest.fail(f"{REPLICATE_JOB} is missing")
+    path = stack.write_topology("bounded", """flows:
+  - name: op-bounded
+    source: dc1
+    target: dc2
+    topics: {include: ["optopic"]}
+  - name: op-narrow
+    source: dc1
+    target: dc2
+    topics: {include: ["opwide"]}
+""", schema_registry=False)
+    new_topics = {"dc1": [NewTopic("optopic", 2, 1), NewTopic("opwide", 3, 1)], "dc2": [NewTopic("opwide", 1, 1)]}
+    for dc, topics in new_topics.items():
+        admin = AdminClient({"bootstrap.servers": stack.bootstrap(dc)})
+        for future in admin.create_topics(topics).values():
+            future.result(10)
+    producer = Producer({"bootstrap.servers": stack.bootstrap("dc1")})
+    for i in range(RECORDS):
+        producer.produce("optopic", key=str(i).encode(), value=f"v{i}".encode())
+    assert producer.flush(10) == 0
+    return path
+
+
+def test_bounded_run_returns_the_job_summary_and_keeps_secrets_off_the_command_line(
+        topology: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # A setting plaintext librdkafka accepts (with a warning), standing in for SASL credentials.
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_DR_DC1", json.dumps({"conn_type": "kafka_dr", "login": "alice",
+                                                                "password": SECRET,
+                                                                "extra": {"client.id": "kdr-op-test"}}))
+    summary = ReplicationOperator(task_id="copy", flow="op-bounded", topology=str(topology)).execute({})
+    assert summary["status"] == "done" and summary["records"] == RECORDS and summary["lost"] == 0
+    assert {p["dest_topic"] for p in summary["partitions"]} >= {"optopic"}
+    logged = "".join(capsys.readouterr())
+    assert "Spark-Submit cmd: spark-submit --master local[2]" in logged and "--deploy-mode client" in logged
+    assert SECRET not in logged
+
+
+def test_bad_input_from_the_job_fails_the_task_with_its_one_line_reason(topology: Path) -> None:
+    with pytest.raises(AirflowException) as excinfo:
+        ReplicationOperator(task_id="copy", flow="op-narrow", topology=str(topology)).execute({})
+    message = str(excinfo.value)
+    assert message.startswith("flow op-narrow: bounded replication bad input (exit code 2): destination topic "
+                              "dc2:opwide has 1 partitions, fewer than its source dc1:opwide (3)"), message
+    assert "\n" not in message
