@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import Consumer, Message
@@ -29,7 +30,7 @@ def config_env_var(cluster_name: str) -> str:
     return f"KDR_CLUSTER_{re.sub(r'[^A-Za-z0-9]', '_', cluster_name).upper()}_CONFIG"
 
 
-def extra_settings(cluster_name: str, environ: dict[str, str] | None = None) -> dict[str, Any]:
+def extra_settings(cluster_name: str, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     name = config_env_var(cluster_name)
     raw = (environ if environ is not None else os.environ).get(name)
     if not raw:
@@ -44,7 +45,7 @@ def extra_settings(cluster_name: str, environ: dict[str, str] | None = None) -> 
     return settings
 
 
-def client_config(cluster: Cluster, environ: dict[str, str] | None = None, **overrides: Any) -> dict[str, Any]:
+def client_config(cluster: Cluster, environ: Mapping[str, str] | None = None, **overrides: Any) -> dict[str, Any]:
     """Settings for a confluent-kafka client of `cluster`; keyword overrides use librdkafka names
     with dots written as underscores (enable_idempotence=True)."""
     return {"bootstrap.servers": cluster.bootstrap_servers, **extra_settings(cluster.name, environ),

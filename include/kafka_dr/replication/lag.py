@@ -128,12 +128,14 @@ def check_thresholds(lag: FlowLag, max_records: int | None, max_seconds: float |
                   f"{lag.source}:{by_seconds.name} {lag.max_seconds:.1f} s)")
 
 
-def flow_lag(topology: Topology, flow_name: str, *, topics: str | None = None, timeout: float = 10.0) -> FlowLag:
-    """Measure the lag of one flow; `topics` (regex, full match) restricts the source topics measured."""
+def flow_lag(topology: Topology, flow_name: str, *, topics: str | None = None, timeout: float = 10.0,
+             environ: Mapping[str, str] | None = None) -> FlowLag:
+    """Measure the lag of one flow; `topics` (regex, full match) restricts the source topics measured.
+    `environ` carries the clusters' security settings (clients.config_env_var); default os.environ."""
     flow = topology.flow(flow_name)
     only = re.compile(topics) if topics is not None else None
-    source = _Side("source", flow.name, topology.cluster(flow.source), timeout)
-    target = _Side("target", flow.name, topology.cluster(flow.target), timeout)
+    source = _Side("source", flow.name, topology.cluster(flow.source), timeout, environ)
+    target = _Side("target", flow.name, topology.cluster(flow.target), timeout, environ)
 
     metadata = source.call("list topics", lambda: source.admin.list_topics(timeout=timeout))
     partitions = sorted(TopicPartition(name, p) for name, meta in metadata.topics.items()
@@ -208,9 +210,10 @@ def _heartbeat_latency(target: _Side, source_cluster_id: str) -> float | None:
 class _Side:
     """One cluster of the flow; every failure becomes a one-line LagError naming it."""
 
-    def __init__(self, role: str, flow: str, cluster: Cluster, timeout: float) -> None:
+    def __init__(self, role: str, flow: str, cluster: Cluster, timeout: float,
+                 environ: Mapping[str, str] | None) -> None:
         self.role, self.flow, self.cluster, self.timeout = role, flow, cluster, timeout
-        self.config = {**client_config(cluster), "logger": LOG}
+        self.config = {**client_config(cluster, environ), "logger": LOG}
         self.admin = AdminClient(self.config)
 
     def error(self, what: str, reason: object) -> LagError:

@@ -7,6 +7,7 @@ triggerer's event loop keeps serving other triggers and no worker slot is held w
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import time
 from collections.abc import AsyncIterator
@@ -18,6 +19,7 @@ from ...clients import ClientConfigError
 from ...replication import replicators
 from ...replication.lag import FlowLag, LagError, check_thresholds, flow_lag
 from ...topology import TopologyError, load_topology
+from ..hooks.kafka_cluster import KafkaClusterHook
 
 
 class ReplicationLagTrigger(BaseTrigger):
@@ -70,7 +72,14 @@ class ReplicationLagTrigger(BaseTrigger):
             await asyncio.sleep(self.poke_interval)
 
     def measure(self) -> FlowLag:
-        return flow_lag(load_topology(self.topology), self.flow, topics=self.topics, timeout=self.lag_timeout)
+        """Settings come from the Airflow connections where the trigger runs, never from its kwargs
+        (they are stored in the metadata database)."""
+        topology = load_topology(self.topology)
+        flow = topology.flow(self.flow)
+        environ = dict(os.environ)
+        for cluster in (flow.source, flow.target):
+            environ.update(KafkaClusterHook(cluster, topology=topology).env_for_subprocess())
+        return flow_lag(topology, self.flow, topics=self.topics, timeout=self.lag_timeout, environ=environ)
 
 
 def replicator_stopped(flow: str) -> str | None:
