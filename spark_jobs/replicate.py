@@ -55,6 +55,7 @@ class Summary:
         self.partitions: dict[str, dict] = {}
         self.lost: list[dict] = []
         self.batches = 0
+        self.copy_seconds = 0.0  # inside Spark jobs (tasks copying), planning excluded
         self.created_topics: list[str] = []
 
     def add(self, results: list[CopyResult], plan: Plan) -> None:
@@ -84,7 +85,8 @@ class Summary:
             "records": sum(p["records"] for p in parts), "bytes": sum(p["bytes"] for p in parts),
             "filtered": sum(p["filtered"] for p in parts), "lost": sum(x["records"] for x in self.lost),
             "lost_ranges": self.lost, "batches": self.batches, "created_topics": self.created_topics,
-            "seconds": round(time.time() - self.started, 3), "partitions": parts,
+            "seconds": round(time.time() - self.started, 3), "copy_seconds": round(self.copy_seconds, 3),
+            "partitions": parts,
         })
 
 
@@ -112,7 +114,9 @@ def run(args: argparse.Namespace, topology: Topology, spark_context) -> tuple[in
             else:
                 plan = _advance(context, plan, positions)
             work = [t for t in plan.tasks if t.end > t.start]
+            copy_started = time.monotonic()
             results = spark_context.parallelize(work, max(len(work), 1)).map(copy_range).collect() if work else []
+            summary.copy_seconds += time.monotonic() - copy_started
             summary.add(results, plan)
             positions = {(t.topic, t.partition): t.start for t in plan.tasks}
             positions.update({(r.topic, r.partition): r.next for r in results})

@@ -23,7 +23,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from ..clients import next_batch
 from .internal import OFFSET_SYNCS, PROGRESS, progress_key
-from .provenance import HEADER, ForceCopy, Hop, blocked, hops
+from .provenance import HEADER, ForceCopy, blocked, hop_prefix, hops
 from .resume import Checkpoint
 
 log = logging.getLogger(__name__)
@@ -68,19 +68,30 @@ class CopyResult:
     filtered: int = 0
     first_offset: int | None = None
     last_offset: int | None = None
-    dest_first: int | None = None
-    dest_last: int | None = None
     seconds: float = 0.0
-    checkpoints: list[int] = field(default_factory=list)
+    checkpoints: list[int] = field(default_factory=list)  # source positions made durable
+    dest_watermarks: list[int] = field(default_factory=list)  # destination end at the start and each checkpoint
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-_CLIENTS: dict[str, tuple[Consumer, Producer]] = {}
+@dataclass
+class _Clients:
+    consumer: Consumer  # source, read_committed, group = flow name
+    producer: Producer  # target, idempotent; delivery reports for failures only
+    target: Consumer  # target, only for high watermarks
+    errors: list[KafkaError] = field(default_factory=list)
+
+    def failed(self, err: KafkaError | None, _msg: Any) -> None:
+        if err is not None:
+            self.errors.append(err)
 
 
-def _clients(task: CopyTask) -> tuple[Consumer, Producer]:
+_CLIENTS: dict[str, _Clients] = {}
+
+
+def _clients(task: CopyTask) -> _Clients:
     """Clients cached per Python worker and flow: continuous micro-batches reuse their connections."""
     key = json.dumps([task.flow, task.source_config, task.target_config], sort_keys=True, default=str)
     if key not in _CLIENTS:
@@ -93,101 +104,94 @@ def _clients(task: CopyTask) -> tuple[Consumer, Producer]:
         })
         producer = Producer({
             **task.target_config, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
-            "batch.size": 1_000_000, "batch.num.messages": 10_000,
+            "batch.size": 1_000_000, "batch.num.messages": 10_000, "delivery.report.only.error": True,
             "queue.buffering.max.messages": 500_000, "queue.buffering.max.kbytes": 1_048_576,
         })
-        _CLIENTS[key] = (consumer, producer)
+        target = Consumer({**task.target_config, "group.id": f"{task.flow}-watermarks"})
+        _CLIENTS[key] = _Clients(consumer, producer, target)
     return _CLIENTS[key]
 
 
 def close_clients() -> None:
     """Close the cached clients (in-process callers; Spark workers simply exit)."""
     while _CLIENTS:
-        consumer, producer = _CLIENTS.popitem()[1]
-        consumer.close()
-        producer.flush(5)
+        clients = _CLIENTS.popitem()[1]
+        clients.consumer.close()
+        clients.target.close()
+        clients.producer.flush(5)
 
 
 def copy_range(task: CopyTask) -> CopyResult:
-    consumer, producer = _clients(task)
+    clients = _clients(task)
+    consumer, producer = clients.consumer, clients.producer
     result = CopyResult(task.topic, task.partition, task.dest_topic, task.start, task.start)
     started = time.monotonic()
     if task.end <= task.start:
         return result
-    errors: list[KafkaError] = []
-
-    def delivered(err: KafkaError | None, msg: Any) -> None:
-        if err is not None:
-            errors.append(err)
-            return
-        dest = msg.offset()
-        result.dest_last = dest if result.dest_last is None else max(result.dest_last, dest)
-        result.dest_first = dest if result.dest_first is None else min(result.dest_first, dest)
-
-    def first_of_chunk(source_offset: int):
-        """Delivery callback of a chunk's first copy: also records the offset sync pair."""
-        def callback(err: KafkaError | None, msg: Any) -> None:
-            delivered(err, msg)
-            if err is None:
-                chunk_first.append((source_offset, msg.offset()))
-        return callback
-
-    chunk_first: list[tuple[int, int]] = []
-    tp = TopicPartition(task.topic, task.partition, task.start)
-    consumer.assign([tp])
+    clients.errors.clear()
+    result.dest_watermarks.append(_dest_end(task, clients))
+    consumer.assign([TopicPartition(task.topic, task.partition, task.start)])
+    prefix = hop_prefix(task.source_cluster_id, task.topic, task.partition)
+    dest_topic, partition, end = task.dest_topic, task.partition, task.end
+    check_time = task.from_ms is not None or task.to_ms is not None
+    chunk_first: int | None = None  # source offset of the first copy since the last checkpoint
     position = task.start
     since_checkpoint = 0
     last_data = time.monotonic()
     try:
-        while position < task.end:
+        while position < end:
             messages = next_batch(consumer)
             if not messages:
                 if time.monotonic() - last_data > STALL_TIMEOUT_S:
                     raise CopyError(f"source {task.source_cluster} unreachable: no data for {STALL_TIMEOUT_S:.0f}s "
-                                    f"while copying {task.topic}-{task.partition} at offset {position}")
+                                    f"while copying {task.topic}-{partition} at offset {position}")
                 continue
             last_data = time.monotonic()
+            copied_at = b",%d" % int(time.time() * 1000)  # one copy time per fetched batch
             for message in messages:
                 error = message.error()
                 if error is not None:
                     if error.code() == KafkaError._PARTITION_EOF:
-                        position = max(position, min(message.offset(), task.end))
+                        position = max(position, min(message.offset(), end))
                         continue
-                    raise CopyError(f"reading {task.source_cluster}:{task.topic}-{task.partition} at {position}: "
+                    raise CopyError(f"reading {task.source_cluster}:{task.topic}-{partition} at {position}: "
                                     f"{error.str()}")
                 offset = message.offset()
-                if offset >= task.end:
-                    position = task.end
+                if offset >= end:
+                    position = end
                     break
                 position = offset + 1
                 headers = message.headers() or []
                 timestamp = message.timestamp()[1]
-                try:
-                    chain = hops(headers)
-                except ValueError as exc:
-                    raise CopyError(f"{task.source_cluster}:{task.topic}-{task.partition} offset {offset}: {exc}") \
-                        from None
-                if blocked(chain, task.target_cluster_id, task.dest_topic, timestamp, task.force) or (
-                        task.from_ms is not None and timestamp < task.from_ms) or (
-                        task.to_ms is not None and timestamp >= task.to_ms):
+                if headers:
+                    try:
+                        chain = hops(headers)
+                    except ValueError as exc:
+                        raise CopyError(f"{task.source_cluster}:{task.topic}-{partition} offset {offset}: {exc}") \
+                            from None
+                    if chain and blocked(chain, task.target_cluster_id, dest_topic, timestamp, task.force):
+                        result.filtered += 1
+                        continue
+                if check_time and ((task.from_ms is not None and timestamp < task.from_ms)
+                                   or (task.to_ms is not None and timestamp >= task.to_ms)):
                     result.filtered += 1
                     continue
                 if task.provenance:
-                    headers = [*headers, (HEADER, Hop(task.source_cluster_id, task.topic, task.partition, offset,
-                                                      int(time.time() * 1000)).encode())]
-                callback = first_of_chunk(offset) if since_checkpoint == 0 else delivered
-                _produce(producer, task.dest_topic, message.key(), message.value(), headers, task.partition,
-                         timestamp, callback)
+                    headers.append((HEADER, prefix + b"%d" % offset + copied_at))
+                value, key = message.value(), message.key()
+                _produce(producer, dest_topic, key, value, headers, partition, timestamp, clients.failed)
+                if chunk_first is None:
+                    chunk_first = offset
                 if result.first_offset is None:
                     result.first_offset = offset
                 result.last_offset = offset
                 result.records += 1
-                result.bytes += len(message.value() or b"") + len(message.key() or b"")
+                result.bytes += (len(value) if value else 0) + (len(key) if key else 0)
                 since_checkpoint += 1
             if since_checkpoint >= task.checkpoint_every:
-                _checkpoint(task, consumer, producer, result, position, errors, chunk_first)
-                since_checkpoint = 0
-        _checkpoint(task, consumer, producer, result, position, errors, chunk_first)
+                _checkpoint(task, clients, result, position, chunk_first)
+                since_checkpoint, chunk_first = 0, None
+        _checkpoint(task, clients, result, position, chunk_first)
     finally:
         consumer.unassign()
     result.seconds = round(time.monotonic() - started, 3)
@@ -212,28 +216,44 @@ def _produce(producer: Producer, topic: str, key, value, headers, partition: int
             refreshed = True
 
 
-def _checkpoint(task: CopyTask, consumer: Consumer, producer: Producer, result: CopyResult, position: int,
-                errors: list[KafkaError], chunk_first: list[tuple[int, int]]) -> None:
+def _checkpoint(task: CopyTask, clients: _Clients, result: CopyResult, position: int,
+                chunk_first: int | None) -> None:
     """Make everything up to `position` durable, then record it: destination progress, offset sync,
-    and the flow's consumer group on the source."""
-    _flush(producer, task, errors)
+    and the flow's consumer group on the source.
+
+    The destination high watermark after the flush bounds every later copy from below, so it is
+    the checkpoint's search start; the previous one bounds this chunk's first copy, which makes
+    the offset-sync pair (source offset, destination offset to scan from)."""
+    _flush(task, clients)
     key = progress_key(task.flow, task.topic, task.partition)
-    if result.dest_last is not None:  # with no copy yet, the resume scan needs no bound
-        producer.produce(PROGRESS, key=key,
-                         value=Checkpoint(position, task.dest_topic, result.dest_last + 1).to_json())
-    for source_offset, dest_offset in chunk_first:
-        producer.produce(OFFSET_SYNCS, key=key, value=json.dumps({"source": source_offset, "dest": dest_offset,
-                                                                  "dest_topic": task.dest_topic}).encode())
-    chunk_first.clear()
-    _flush(producer, task, errors)
-    consumer.commit(offsets=[TopicPartition(task.topic, task.partition, position)], asynchronous=False)
+    dest_next = _dest_end(task, clients)
+    producer = clients.producer
+    producer.produce(PROGRESS, key=key, value=Checkpoint(position, task.dest_topic, dest_next).to_json())
+    if chunk_first is not None:
+        producer.produce(OFFSET_SYNCS, key=key, value=json.dumps({
+            "source": chunk_first, "dest": result.dest_watermarks[-1], "dest_topic": task.dest_topic}).encode())
+    _flush(task, clients)
+    clients.consumer.commit(offsets=[TopicPartition(task.topic, task.partition, position)], asynchronous=False)
     result.next = position
     result.checkpoints.append(position)
+    result.dest_watermarks.append(dest_next)
 
 
-def _flush(producer: Producer, task: CopyTask, errors: list[KafkaError]) -> None:
-    remaining = producer.flush(120)
+def _dest_end(task: CopyTask, clients: _Clients) -> int:
+    tp = TopicPartition(task.dest_topic, task.partition)
+    try:
+        return clients.target.get_watermark_offsets(tp, timeout=30)[1]
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError._UNKNOWN_PARTITION:
+            raise
+        clients.target.list_topics(task.dest_topic, timeout=10)  # a partition added since the last refresh
+        return clients.target.get_watermark_offsets(tp, timeout=30)[1]
+
+
+def _flush(task: CopyTask, clients: _Clients) -> None:
+    remaining = clients.producer.flush(120)
     if remaining:
         raise CopyError(f"target {task.target_cluster} did not acknowledge {remaining} records within 120 s")
-    if errors:
-        raise CopyError(f"writing to {task.target_cluster}:{task.dest_topic}-{task.partition}: {errors[0].str()}")
+    if clients.errors:
+        raise CopyError(f"writing to {task.target_cluster}:{task.dest_topic}-{task.partition}: "
+                        f"{clients.errors[0].str()}")

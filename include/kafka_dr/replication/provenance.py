@@ -26,7 +26,7 @@ class Hop:
     timestamp_ms: int
 
     def encode(self) -> bytes:
-        return f"{self.cluster_id},{self.topic},{self.partition},{self.offset},{self.timestamp_ms}".encode()
+        return hop_prefix(self.cluster_id, self.topic, self.partition) + b"%d,%d" % (self.offset, self.timestamp_ms)
 
     @classmethod
     def decode(cls, value: bytes | None) -> Hop:
@@ -35,6 +35,12 @@ class Hop:
             return cls(cluster_id, topic, int(partition), int(offset), int(ts))
         except (UnicodeDecodeError, ValueError):
             raise ProvenanceError(f"malformed {HEADER} header {(value or b'')[:80]!r}") from None
+
+
+def hop_prefix(cluster_id: str, topic: str, partition: int) -> bytes:
+    """The part of an entry shared by every record of a source partition; the copier appends
+    `offset,timestamp_ms` per record without building a Hop (the hot path)."""
+    return f"{cluster_id},{topic},{partition},".encode()
 
 
 def hops(headers: list[tuple[str, bytes | None]] | None) -> list[Hop]:
