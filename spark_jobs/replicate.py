@@ -18,6 +18,7 @@ import logging
 import signal
 import sys
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from confluent_kafka import TopicPartition
@@ -25,7 +26,7 @@ from confluent_kafka.admin import OffsetSpec
 
 from kafka_dr.clients import ClientConfigError
 from kafka_dr.replication.copier import CopyError, CopyResult, copy_range
-from kafka_dr.replication.heartbeat import HeartbeatError, send_heartbeat
+from kafka_dr.replication.heartbeat import send_heartbeat
 from kafka_dr.replication.planner import FlowContext, Plan, UnreachableError
 from kafka_dr.replication.topic_sync import TopicSyncError
 from kafka_dr.topology import Topology, TopologyError, load_topology
@@ -39,7 +40,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--flow", required=True)
     parser.add_argument("--mode", choices=["bounded", "continuous"], default="bounded")
     parser.add_argument("--report", type=Path, help="also write the JSON summary here")
-    parser.add_argument("--interval", type=float, default=0.2, help="continuous: idle wait between batches (s)")
+    parser.add_argument("--interval", type=float, default=0.05, help="continuous: idle wait between batches (s)")
     parser.add_argument("--discover-interval", type=float, default=10.0,
                         help="continuous: seconds between topic discovery / destination sync rounds")
     parser.add_argument("--heartbeat-interval", type=float, default=1.0, help="continuous: seconds between heartbeats")
@@ -58,7 +59,8 @@ class Summary:
         self.copy_seconds = 0.0  # inside Spark jobs (tasks copying), planning excluded
         self.created_topics: list[str] = []
 
-    def add(self, results: list[CopyResult], plan: Plan) -> None:
+    def add(self, results: list[CopyResult]) -> None:
+        """One micro-batch (or the one bounded batch) of copy results."""
         self.batches += 1
         for r in results:
             key = f"{r.topic}-{r.partition}"
@@ -73,10 +75,13 @@ class Summary:
                 entry["first_offset"] = r.first_offset
             if r.last_offset is not None:
                 entry["last_offset"] = r.last_offset
+
+    def add_plan(self, plan: Plan) -> None:
+        """What a planning round found: records lost before they were copied, topics created."""
         self.lost += [{"topic": lost.topic, "partition": lost.partition, "from_offset": lost.from_offset,
                        "to_offset": lost.to_offset, "records": lost.records} for lost in plan.lost]
         if plan.sync is not None:
-            self.created_topics += list(getattr(plan.sync, "created", []))
+            self.created_topics += list(plan.sync.created)
 
     def to_json(self, status: str, error: str | None = None) -> str:
         parts = list(self.partitions.values())
@@ -96,46 +101,84 @@ def run(args: argparse.Namespace, topology: Topology, spark_context) -> tuple[in
     stop = {"requested": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(requested=True))
     context = FlowContext(topology, flow, retries=args.retries)
+    # Discovery (topic sync, new partitions) and heartbeats run beside the micro-batches, so that
+    # neither adds its round trips to the replication latency.
+    background = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kdr-driver")
     try:
-        positions: dict[tuple[str, int], int] | None = None
-        next_discovery = next_heartbeat = 0.0
-        plan = Plan([])
+        plan = context.plan()
+        summary.add_plan(plan)
+        positions = {(t.topic, t.partition): t.start for t in plan.tasks}
+        discovery: Future | None = None
+        heartbeat: Future | None = None
+        next_discovery = time.monotonic() + args.discover_interval
+        next_heartbeat = 0.0
         while True:
             now = time.monotonic()
-            if args.mode == "continuous" and now >= next_heartbeat:
-                try:
-                    send_heartbeat(context.source_config, flow.name)
-                except HeartbeatError as exc:  # a brief source outage must not stop replication
-                    log.warning("heartbeat not sent: %s", exc)
-                next_heartbeat = now + args.heartbeat_interval
-            if positions is None or now >= next_discovery:
-                plan = context.plan(positions)
-                next_discovery = now + args.discover_interval
-            else:
+            if args.mode == "continuous":
+                if now >= next_heartbeat and (heartbeat is None or heartbeat.done()):
+                    _report_heartbeat(heartbeat)
+                    heartbeat = background.submit(send_heartbeat, context.source_config, flow.name)
+                    next_heartbeat = now + args.heartbeat_interval
+                if discovery is None and now >= next_discovery:
+                    discovery = background.submit(context.plan, dict(positions))
+                elif discovery is not None and discovery.done():
+                    plan = _merge(discovery.result(), positions)
+                    summary.add_plan(plan)
+                    discovery, next_discovery = None, now + args.discover_interval
                 plan = _advance(context, plan, positions)
             work = [t for t in plan.tasks if t.end > t.start]
             copy_started = time.monotonic()
-            results = spark_context.parallelize(work, max(len(work), 1)).map(copy_range).collect() if work else []
+            # At most one task per core: a task copies its ranges one after the other, so a micro-batch
+            # is one scheduling wave.
+            slices = max(1, min(len(work), spark_context.defaultParallelism))
+            results = spark_context.parallelize(work, slices).map(copy_range).collect() if work else []
             summary.copy_seconds += time.monotonic() - copy_started
-            summary.add(results, plan)
-            positions = {(t.topic, t.partition): t.start for t in plan.tasks}
+            summary.add(results)
             positions.update({(r.topic, r.partition): r.next for r in results})
-            log.info("flow %s: batch %d copied %d records (%d filtered) across %d partitions", flow.name,
-                     summary.batches, sum(r.records for r in results), sum(r.filtered for r in results), len(work))
+            if work:
+                log.info("flow %s: batch %d copied %d records (%d filtered) across %d partitions", flow.name,
+                         summary.batches, sum(r.records for r in results), sum(r.filtered for r in results),
+                         len(work))
             if args.mode == "bounded" or stop["requested"]:
                 return 0, summary.to_json("done")
             if not work:
                 time.sleep(args.interval)
     finally:
+        background.shutdown(wait=True, cancel_futures=True)
         context.close()
 
 
+def _report_heartbeat(previous: Future | None) -> None:
+    if previous is not None and previous.exception() is not None:
+        # A brief source outage must not stop replication; the lag sensor sees missing heartbeats.
+        log.warning("heartbeat not sent: %s", previous.exception())
+
+
+def _merge(discovered: Plan, positions: dict[tuple[str, int], int]) -> Plan:
+    """A discovery round's plan, keeping the positions copied meanwhile for partitions already known."""
+    for task in discovered.tasks:
+        positions.setdefault((task.topic, task.partition), task.start)
+    return discovered
+
+
+PROGRESS_INTERVAL_S = 1.0
+_last_progress: dict[tuple[str, int], float] = {}
+
+
 def _advance(context: FlowContext, plan: Plan, positions: dict[tuple[str, int], int]) -> Plan:
-    """Next micro-batch over the partitions already known: from each position to the current end."""
+    """Next micro-batch over the partitions already known: from each position to the current end.
+    Each partition records durable progress (progress topic, source group) about once a second."""
     tps = [TopicPartition(t.topic, t.partition) for t in plan.tasks]
     ends = context.offsets(tps, OffsetSpec.latest()) if tps else {}
-    return Plan([dataclasses.replace(t, start=positions[(t.topic, t.partition)], end=ends[(t.topic, t.partition)])
-                 for t in plan.tasks])
+    now = time.monotonic()
+    tasks = []
+    for t in plan.tasks:
+        key = (t.topic, t.partition)
+        record = now - _last_progress.get(key, 0.0) >= PROGRESS_INTERVAL_S
+        if record and ends[key] > positions[key]:
+            _last_progress[key] = now
+        tasks.append(dataclasses.replace(t, start=positions[key], end=ends[key], record_progress=record))
+    return Plan(tasks)
 
 
 def main(argv: list[str] | None = None) -> int:

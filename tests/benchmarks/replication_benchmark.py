@@ -125,6 +125,15 @@ def latency(dc1: Broker, dc2: Broker, root: Path, rate: int, seconds: int) -> di
             if time.monotonic() > deadline or proc.poll() is not None:
                 raise RuntimeError(f"continuous job did not start; see {root / 'continuous.log'}")
             time.sleep(0.5)
+        warm = Producer(dc1.config)  # steady state: the first Spark job (worker start-up) is not latency
+        warm.produce("live", b"warm-up", partition=0)
+        warm.flush(10)
+        probe = Consumer({**dc2.config, "group.id": "warm-up"})
+        probe.assign([TopicPartition("live.copy", 0, 0)])
+        while probe.poll(1.0) is None:
+            if time.monotonic() > deadline:
+                raise RuntimeError("warm-up record never arrived")
+        probe.close()
         latencies: list[float] = []
         total = rate * seconds
         reader = threading.Thread(target=_measure, args=(dc2, "live.copy", total, latencies))
@@ -151,7 +160,7 @@ def latency(dc1: Broker, dc2: Broker, root: Path, rate: int, seconds: int) -> di
 
 def _measure(broker: Broker, topic: str, total: int, out: list[float]) -> None:
     consumer = Consumer({**broker.config, "group.id": "latency", "fetch.wait.max.ms": 10, "fetch.min.bytes": 1})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    consumer.assign([TopicPartition(topic, p, 1 if p == 0 else 0) for p in range(PARTITIONS)])  # after warm-up
     deadline = time.monotonic() + total / 100 + 120
     while len(out) < total and time.monotonic() < deadline:
         for m in consumer.consume(1000, timeout=0.5):

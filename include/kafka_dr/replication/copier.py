@@ -54,6 +54,7 @@ class CopyTask:
     from_ms: int | None = None  # copy only records with from_ms <= timestamp < to_ms
     to_ms: int | None = None
     checkpoint_every: int = 50_000
+    record_progress: bool = True  # False: flush only; continuous mode records progress about once a second
 
 
 @dataclass
@@ -225,6 +226,9 @@ def _checkpoint(task: CopyTask, clients: _Clients, result: CopyResult, position:
     the checkpoint's search start; the previous one bounds this chunk's first copy, which makes
     the offset-sync pair (source offset, destination offset to scan from)."""
     _flush(task, clients)
+    result.next = position
+    if not task.record_progress:
+        return  # acknowledged; the next micro-batch continues from `position`, progress is recorded later
     key = progress_key(task.flow, task.topic, task.partition)
     dest_next = _dest_end(task, clients)
     producer = clients.producer
@@ -234,7 +238,6 @@ def _checkpoint(task: CopyTask, clients: _Clients, result: CopyResult, position:
             "source": chunk_first, "dest": result.dest_watermarks[-1], "dest_topic": task.dest_topic}).encode())
     _flush(task, clients)
     clients.consumer.commit(offsets=[TopicPartition(task.topic, task.partition, position)], asynchronous=False)
-    result.next = position
     result.checkpoints.append(position)
     result.dest_watermarks.append(dest_next)
 
