@@ -128,9 +128,9 @@ def run(args: argparse.Namespace, topology: Topology, spark_context) -> tuple[in
                 plan = _advance(context, plan, positions)
             work = [t for t in plan.tasks if t.end > t.start]
             copy_started = time.monotonic()
-            # At most one task per core: a task copies its ranges one after the other, so a micro-batch
-            # is one scheduling wave.
-            slices = max(1, min(len(work), spark_context.defaultParallelism))
+            # Bounded: one task per range. Continuous: at most one task per core (a task copies its ranges
+            # one after the other), so a small micro-batch is one scheduling wave.
+            slices = max(1, len(work) if args.mode == "bounded" else min(len(work), spark_context.defaultParallelism))
             results = spark_context.parallelize(work, slices).map(copy_range).collect() if work else []
             summary.copy_seconds += time.monotonic() - copy_started
             summary.add(results)
