@@ -56,7 +56,9 @@ def test_bounded_run_returns_the_job_summary_and_keeps_secrets_off_the_command_l
                                                                 "password": SECRET,
                                                                 "extra": {"client.id": "kdr-op-test"}}))
     summary = ReplicationOperator(task_id="copy", flow="op-bounded", topology=str(topology)).execute({})
-    assert summary["status"] == "done" and summary["records"] == RECORDS and summary["lost"] == 0
+    assert summary["status"] == "done" and summary["lost"] == 0
+    # Flows also carry `_kdr.heartbeats`, which other tests on this shared stack may have fed.
+    assert sum(p["records"] for p in summary["partitions"] if p["topic"] == "optopic") == RECORDS
     assert {p["dest_topic"] for p in summary["partitions"]} >= {"optopic"}
     logged = "".join(capsys.readouterr())
     assert "Spark-Submit cmd: spark-submit --master local[2]" in logged and "--deploy-mode client" in logged
