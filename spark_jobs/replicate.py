@@ -112,6 +112,7 @@ def run(args: argparse.Namespace, topology: Topology, spark_context) -> tuple[in
         heartbeat: Future | None = None
         next_discovery = time.monotonic() + args.discover_interval
         next_heartbeat = 0.0
+        last_progress: dict[tuple[str, int], float] = {}  # when each partition last recorded progress
         while True:
             now = time.monotonic()
             if args.mode == "continuous":
@@ -125,7 +126,7 @@ def run(args: argparse.Namespace, topology: Topology, spark_context) -> tuple[in
                     plan = _merge(discovery.result(), positions)
                     summary.add_plan(plan)
                     discovery, next_discovery = None, now + args.discover_interval
-                plan = _advance(context, plan, positions)
+                plan = _advance(context, plan, positions, last_progress)
             work = [t for t in plan.tasks if t.end > t.start]
             copy_started = time.monotonic()
             # Bounded: one task per range. Continuous: at most one task per core (a task copies its ranges
@@ -162,10 +163,10 @@ def _merge(discovered: Plan, positions: dict[tuple[str, int], int]) -> Plan:
 
 
 PROGRESS_INTERVAL_S = 1.0
-_last_progress: dict[tuple[str, int], float] = {}
 
 
-def _advance(context: FlowContext, plan: Plan, positions: dict[tuple[str, int], int]) -> Plan:
+def _advance(context: FlowContext, plan: Plan, positions: dict[tuple[str, int], int],
+             last_progress: dict[tuple[str, int], float]) -> Plan:
     """Next micro-batch over the partitions already known: from each position to the current end.
     Each partition records durable progress (progress topic, source group) about once a second."""
     tps = [TopicPartition(t.topic, t.partition) for t in plan.tasks]
@@ -174,9 +175,9 @@ def _advance(context: FlowContext, plan: Plan, positions: dict[tuple[str, int], 
     tasks = []
     for t in plan.tasks:
         key = (t.topic, t.partition)
-        record = now - _last_progress.get(key, 0.0) >= PROGRESS_INTERVAL_S
+        record = now - last_progress.get(key, 0.0) >= PROGRESS_INTERVAL_S
         if record and ends[key] > positions[key]:
-            _last_progress[key] = now
+            last_progress[key] = now
         tasks.append(dataclasses.replace(t, start=positions[key], end=ends[key], record_progress=record))
     return Plan(tasks)
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+import time
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from confluent_kafka import Consumer, Message
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
 
 from .topology import Cluster
 
@@ -65,3 +66,34 @@ def next_batch(consumer: Consumer, max_messages: int = 10_000, wait: float = 0.1
         return batch
     message = consumer.poll(wait)
     return [] if message is None else [message]
+
+
+def read_partition(consumer: Consumer, topic: str, partition: int, start: int, stop: int,
+                   idle_timeout: float) -> Iterator[Message]:
+    """Records of one partition from `start` (an offset or OFFSET_BEGINNING) to `stop` (exclusive) or
+    the end of the partition, whichever comes first. `consumer` needs enable.partition.eof; a
+    TimeoutError follows `idle_timeout` seconds without data."""
+    if start != OFFSET_BEGINNING and start >= stop:
+        return
+    consumer.assign([TopicPartition(topic, partition, start)])
+    deadline = time.monotonic() + idle_timeout
+    try:
+        while True:
+            batch = next_batch(consumer)
+            if batch:
+                deadline = time.monotonic() + idle_timeout
+            elif time.monotonic() > deadline:
+                raise TimeoutError(f"no data from {topic}-{partition} within {idle_timeout:g}s")
+            for message in batch:
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        return
+                    raise RuntimeError(f"reading {topic}-{partition}: {error.str()}")
+                if message.offset() >= stop:
+                    return
+                yield message
+                if message.offset() >= stop - 1:
+                    return  # the last wanted record: no need to wait for end-of-partition
+    finally:
+        consumer.unassign()

@@ -9,12 +9,11 @@ the destination from the checkpoint's destination offset to the end.
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from ..clients import next_batch
+from ..clients import read_partition
 from .internal import PROGRESS
 from .provenance import HEADER, Hop
 
@@ -48,27 +47,9 @@ def read_checkpoints(consumer: Consumer, timeout: float = 10.0) -> dict[str, Che
 
 def _read_all(consumer: Consumer, topic: str, partition: int, timeout: float):
     low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
-    if high <= low:
-        return
-    consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
-    deadline = time.monotonic() + timeout
-    try:
-        while True:
-            batch = next_batch(consumer)
-            if batch:
-                deadline = time.monotonic() + timeout
-            elif time.monotonic() > deadline:
-                raise TimeoutError(f"no data from {topic}-{partition} within {timeout}s")
-            for message in batch:
-                if message.error():
-                    if message.error().code() == KafkaError._PARTITION_EOF:
-                        return
-                    raise RuntimeError(f"reading {topic}: {message.error().str()}")
-                yield message.key(), message.value()
-                if message.offset() >= high - 1:
-                    return
-    finally:
-        consumer.unassign()
+    if high > low:
+        for message in read_partition(consumer, topic, partition, OFFSET_BEGINNING, high, timeout):
+            yield message.key(), message.value()
 
 
 def _last_copy(consumer: Consumer, dest_topic: str, partition: int, start: int, end: int,
@@ -77,32 +58,12 @@ def _last_copy(consumer: Consumer, dest_topic: str, partition: int, start: int, 
     """Origin offset of the last record copied from the source partition within [start, end)."""
     found = None
     origin = (source_cluster_id, source_topic, source_partition)
-    consumer.assign([TopicPartition(dest_topic, partition, start)])
-    try:
-        done = start >= end
-        deadline = time.monotonic() + timeout
-        while not done:
-            messages = next_batch(consumer)
-            if messages:
-                deadline = time.monotonic() + timeout
-            elif time.monotonic() > deadline:
-                raise TimeoutError(f"no data from {dest_topic}-{partition} at offset {start} within {timeout}s")
-            for message in messages:
-                if message.error():
-                    if message.error().code() == KafkaError._PARTITION_EOF:
-                        done = True
-                        break
-                    raise RuntimeError(f"reading {dest_topic}-{partition}: {message.error().str()}")
-                last_hop = next((v for k, v in reversed(message.headers() or []) if k == HEADER), None)
-                if last_hop is not None:
-                    hop = Hop.decode(last_hop)
-                    if (hop.cluster_id, hop.topic, hop.partition) == origin:
-                        found = hop.offset
-                if message.offset() >= end - 1:
-                    done = True
-                    break
-    finally:
-        consumer.unassign()
+    for message in read_partition(consumer, dest_topic, partition, start, end, timeout):
+        last_hop = next((v for k, v in reversed(message.headers() or []) if k == HEADER), None)
+        if last_hop is not None:
+            hop = Hop.decode(last_hop)
+            if (hop.cluster_id, hop.topic, hop.partition) == origin:
+                found = hop.offset
     return found
 
 

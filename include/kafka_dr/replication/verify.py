@@ -8,13 +8,12 @@ mismatched, and filtered (blocked by the cycle rule).
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from ..clients import next_batch
+from ..clients import read_partition
 from .provenance import HEADER, blocked, hops
 
 EXAMPLES = 5  # offsets listed per problem kind
@@ -59,24 +58,8 @@ def _read(config: dict[str, Any], topic: str, partition: int, isolation: str, en
     try:
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=15)
         stop = high if end is None else min(end, high)
-        if stop <= low:
-            return
-        consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
-        deadline = time.monotonic() + 30
-        while True:
-            batch = next_batch(consumer)
-            if batch:
-                deadline = time.monotonic() + 30
-            elif time.monotonic() > deadline:
-                raise RuntimeError(f"reading {topic}-{partition}: no data for 30 s")
-            for message in batch:
-                if message.error():
-                    if message.error().code() == KafkaError._PARTITION_EOF:
-                        return
-                    raise RuntimeError(f"reading {topic}-{partition}: {message.error().str()}")
-                if message.offset() >= stop:
-                    return
-                yield message
+        if stop > low:
+            yield from read_partition(consumer, topic, partition, OFFSET_BEGINNING, stop, 30)
     finally:
         consumer.close()
 
