@@ -3,30 +3,32 @@
     spark-submit spark_jobs/replicate.py --topology FILE --flow NAME --mode bounded|continuous [--report FILE]
 
 bounded: copy up to the source end offsets taken at start, then exit.
-continuous: micro-batches until SIGTERM; new topics are picked up at the next planning round
-(every --discover-interval seconds, default 10). Ranges are planned on the driver and copied in
-Spark tasks, one per partition, so the job scales out with --master. The JSON summary is the last
-line of standard output and goes to --report. Exit codes: 0 done, 1 failed, 2 bad input.
+continuous: epochs of --epoch seconds until SIGTERM. In an epoch each Spark task keeps its
+partitions assigned and copies records as they arrive (no job launch between a record and its
+copy); between epochs the driver applies what the last discovery round found (new topics and
+partitions, every --discover-interval seconds). SIGTERM ends the run at the end of the epoch.
+Ranges are planned on the driver and grouped into at most one Spark task per core, so the job
+scales out with --master. The JSON summary is the last line of standard output and goes to
+--report. Exit codes: 0 done, 1 failed, 2 bad input.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import logging
 import signal
 import sys
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from confluent_kafka import TopicPartition
-from confluent_kafka.admin import OffsetSpec
-
 from kafka_dr.clients import ClientConfigError
-from kafka_dr.replication.copier import CopyError, CopyResult, copy_range
-from kafka_dr.replication.heartbeat import send_heartbeat
+from kafka_dr.replication.copier import CopyError, CopyResult, copy_ranges
+from kafka_dr.replication.heartbeat import HeartbeatSender
 from kafka_dr.replication.planner import FlowContext, Plan, UnreachableError
 from kafka_dr.replication.topic_sync import TopicSyncError
 from kafka_dr.topology import Topology, TopologyError, load_topology
@@ -40,7 +42,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--flow", required=True)
     parser.add_argument("--mode", choices=["bounded", "continuous"], default="bounded")
     parser.add_argument("--report", type=Path, help="also write the JSON summary here")
-    parser.add_argument("--interval", type=float, default=0.05, help="continuous: idle wait between batches (s)")
+    parser.add_argument("--epoch", type=float, default=5.0, help="continuous: seconds each Spark job copies for")
     parser.add_argument("--discover-interval", type=float, default=10.0,
                         help="continuous: seconds between topic discovery / destination sync rounds")
     parser.add_argument("--heartbeat-interval", type=float, default=1.0, help="continuous: seconds between heartbeats")
@@ -60,7 +62,7 @@ class Summary:
         self.created_topics: list[str] = []
 
     def add(self, results: list[CopyResult]) -> None:
-        """One micro-batch (or the one bounded batch) of copy results."""
+        """One Spark job's copy results (the bounded batch, or one continuous epoch)."""
         self.batches += 1
         for r in results:
             key = f"{r.topic}-{r.partition}"
@@ -95,64 +97,75 @@ class Summary:
         })
 
 
+PROGRESS_INTERVAL_S = 1.0  # continuous: durable progress (and the source group's commit) about once a second
+
+
 def run(args: argparse.Namespace, topology: Topology, spark_context) -> tuple[int, str]:
     flow = topology.flow(args.flow)
     summary = Summary(flow.name, args.mode)
-    stop = {"requested": False}
-    signal.signal(signal.SIGTERM, lambda *_: stop.update(requested=True))
+    continuous = args.mode == "continuous"
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     context = FlowContext(topology, flow, retries=args.retries)
-    # Discovery (topic sync, new partitions) and heartbeats run beside the micro-batches, so that
-    # neither adds its round trips to the replication latency.
-    background = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kdr-driver")
+    # Discovery (topic sync, new partitions) and heartbeats run beside the copies, so that neither
+    # adds its round trips to the replication latency.
+    discoverer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kdr-discovery")
+    heartbeats = threading.Thread(target=_send_heartbeats, args=(context, args.heartbeat_interval, stop),
+                                  name="kdr-heartbeats", daemon=True)
+    copy = functools.partial(copy_ranges, run_for=args.epoch if continuous else None,
+                             progress_interval=PROGRESS_INTERVAL_S if continuous else None)
     try:
         plan = context.plan()
         summary.add_plan(plan)
         positions = {(t.topic, t.partition): t.start for t in plan.tasks}
         discovery: Future | None = None
-        heartbeat: Future | None = None
         next_discovery = time.monotonic() + args.discover_interval
-        next_heartbeat = 0.0
-        last_progress: dict[tuple[str, int], float] = {}  # when each partition last recorded progress
+        if continuous:
+            heartbeats.start()
         while True:
-            now = time.monotonic()
-            if args.mode == "continuous":
-                if now >= next_heartbeat and (heartbeat is None or heartbeat.done()):
-                    _report_heartbeat(heartbeat)
-                    heartbeat = background.submit(send_heartbeat, context.source_config, flow.name)
-                    next_heartbeat = now + args.heartbeat_interval
-                if discovery is None and now >= next_discovery:
-                    discovery = background.submit(context.plan, dict(positions))
-                elif discovery is not None and discovery.done():
+            if continuous:
+                if discovery is not None and discovery.done():
                     plan = _merge(discovery.result(), positions)
                     summary.add_plan(plan)
-                    discovery, next_discovery = None, now + args.discover_interval
-                plan = _advance(context, plan, positions, last_progress)
-            work = [t for t in plan.tasks if t.end > t.start]
+                    discovery, next_discovery = None, time.monotonic() + args.discover_interval
+                if discovery is None and time.monotonic() >= next_discovery:
+                    discovery = discoverer.submit(context.plan, dict(positions))
+                work = [dataclasses.replace(t, start=positions[(t.topic, t.partition)], end=None) for t in plan.tasks]
+            else:
+                work = [t for t in plan.tasks if t.end > t.start]
             copy_started = time.monotonic()
-            # Bounded: one task per range. Continuous: at most one task per core (a task copies its ranges
-            # one after the other), so a small micro-batch is one scheduling wave.
-            slices = max(1, len(work) if args.mode == "bounded" else min(len(work), spark_context.defaultParallelism))
-            results = spark_context.parallelize(work, slices).map(copy_range).collect() if work else []
-            summary.copy_seconds += time.monotonic() - copy_started
+            # At most one task per core: a task copies its group of ranges with one consumer.
+            slices = min(len(work), spark_context.defaultParallelism)
+            results = spark_context.parallelize(work, slices).mapPartitions(copy).collect() if work else []
+            job_seconds = time.monotonic() - copy_started
+            summary.copy_seconds += job_seconds
             summary.add(results)
             positions.update({(r.topic, r.partition): r.next for r in results})
             if work:
-                log.info("flow %s: batch %d copied %d records (%d filtered) across %d partitions", flow.name,
-                         summary.batches, sum(r.records for r in results), sum(r.filtered for r in results),
-                         len(work))
-            if args.mode == "bounded" or stop["requested"]:
+                log.info("flow %s: %s %d copied %d records (%d filtered) across %d partitions in %.2fs (tasks "
+                         "copying %.2fs)", flow.name, "epoch" if continuous else "batch", summary.batches,
+                         sum(r.records for r in results), sum(r.filtered for r in results), len(work), job_seconds,
+                         max(r.seconds for r in results))
+            if not continuous or stop.is_set():
                 return 0, summary.to_json("done")
             if not work:
-                time.sleep(args.interval)
+                stop.wait(1.0)
     finally:
-        background.shutdown(wait=True, cancel_futures=True)
+        stop.set()
+        discoverer.shutdown(wait=True, cancel_futures=True)
         context.close()
 
 
-def _report_heartbeat(previous: Future | None) -> None:
-    if previous is not None and previous.exception() is not None:
-        # A brief source outage must not stop replication; the lag sensor sees missing heartbeats.
-        log.warning("heartbeat not sent: %s", previous.exception())
+def _send_heartbeats(context: FlowContext, interval: float, stop: threading.Event) -> None:
+    sender: HeartbeatSender | None = None
+    while True:
+        try:
+            sender = sender or HeartbeatSender(context.source_config, context.flow.name)
+            sender.send()
+        except Exception as exc:  # noqa: BLE001 - an outage must not stop replication; the lag sensor sees it
+            log.warning("heartbeat not sent: %s", exc)
+        if stop.wait(interval):
+            return
 
 
 def _merge(discovered: Plan, positions: dict[tuple[str, int], int]) -> Plan:
@@ -160,26 +173,6 @@ def _merge(discovered: Plan, positions: dict[tuple[str, int], int]) -> Plan:
     for task in discovered.tasks:
         positions.setdefault((task.topic, task.partition), task.start)
     return discovered
-
-
-PROGRESS_INTERVAL_S = 1.0
-
-
-def _advance(context: FlowContext, plan: Plan, positions: dict[tuple[str, int], int],
-             last_progress: dict[tuple[str, int], float]) -> Plan:
-    """Next micro-batch over the partitions already known: from each position to the current end.
-    Each partition records durable progress (progress topic, source group) about once a second."""
-    tps = [TopicPartition(t.topic, t.partition) for t in plan.tasks]
-    ends = context.offsets(tps, OffsetSpec.latest()) if tps else {}
-    now = time.monotonic()
-    tasks = []
-    for t in plan.tasks:
-        key = (t.topic, t.partition)
-        record = now - last_progress.get(key, 0.0) >= PROGRESS_INTERVAL_S
-        if record and ends[key] > positions[key]:
-            last_progress[key] = now
-        tasks.append(dataclasses.replace(t, start=positions[key], end=ends[key], record_progress=record))
-    return Plan(tasks)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,6 +27,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from kafka_dr.clients import next_batch
 from kafka_dr.spark_env import spark_env, spark_submit_command
 
 HERE = Path(__file__).resolve().parent
@@ -163,7 +164,7 @@ def _measure(broker: Broker, topic: str, total: int, out: list[float]) -> None:
     consumer.assign([TopicPartition(topic, p, 1 if p == 0 else 0) for p in range(PARTITIONS)])  # after warm-up
     deadline = time.monotonic() + total / 100 + 120
     while len(out) < total and time.monotonic() < deadline:
-        for m in consumer.consume(1000, timeout=0.5):
+        for m in next_batch(consumer, wait=0.5):  # consume(n, timeout) would hold records until n arrive
             if m.error() is None:
                 out.append(time.time() * 1000 - m.timestamp()[1])
             elif m.error().code() != KafkaError._PARTITION_EOF:

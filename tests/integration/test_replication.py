@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
-from kafka_dr.replication.copier import close_clients, copy_range
+from kafka_dr.replication.copier import close_clients, copy_ranges
 from kafka_dr.replication.planner import FlowContext
 from kafka_dr.replication.provenance import HEADER, hops
 from kafka_dr.spark_env import spark_env, spark_submit_command
@@ -151,7 +151,7 @@ def test_chain_carries_one_provenance_entry_per_hop_and_refuses_the_cycle(cluste
     results = {}
     for name in ("a-to-b", "b-to-c", "c-to-a"):
         context = FlowContext(topology, topology.flow(name))
-        results[name] = [copy_range(task) for task in context.plan().tasks]
+        results[name] = copy_ranges(context.plan().tasks)
         context.close()
     assert sum(r.records for r in results["a-to-b"]) == 100
     assert sum(r.records for r in results["b-to-c"]) == 100
@@ -248,7 +248,7 @@ def test_records_deleted_before_they_were_copied_are_reported_lost(clusters, tmp
     flow_topology = load_topology(topology)
     context = FlowContext(flow_topology, flow_topology.flow("lost-flow"))
     first = next(t for t in context.plan().tasks if t.topic == "expiring")
-    copy_range(dataclasses.replace(first, end=400))  # the replicator copied 400 records...
+    copy_ranges([dataclasses.replace(first, end=400)])  # the replicator copied 400 records...
     context.close()
     # ...then the source dropped offsets below 700 (as retention does) before the replicator came back.
     admin = AdminClient(dc1.config)  # held: a dropped client abandons its futures
@@ -269,8 +269,7 @@ def test_source_partition_increase_is_propagated(clusters, tmp_path):
                                             "topics: {include: ['growing']}}\n"))
     def replicate_once() -> None:
         context = FlowContext(topology, topology.flow("grow-flow"))
-        for task in context.plan().tasks:
-            copy_range(task)
+        copy_ranges(context.plan().tasks)
         context.close()
 
     replicate_once()

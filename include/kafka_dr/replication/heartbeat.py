@@ -50,22 +50,39 @@ def parse_heartbeat(value: bytes | None) -> Heartbeat:
     return Heartbeat(flow, heartbeat_id, created_ms)
 
 
+class HeartbeatSender:
+    """Produces heartbeats of one flow into the source cluster with one long-lived producer, creating
+    `_kdr.heartbeats` there if missing.
+
+    Not idempotent on purpose: a new idempotent producer waits about half a second for its producer id,
+    which would count as replication latency; a heartbeat duplicated by a retry is harmless."""
+
+    def __init__(self, source_config: dict[str, Any], flow: str, timeout: float = 10.0) -> None:
+        self.flow, self.timeout = flow, timeout
+        self.where = f"cluster {source_config.get('bootstrap.servers')}"
+        try:
+            ensure_internal_topics(AdminClient(source_config), (HEARTBEATS,), timeout=timeout)
+        except KafkaException as exc:
+            raise HeartbeatError(f"cannot create {HEARTBEATS} on {self.where}: {_reason(exc)}") from None
+        self.producer = Producer({**source_config, "acks": "all", "linger.ms": 0,
+                                  "message.timeout.ms": int(timeout * 1000)})
+
+    def send(self) -> Heartbeat:
+        heartbeat = Heartbeat(flow=self.flow, id=uuid.uuid4().hex, created_ms=int(time.time() * 1000))
+        errors: list[KafkaError] = []
+        self.producer.produce(HEARTBEATS, key=self.flow.encode(), value=heartbeat.encode(),
+                              timestamp=heartbeat.created_ms,
+                              on_delivery=lambda err, _msg: errors.append(err) if err is not None else None)
+        if self.producer.flush(self.timeout) or errors:
+            reason = errors[0].str() if errors else f"not acknowledged within {self.timeout:g} s"
+            raise HeartbeatError(f"heartbeat of flow {self.flow} not written to {HEARTBEATS} on {self.where}: "
+                                 f"{reason}")
+        return heartbeat
+
+
 def send_heartbeat(source_config: dict[str, Any], flow: str, timeout: float = 10.0) -> Heartbeat:
-    """Produce one heartbeat for `flow` into the source cluster, creating `_kdr.heartbeats` if missing."""
-    where = f"cluster {source_config.get('bootstrap.servers')}"
-    try:
-        ensure_internal_topics(AdminClient(source_config), (HEARTBEATS,), timeout=timeout)
-    except KafkaException as exc:
-        raise HeartbeatError(f"cannot create {HEARTBEATS} on {where}: {_reason(exc)}") from None
-    heartbeat = Heartbeat(flow=flow, id=uuid.uuid4().hex, created_ms=int(time.time() * 1000))
-    errors: list[KafkaError] = []
-    producer = Producer({**source_config, "enable.idempotence": True, "message.timeout.ms": int(timeout * 1000)})
-    producer.produce(HEARTBEATS, key=flow.encode(), value=heartbeat.encode(), timestamp=heartbeat.created_ms,
-                     on_delivery=lambda err, _msg: errors.append(err) if err is not None else None)
-    if producer.flush(timeout) or errors:
-        reason = errors[0].str() if errors else f"not acknowledged within {timeout:g} s"
-        raise HeartbeatError(f"heartbeat of flow {flow} not written to {HEARTBEATS} on {where}: {reason}")
-    return heartbeat
+    """Produce one heartbeat for `flow` into the source cluster."""
+    return HeartbeatSender(source_config, flow, timeout).send()
 
 
 def wait_for_heartbeat(target_config: dict[str, Any], heartbeat: Heartbeat, timeout: float) -> float:

@@ -90,8 +90,11 @@ class FlowContext:
             f"target cluster {self.target.name} ({self.target.bootstrap_servers})",
             lambda: self.target_admin.describe_cluster(request_timeout=10).result().cluster_id, retries)
         with_retries(f"target cluster {self.target.name}", lambda: ensure_internal_topics(self.target_admin), retries)
+        # Short fetch waits: the reader reads to known ends, and a broker answers a connection's requests in
+        # order, so a long-polling fetch would hold up the offset lookups behind it.
         self.reader = Consumer({**self.target_config, "group.id": f"{flow.name}-resume", "enable.auto.commit": False,
-                                "isolation.level": "read_uncommitted", "enable.partition.eof": True})
+                                "isolation.level": "read_uncommitted", "enable.partition.eof": True,
+                                "fetch.wait.max.ms": 10})
         self.flow_state = topic_sync.load_flow_state(self.target_config, flow.name)
 
     def close(self) -> None:

@@ -206,7 +206,8 @@ def persist_flow_state(target_config: dict[str, Any], flow_name: str, flow_state
     """Store the flow state in the target's `_kdr.progress` (it must survive the loss of the source)."""
     ensure_internal_topics(AdminClient(target_config), (PROGRESS,), timeout=timeout)
     errors: list[KafkaError] = []
-    producer = Producer({**target_config, "enable.idempotence": True, "message.timeout.ms": int(timeout * 1000)})
+    # Not idempotent: one last-value-wins record, and a new idempotent producer waits ~0.5 s for its id.
+    producer = Producer({**target_config, "acks": "all", "message.timeout.ms": int(timeout * 1000)})
     producer.produce(PROGRESS, key=_state_key(flow_name), value=json.dumps(flow_state, sort_keys=True).encode(),
                      on_delivery=lambda err, _msg: errors.append(err) if err is not None else None)
     if producer.flush(timeout):
