@@ -16,6 +16,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
+from kafka_dr.replication import replicators
 from kafka_dr.replication.copier import close_clients, copy_ranges
 from kafka_dr.replication.planner import FlowContext
 from kafka_dr.replication.provenance import HEADER, hops
@@ -280,3 +281,56 @@ def test_source_partition_increase_is_propagated(clusters, tmp_path):
     assert len(AdminClient(dc2.config).list_topics(timeout=10).topics["growing"].partitions) == 3
     copies = read_all(dc2, "growing")
     assert len(copies) == 40 and all(HEADER in dict(m.headers() or []) for m in copies)
+
+
+def test_continuous_picks_up_new_topics_and_stops_cleanly(clusters, tmp_path, monkeypatch):
+    dc1, dc2 = clusters["dc1"], clusters["dc2"]
+    monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
+    create(dc1, "live.a", 2)
+    produce(dc1, "live.a", 100, 2, "a1")
+    topology = write_topology(tmp_path / "live.yaml", {"dc1": dc1, "dc2": dc2},
+                              "  - {name: live-flow, source: dc1, target: dc2, topics: {include: ['live[.].*']}}\n")
+    command = spark_submit_command("replicate", ["--topology", str(topology), "--flow", "live-flow",
+                                                 "--mode", "continuous", "--discover-interval", "5"])
+    replicator, started = replicators.start("live-flow", command, env=spark_env())
+    assert started
+    try:
+        wait_for_copies(dc2, "live.a", 100, timeout=180)  # JVM and Spark start-up
+        create(dc1, "live.b", 3)
+        created = time.monotonic()
+        produce(dc1, "live.b", 50, 3, "b")
+        wait_for_copies(dc2, "live.b", 50, timeout=30)
+        print(f"new topic copied {time.monotonic() - created:.1f}s after it was created")
+        produce(dc1, "live.a", 100, 2, "a2")  # while the job runs
+        wait_for_copies(dc2, "live.a", 200, timeout=30)
+    finally:
+        final = replicators.stop("live-flow")
+    assert final is not None and not final.running
+    summary = json.loads([line for line in Path(replicator.log).read_text().splitlines() if line.startswith("{")][-1])
+    assert summary["status"] == "done", summary  # SIGTERM ends the run after its epoch, with a summary
+    copied = {p["topic"]: 0 for p in summary["partitions"]}
+    for p in summary["partitions"]:
+        copied[p["topic"]] += p["records"]
+    assert copied["live.a"] == 200 and copied["live.b"] == 50
+    for topic, count in (("live.a", 200), ("live.b", 50)):
+        copies = read_all(dc2, topic)
+        assert len(copies) == count
+        assert len({(m.partition(), hops(m.headers())[-1].offset) for m in copies}) == count  # each origin once
+
+
+def wait_for_copies(broker: Broker, topic: str, count: int, timeout: float) -> None:
+    consumer = Consumer({**broker.config, "group.id": "test-wait"})
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            topics = consumer.list_topics(timeout=10).topics
+            total = 0
+            if topic in topics:
+                for p in topics[topic].partitions:
+                    total += consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            if total >= count:
+                return
+            assert time.monotonic() < deadline, f"{topic}: {total} of {count} copies after {timeout:g}s"
+            time.sleep(0.5)
+    finally:
+        consumer.close()
