@@ -26,8 +26,8 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from kafka_dr.clients import ClientConfigError
-from kafka_dr.replication.copier import CopyError, CopyResult, copy_ranges
+from kafka_dr.clients import ClientConfigError, client_config
+from kafka_dr.replication.copier import CopyError, CopyResult, copy_ranges, open_clients
 from kafka_dr.replication.heartbeat import HeartbeatSender
 from kafka_dr.replication.planner import FlowContext, Plan, UnreachableError
 from kafka_dr.replication.topic_sync import TopicSyncError
@@ -106,10 +106,14 @@ def run(args: argparse.Namespace, topology: Topology, spark_context) -> tuple[in
     continuous = args.mode == "continuous"
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    context = FlowContext(topology, flow, retries=args.retries)
     # Discovery (topic sync, new partitions) and heartbeats run beside the copies, so that neither
     # adds its round trips to the replication latency.
     discoverer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kdr-discovery")
+    # The first Spark job of a run pays about 2 s of Python worker start-up: a warm-up job opens the
+    # workers' clients while the driver connects and plans.
+    warm_up = discoverer.submit(_warm_up, spark_context, flow.name, client_config(topology.cluster(flow.source)),
+                                client_config(topology.cluster(flow.target)))
+    context = FlowContext(topology, flow, retries=args.retries)
     heartbeats = threading.Thread(target=_send_heartbeats, args=(context, args.heartbeat_interval, stop),
                                   name="kdr-heartbeats", daemon=True)
     copy = functools.partial(copy_ranges, run_for=args.epoch if continuous else None,
@@ -117,6 +121,7 @@ def run(args: argparse.Namespace, topology: Topology, spark_context) -> tuple[in
     try:
         plan = context.plan()
         summary.add_plan(plan)
+        _report_warm_up(warm_up)
         positions = {(t.topic, t.partition): t.start for t in plan.tasks}
         discovery: Future | None = None
         next_discovery = time.monotonic() + args.discover_interval
@@ -154,6 +159,20 @@ def run(args: argparse.Namespace, topology: Topology, spark_context) -> tuple[in
         stop.set()
         discoverer.shutdown(wait=True, cancel_futures=True)
         context.close()
+
+
+def _warm_up(spark_context, flow: str, source_config: dict, target_config: dict) -> None:
+    slots = spark_context.defaultParallelism
+    spark_context.parallelize(range(slots), slots).foreach(
+        functools.partial(open_clients, flow, source_config, target_config))
+
+
+def _report_warm_up(warm_up: Future) -> None:
+    """Wait for the warm-up; its failure is only worth a warning (the copy job opens its clients itself)."""
+    try:
+        warm_up.result()
+    except Exception as exc:  # noqa: BLE001 - the copy job reports what really fails
+        log.warning("warm-up of the Spark workers failed: %s", _task_error(exc))
 
 
 def _send_heartbeats(context: FlowContext, interval: float, stop: threading.Event) -> None:

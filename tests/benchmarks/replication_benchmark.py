@@ -102,6 +102,7 @@ def throughput(dc1: Broker, dc2: Broker, root: Path, records: int, size: int) ->
     proc = subprocess.run(spark_submit_command("replicate", ["--topology", str(topology), "--flow", "bench"]),
                           env=spark_env(), capture_output=True, text=True, timeout=900)
     wall_s = time.perf_counter() - started
+    print("\n".join(line for line in proc.stdout.splitlines() if "kafka_dr" in line))
     summary = json.loads([line for line in proc.stdout.splitlines() if line.startswith("{")][-1])
     assert summary["records"] == records, summary
     copy_s, job_s = summary["copy_seconds"], summary["seconds"]

@@ -96,25 +96,34 @@ class _Clients:
 _CLIENTS: dict[str, _Clients] = {}
 
 
-def _clients(task: CopyTask) -> _Clients:
+def _clients(flow: str, source_config: dict[str, Any], target_config: dict[str, Any]) -> _Clients:
     """Clients cached per Python worker and flow: continuous epochs reuse their connections."""
-    key = json.dumps([task.flow, task.source_config, task.target_config], sort_keys=True, default=str)
+    key = json.dumps([flow, source_config, target_config], sort_keys=True, default=str)
     if key not in _CLIENTS:
         consumer = Consumer({
-            **task.source_config, "group.id": task.flow, "enable.auto.commit": False,
+            **source_config, "group.id": flow, "enable.auto.commit": False,
             "enable.auto.offset.store": False, "isolation.level": "read_committed",
             "enable.partition.eof": True, "auto.offset.reset": "error",
             "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760,
             "queued.max.messages.kbytes": 262_144, "fetch.wait.max.ms": 100, "on_commit": _commit_failed,
         })
         producer = Producer({
-            **task.target_config, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
+            **target_config, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
             "batch.size": 1_000_000, "batch.num.messages": 10_000, "delivery.report.only.error": True,
             "queue.buffering.max.messages": 500_000, "queue.buffering.max.kbytes": 1_048_576,
         })
-        target = Consumer({**task.target_config, "group.id": f"{task.flow}-watermarks"})
+        target = Consumer({**target_config, "group.id": f"{flow}-watermarks"})
         _CLIENTS[key] = _Clients(consumer, producer, target)
     return _CLIENTS[key]
+
+
+def open_clients(flow: str, source_config: dict[str, Any], target_config: dict[str, Any], _task: Any = None) -> None:
+    """Open this worker's clients for `flow` and connect them, ahead of its copy tasks (a warm-up Spark
+    job while the driver plans), so that worker start-up, connections and the idempotent producer's id
+    are ready when copying starts."""
+    clients = _clients(flow, source_config, target_config)
+    for client in (clients.consumer, clients.producer, clients.target):
+        client.list_topics(timeout=10)
 
 
 def _commit_failed(err: KafkaError | None, _partitions: list[TopicPartition]) -> None:
@@ -159,7 +168,7 @@ def copy_ranges(tasks: Iterable[CopyTask], run_for: float | None = None,
     if not active:
         return [p.result for p in parts]
     first = parts[0].task
-    clients = _clients(first)
+    clients = _clients(first.flow, first.source_config, first.target_config)
     consumer, producer = clients.consumer, clients.producer
     clients.errors.clear()
     for p in active.values():
