@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from .topology import Cluster
 
@@ -97,3 +97,48 @@ def read_partition(consumer: Consumer, topic: str, partition: int, start: int, s
                     return  # the last wanted record: no need to wait for end-of-partition
     finally:
         consumer.unassign()
+
+
+def read_committed(config: dict[str, Any], ranges: dict[tuple[str, int], tuple[int, int]], timeout: float,
+                   first_only: set[tuple[str, int]] | None = None) -> Iterator[Message]:
+    """Data records of each (topic, partition) in [start, end), read_committed: aborted records and transaction
+    markers are skipped by the client. Only the first record for partitions in `first_only`. Raises
+    TimeoutError naming the partitions not read to their end within `timeout` seconds."""
+    pending = {key for key, (start, end) in ranges.items() if start < end}
+    if not pending:
+        return
+    first_only = first_only or set()
+    # assign() only, never subscribe() or commit: the group id is required by the client but no group is formed.
+    consumer = Consumer({**config, "group.id": "_kdr.reader", "enable.auto.commit": False,
+                         "enable.auto.offset.store": False, "isolation.level": "read_committed",
+                         "enable.partition.eof": True, "auto.offset.reset": "earliest",
+                         "fetch.wait.max.ms": 100})  # the end-of-partition event comes with the next fetch
+    deadline = time.monotonic() + timeout
+    last_error = "no records arrived"
+    try:
+        consumer.assign([TopicPartition(t, p, ranges[(t, p)][0]) for t, p in sorted(pending)])
+        while pending:
+            if time.monotonic() > deadline:
+                missing = ", ".join(f"{t}[{p}]" for t, p in sorted(pending))
+                raise TimeoutError(f"{missing} not read to the end within {timeout:g} s ({last_error})")
+            for msg in next_batch(consumer, 500):
+                key = (msg.topic(), msg.partition())
+                err = msg.error()
+                if err is not None:
+                    if err.fatal():
+                        raise KafkaException(err)
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        pending.discard(key)
+                    else:
+                        last_error = err.str()  # librdkafka retries transient errors itself
+                    continue
+                if key not in pending:
+                    continue
+                if msg.offset() >= ranges[key][1]:
+                    pending.discard(key)
+                    continue
+                yield msg
+                if key in first_only or msg.offset() == ranges[key][1] - 1:
+                    pending.discard(key)
+    finally:
+        consumer.close()

@@ -8,6 +8,7 @@ clusters are shared.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -19,7 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kafka_dr.spark_env import spark_env, spark_submit_command
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT = 30.0
@@ -110,3 +113,17 @@ def broker_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPair
     finally:
         for broker in brokers:
             broker.stop()
+
+
+def run_job(job: str, *args: str, timeout: float = 300) -> tuple[int, dict, str]:
+    started = time.monotonic()
+    proc = subprocess.run(spark_submit_command(job, list(args)), env=spark_env(), capture_output=True, text=True,
+                          timeout=timeout)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    print(f"{job} {' '.join(args)}: exit {proc.returncode} in {time.monotonic() - started:.1f}s")
+    return proc.returncode, json.loads(lines[-1]) if lines else {}, proc.stderr
+
+
+def create(broker: Broker, topic: str, partitions: int, **configs: str) -> None:
+    admin = AdminClient(broker.config)
+    admin.create_topics([NewTopic(topic, partitions, config=configs)])[topic].result(15)  # admin kept alive

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions
 
 from kafka_dr.replication import replicators
 from kafka_dr.replication.copier import close_clients, copy_ranges
@@ -23,7 +23,7 @@ from kafka_dr.replication.provenance import HEADER, hops
 from kafka_dr.spark_env import spark_env, spark_submit_command
 from kafka_dr.topology import load_topology
 
-from .conftest import Broker, free_port
+from .conftest import Broker, create, free_port, run_job
 
 pytestmark = pytest.mark.integration
 
@@ -42,20 +42,6 @@ def write_topology(path: Path, clusters: dict[str, Broker], flows: str) -> Path:
     lines = ["clusters:"] + [f'  {n}: {{bootstrap_servers: "{b.bootstrap}"}}' for n, b in clusters.items()]
     path.write_text("\n".join(lines) + "\nflows:\n" + flows)
     return path
-
-
-def run_job(job: str, *args: str, timeout: float = 300) -> tuple[int, dict, str]:
-    started = time.monotonic()
-    proc = subprocess.run(spark_submit_command(job, list(args)), env=spark_env(), capture_output=True, text=True,
-                          timeout=timeout)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    print(f"{job} {' '.join(args)}: exit {proc.returncode} in {time.monotonic() - started:.1f}s")
-    return proc.returncode, json.loads(lines[-1]) if lines else {}, proc.stderr
-
-
-def create(broker: Broker, topic: str, partitions: int, **configs: str) -> None:
-    admin = AdminClient(broker.config)
-    admin.create_topics([NewTopic(topic, partitions, config=configs)])[topic].result(15)  # admin kept alive
 
 
 def produce(broker: Broker, topic: str, count: int, partitions: int, tag: str) -> None:

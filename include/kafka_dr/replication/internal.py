@@ -11,8 +11,14 @@ They live in the target cluster of a flow, so that they survive the loss of the 
 
 from __future__ import annotations
 
-from confluent_kafka.admin import AdminClient, NewTopic
+import json
+from collections.abc import Iterator
+from typing import Any
 
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+
+from ..clients import read_committed
 from ..topology import INTERNAL_TOPIC_PREFIX
 
 PROGRESS = f"{INTERNAL_TOPIC_PREFIX}progress"
@@ -50,3 +56,41 @@ def ensure_internal_topics(admin: AdminClient, topics: tuple[str, ...] = tuple(T
             if "already exists" not in str(exc).lower():
                 raise
     return created
+
+
+def put_records(config: dict[str, Any], topic: str, records: list[tuple[bytes, Any]], timeout: float = 10.0) -> None:
+    """Write keyed JSON records (None: a tombstone) to an internal topic and wait for every acknowledgement.
+
+    Not idempotent: these are last-value-wins records, harmless to duplicate, and a new idempotent
+    producer waits about half a second for its producer id."""
+    ensure_internal_topics(AdminClient(config), (topic,), timeout=timeout)
+    errors: list[KafkaError] = []
+    producer = Producer({**config, "acks": "all", "linger.ms": 5, "message.timeout.ms": int(timeout * 1000)})
+    for key, value in records:
+        encoded = None if value is None else json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+        while True:
+            try:
+                producer.produce(topic, key=key, value=encoded,
+                                 on_delivery=lambda err, _msg: errors.append(err) if err is not None else None)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    if producer.flush(timeout):
+        raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"records not acknowledged by {topic} in {timeout:g} s"))
+    if errors:
+        raise KafkaException(errors[0])
+
+
+def read_records(config: dict[str, Any], topic: str, timeout: float = 10.0) -> Iterator[Message]:
+    """Every committed record of an internal topic, up to its end now; nothing if the topic does not exist."""
+    admin = AdminClient(config)
+    meta = admin.list_topics(timeout=timeout).topics.get(topic)
+    if meta is None or meta.error is not None or not meta.partitions:
+        return
+    tps = [TopicPartition(topic, p) for p in meta.partitions]
+    starts = admin.list_offsets({tp: OffsetSpec.earliest() for tp in tps}, request_timeout=timeout)
+    ends = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}, isolation_level=IsolationLevel.READ_COMMITTED,
+                              request_timeout=timeout)
+    ranges = {(topic, tp.partition): (f.result(timeout).offset, ends[tp].result(timeout).offset)
+              for tp, f in starts.items()}
+    yield from read_committed(config, ranges, timeout)

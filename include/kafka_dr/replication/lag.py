@@ -14,6 +14,7 @@ Only reads; never commits or joins a group, so measuring cannot disturb the flow
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
@@ -22,7 +23,6 @@ from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
 from confluent_kafka import (
-    Consumer,
     ConsumerGroupTopicPartitions,
     IsolationLevel,
     KafkaError,
@@ -32,9 +32,9 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from ..clients import client_config, next_batch
+from ..clients import client_config, read_committed
 from ..topology import Cluster, Topology
-from .internal import HEARTBEATS
+from .internal import HEARTBEATS, PROGRESS, put_records, read_records
 from .provenance import ProvenanceError, hops
 
 LOG = logging.getLogger(__name__)
@@ -255,51 +255,6 @@ class _Side:
             raise self.error("reading records", _reason(exc)) from None
 
 
-def read_committed(config: dict[str, Any], ranges: dict[tuple[str, int], tuple[int, int]], timeout: float,
-                   first_only: set[tuple[str, int]] | None = None) -> Iterator[Message]:
-    """Data records of each (topic, partition) in [start, end), read_committed: aborted records and transaction
-    markers are skipped by the client. Only the first record for partitions in `first_only`. Raises
-    TimeoutError naming the partitions not read to their end within `timeout` seconds."""
-    pending = {key for key, (start, end) in ranges.items() if start < end}
-    if not pending:
-        return
-    first_only = first_only or set()
-    # assign() only, never subscribe() or commit: the group id is required by the client but no group is formed.
-    consumer = Consumer({**config, "group.id": "_kdr.reader", "enable.auto.commit": False,
-                         "enable.auto.offset.store": False, "isolation.level": "read_committed",
-                         "enable.partition.eof": True, "auto.offset.reset": "earliest",
-                         "fetch.wait.max.ms": 100})  # the end-of-partition event comes with the next fetch
-    deadline = time.monotonic() + timeout
-    last_error = "no records arrived"
-    try:
-        consumer.assign([TopicPartition(t, p, ranges[(t, p)][0]) for t, p in sorted(pending)])
-        while pending:
-            if time.monotonic() > deadline:
-                missing = ", ".join(f"{t}[{p}]" for t, p in sorted(pending))
-                raise TimeoutError(f"{missing} not read to the end within {timeout:g} s ({last_error})")
-            for msg in next_batch(consumer, 500):
-                key = (msg.topic(), msg.partition())
-                err = msg.error()
-                if err is not None:
-                    if err.fatal():
-                        raise KafkaException(err)
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        pending.discard(key)
-                    else:
-                        last_error = err.str()  # librdkafka retries transient errors itself
-                    continue
-                if key not in pending:
-                    continue
-                if msg.offset() >= ranges[key][1]:
-                    pending.discard(key)
-                    continue
-                yield msg
-                if key in first_only or msg.offset() == ranges[key][1] - 1:
-                    pending.discard(key)
-    finally:
-        consumer.close()
-
-
 def _reason(exc: Exception) -> str:
     """librdkafka's own message, without the KafkaError(...) wrapper."""
     if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
@@ -309,3 +264,21 @@ def _reason(exc: Exception) -> str:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _snapshot_key(flow: str) -> bytes:
+    return f"{flow}/__lag__".encode()
+
+
+def save_snapshot(target_config: dict[str, Any], lag: FlowLag) -> None:
+    """Keep the flow's last lag measurement in the target's `_kdr.progress`: once the source is lost it
+    is the best estimate of what was never replicated (the RPO of a disaster)."""
+    put_records(target_config, PROGRESS, [(_snapshot_key(lag.flow), lag.to_json())])
+
+
+def load_snapshot(target_config: dict[str, Any], flow: str) -> FlowLag | None:
+    key, value = _snapshot_key(flow), None
+    for message in read_records(target_config, PROGRESS):
+        if message.key() == key:
+            value = message.value()
+    return None if value is None else FlowLag.from_json(json.loads(value))

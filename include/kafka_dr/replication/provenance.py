@@ -48,6 +48,16 @@ def hops(headers: list[tuple[str, bytes | None]] | None) -> list[Hop]:
     return [Hop.decode(v) for k, v in headers or () if k == HEADER]
 
 
+def copied_from(headers: list[tuple[str, bytes | None]] | None, origin: tuple[str, str, int]) -> int | None:
+    """The source offset of a record copied by the flow from `origin` (cluster id, topic, partition):
+    the offset in its last hop when that hop names `origin`, else None (a local record or another flow's)."""
+    last = next((v for k, v in reversed(headers or []) if k == HEADER), None)
+    if last is None:
+        return None
+    hop = Hop.decode(last)
+    return hop.offset if (hop.cluster_id, hop.topic, hop.partition) == origin else None
+
+
 @dataclass(frozen=True)
 class ForceCopy:
     """Filter override for failback restores: copy records whose provenance would block them when the

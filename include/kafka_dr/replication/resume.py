@@ -15,7 +15,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from ..clients import read_partition
 from .internal import PROGRESS
-from .provenance import HEADER, Hop
+from .provenance import copied_from
 
 SCAN_WINDOW = 10_000  # records read per step when searching backwards without a checkpoint
 
@@ -59,11 +59,9 @@ def _last_copy(consumer: Consumer, dest_topic: str, partition: int, start: int, 
     found = None
     origin = (source_cluster_id, source_topic, source_partition)
     for message in read_partition(consumer, dest_topic, partition, start, end, timeout):
-        last_hop = next((v for k, v in reversed(message.headers() or []) if k == HEADER), None)
-        if last_hop is not None:
-            hop = Hop.decode(last_hop)
-            if (hop.cluster_id, hop.topic, hop.partition) == origin:
-                found = hop.offset
+        offset = copied_from(message.headers(), origin)
+        if offset is not None:
+            found = offset
     return found
 
 

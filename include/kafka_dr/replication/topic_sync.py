@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -31,13 +31,11 @@ from confluent_kafka.admin import (
     ConfigSource,
     NewPartitions,
     NewTopic,
-    OffsetSpec,
     ResourceType,
 )
 
 from ..topology import INTERNAL_TOPIC_PREFIX, Flow
-from .internal import HEARTBEATS, PROGRESS, TOPIC_CONFIGS, ensure_internal_topics
-from .lag import read_committed
+from .internal import HEARTBEATS, PROGRESS, TOPIC_CONFIGS, put_records, read_records
 
 CONFIG_EXCLUDE = tuple(re.compile(p) for p in (
     # MirrorMaker 2's defaults (DefaultConfigPropertyFilter):
@@ -204,32 +202,13 @@ def _state_key(flow_name: str) -> bytes:
 def persist_flow_state(target_config: dict[str, Any], flow_name: str, flow_state: dict[str, int],
                        timeout: float = 10.0) -> None:
     """Store the flow state in the target's `_kdr.progress` (it must survive the loss of the source)."""
-    ensure_internal_topics(AdminClient(target_config), (PROGRESS,), timeout=timeout)
-    errors: list[KafkaError] = []
-    # Not idempotent: one last-value-wins record, and a new idempotent producer waits ~0.5 s for its id.
-    producer = Producer({**target_config, "acks": "all", "message.timeout.ms": int(timeout * 1000)})
-    producer.produce(PROGRESS, key=_state_key(flow_name), value=json.dumps(flow_state, sort_keys=True).encode(),
-                     on_delivery=lambda err, _msg: errors.append(err) if err is not None else None)
-    if producer.flush(timeout):
-        raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"flow state of {flow_name} not written to {PROGRESS}"))
-    if errors:
-        raise KafkaException(errors[0])
+    put_records(target_config, PROGRESS, [(_state_key(flow_name), flow_state)], timeout)
 
 
 def load_flow_state(target_config: dict[str, Any], flow_name: str, timeout: float = 10.0) -> dict[str, int]:
     """The flow state last persisted ({} if none): `_kdr.progress` read to its end, the last value wins."""
-    admin = AdminClient(target_config)
-    meta = admin.list_topics(timeout=timeout).topics.get(PROGRESS)
-    if meta is None or meta.error is not None or not meta.partitions:
-        return {}
-    tps = [TopicPartition(PROGRESS, p) for p in meta.partitions]
-    starts = admin.list_offsets({tp: OffsetSpec.earliest() for tp in tps}, request_timeout=timeout)
-    ends = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}, isolation_level=IsolationLevel.READ_COMMITTED,
-                              request_timeout=timeout)
-    ranges = {(PROGRESS, tp.partition): (f.result(timeout).offset, ends[tp].result(timeout).offset)
-              for tp, f in starts.items()}
     key, value = _state_key(flow_name), None
-    for msg in read_committed(target_config, ranges, timeout):
+    for msg in read_records(target_config, PROGRESS, timeout):
         if msg.key() == key:
             value = msg.value()
     if value is None:

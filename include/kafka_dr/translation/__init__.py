@@ -1,0 +1,1 @@
+"""Consumer-offset translation between clusters: exact from provenance, by timestamp as the fallback."""

@@ -1,0 +1,115 @@
+"""Consumer groups of a flow, on the driver: what they committed in the source, and applying
+translated offsets to their namesakes in the target.
+
+A group is applied only while it has no active member in the target: committing under a running
+consumer would move it behind its back (and Kafka refuses the commit anyway), so such a group is
+left alone and reported.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from ..topology import INTERNAL_TOPIC_PREFIX, Flow, Topology
+from .offsets import PartitionRequest, Translated
+
+Committed = dict[str, dict[tuple[str, int], int]]
+"""group -> (source topic, partition) -> committed offset"""
+
+
+def own_groups(topology: Topology) -> set[str]:
+    """Groups kafka-dr itself uses (a flow's replication group, its readers): never translated."""
+    return {name for flow in topology.flows for name in (flow.name, f"{flow.name}-resume", f"{flow.name}-watermarks")}
+
+
+def select_groups(names: Iterable[str], flow: Flow, topology: Topology, pattern: re.Pattern[str] | None) -> list[str]:
+    """Groups of `flow` (its groups filter) that also fully match `pattern` when given."""
+    own = own_groups(topology)
+    return sorted(name for name in names
+                  if name not in own and not name.startswith(INTERNAL_TOPIC_PREFIX) and flow.groups.matches(name)
+                  and (pattern is None or pattern.fullmatch(name)))
+
+
+def list_groups(admin: AdminClient, timeout: float) -> list[str]:
+    result = admin.list_consumer_groups(request_timeout=timeout).result(timeout)
+    return [listing.group_id for listing in result.valid]
+
+
+def committed_offsets(admin: AdminClient, groups: list[str], flow: Flow, timeout: float) -> Committed:
+    """Committed offsets of each group in the flow's source topics (one request per group, all in flight)."""
+    futures = {group: admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
+                                                         request_timeout=timeout)[group] for group in groups}
+    committed: Committed = {}
+    for group, future in futures.items():
+        partitions = future.result(timeout).topic_partitions or []
+        offsets = {(tp.topic, tp.partition): tp.offset for tp in partitions
+                   if tp.offset >= 0 and tp.error is None and flow.topics.matches(tp.topic)}
+        if offsets:
+            committed[group] = offsets
+    return committed
+
+
+def plan_requests(committed: Committed, flow: Flow, source_config: dict[str, Any], target_config: dict[str, Any],
+                  source_cluster_id: str, source_ends: dict[tuple[str, int], int]) -> list[PartitionRequest]:
+    """One request per source partition, carrying every group's offset there."""
+    by_partition: dict[tuple[str, int], set[int]] = {}
+    for offsets in committed.values():
+        for key, offset in offsets.items():
+            by_partition.setdefault(key, set()).add(offset)
+    return [PartitionRequest(source_config, target_config, source_cluster_id, topic, partition,
+                             flow.destination_topic(topic), tuple(sorted(offsets)), source_ends[(topic, partition)],
+                             flow.provenance)
+            for (topic, partition), offsets in sorted(by_partition.items())]
+
+
+def by_group(committed: Committed, translated: Iterable[Translated]) -> dict[str, list[Translated]]:
+    """Spread per-partition translations back over the groups that committed them."""
+    lookup = {(t.topic, t.partition, t.source_offset): t for t in translated}
+    return {group: [lookup[(topic, partition, offset)] for (topic, partition), offset in sorted(offsets.items())]
+            for group, offsets in sorted(committed.items())}
+
+
+@dataclass(frozen=True)
+class Applied:
+    group: str
+    applied: bool
+    reason: str | None = None  # why not
+
+
+def apply_offsets(admin: AdminClient, groups: dict[str, list[TopicPartition]], timeout: float) -> list[Applied]:
+    """Commit each group's offsets in the target, unless the group has active members there."""
+    if not groups:
+        return []
+    described = admin.describe_consumer_groups(list(groups), request_timeout=timeout)
+    results: list[Applied] = []
+    commits: dict[str, Future] = {}
+    for group, offsets in groups.items():
+        members = _members(described[group], timeout)
+        if members:
+            results.append(Applied(group, False, f"{members} active member(s) in the target"))
+            continue
+        commits[group] = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, offsets)],
+                                                            request_timeout=timeout)[group]
+    for group, future in commits.items():
+        try:
+            future.result(timeout)
+            results.append(Applied(group, True))
+        except KafkaException as exc:
+            results.append(Applied(group, False, f"commit refused: {exc.args[0].str()}"))
+    return sorted(results, key=lambda a: a.group)
+
+
+def _members(future: Future, timeout: float) -> int:
+    try:
+        return len(future.result(timeout).members)
+    except KafkaException as exc:
+        if exc.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:
+            return 0
+        raise

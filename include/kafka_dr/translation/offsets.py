@@ -1,0 +1,169 @@
+"""Translate committed source offsets into destination offsets, one source partition at a time
+(the unit of work of a Spark task).
+
+Exact translation (DESIGN.md): a group committed at source offset O resumes in the destination at
+the first record the flow copied from source offset O or later. The copies of one source partition
+sit in their destination partition in source order (one ordered, idempotent writer per partition),
+so a binary search over destination offsets finds where the smallest requested offset begins and
+one forward read from there answers every group of the partition. A group ahead of everything
+copied resumes right after the last copy.
+
+Without provenance (a flow with `provenance: false`) the fallback is Replicator's: the timestamp of
+the source record at O, looked up in the destination with offsetsForTimes semantics.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, TopicPartition
+
+from ..clients import read_partition
+from ..replication.provenance import copied_from
+
+READ_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class PartitionRequest:
+    """Every committed offset to translate for one source partition."""
+
+    source_config: dict[str, Any]
+    target_config: dict[str, Any]
+    source_cluster_id: str
+    topic: str
+    partition: int
+    dest_topic: str
+    offsets: tuple[int, ...]
+    source_end: int  # read_committed end of the source partition when planned
+    provenance: bool = True
+
+
+@dataclass(frozen=True)
+class Translated:
+    topic: str
+    partition: int
+    source_offset: int
+    dest_topic: str
+    dest_offset: int
+    method: str  # "provenance", or "timestamp" for flows without provenance
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_READERS: dict[str, Consumer] = {}
+
+
+def _reader(config: dict[str, Any]) -> Consumer:
+    """One assign-only consumer per cluster and Python worker; short fetch waits because every read
+    here stops at a known end and offset lookups queue behind a pending fetch on the connection."""
+    key = json.dumps(config, sort_keys=True, default=str)
+    if key not in _READERS:
+        _READERS[key] = Consumer({**config, "group.id": "_kdr.translate", "enable.auto.commit": False,
+                                  "enable.auto.offset.store": False, "enable.partition.eof": True,
+                                  "isolation.level": "read_committed", "fetch.wait.max.ms": 10})
+    return _READERS[key]
+
+
+def translate_partition(request: PartitionRequest) -> list[Translated]:
+    reader = _reader(request.target_config)
+    dest = TopicPartition(request.dest_topic, request.partition)
+    low, high = reader.get_watermark_offsets(dest, timeout=READ_TIMEOUT_S)
+    wanted = sorted(set(request.offsets))
+    if request.provenance:
+        found = _by_provenance(reader, request, wanted, low, high)
+        method = "provenance"
+    else:
+        found = _by_timestamp(reader, request, wanted, high)
+        method = "timestamp"
+    return [Translated(request.topic, request.partition, offset, request.dest_topic, found[offset], method)
+            for offset in request.offsets]
+
+
+def _by_provenance(reader: Consumer, request: PartitionRequest, wanted: list[int], low: int,
+                   high: int) -> dict[int, int]:
+    origin = (request.source_cluster_id, request.topic, request.partition)
+    start = _search(reader, request.dest_topic, request.partition, origin, wanted[0], low, high)
+    found: dict[int, int] = {}
+    after_last_copy = start
+    pending = iter(wanted)
+    current = next(pending, None)
+    for message in read_partition(reader, request.dest_topic, request.partition, start, high, READ_TIMEOUT_S):
+        source_offset = copied_from(message.headers(), origin)
+        if source_offset is None:
+            continue
+        while current is not None and current <= source_offset:
+            found[current] = message.offset()
+            current = next(pending, None)
+        after_last_copy = message.offset() + 1
+        if current is None:
+            break
+    for offset in wanted:
+        found.setdefault(offset, after_last_copy)  # ahead of everything copied: resume after the last copy
+    return found
+
+
+def _search(reader: Consumer, topic: str, partition: int, origin: tuple[str, str, int], target: int,
+            low: int, high: int) -> int:
+    """Smallest destination offset from which the first copy of `origin` has a source offset >= `target`
+    (or after the last copy below `target` when there is none): every copy before it is below `target`."""
+    while low < high:
+        middle = (low + high) // 2
+        hit = _next_copy(reader, topic, partition, origin, middle, high)
+        if hit is None or hit[1] >= target:
+            high = middle
+        else:
+            low = hit[0] + 1
+    return low
+
+
+def _next_copy(reader: Consumer, topic: str, partition: int, origin: tuple[str, str, int], start: int,
+               stop: int) -> tuple[int, int] | None:
+    """(destination offset, source offset) of the first copy of `origin` in [start, stop)."""
+    for message in read_partition(reader, topic, partition, start, stop, READ_TIMEOUT_S):
+        source_offset = copied_from(message.headers(), origin)
+        if source_offset is not None:
+            return message.offset(), source_offset
+    return None
+
+
+def _by_timestamp(reader: Consumer, request: PartitionRequest, wanted: list[int], high: int) -> dict[int, int]:
+    """offsetsForTimes of the source record at each offset; a group at the source end resumes at the end."""
+    source = _reader(request.source_config)
+    found: dict[int, int] = {}
+    for offset in wanted:
+        timestamp = None
+        if offset < request.source_end:
+            record = next(read_partition(source, request.topic, request.partition, offset, request.source_end,
+                                         READ_TIMEOUT_S), None)
+            timestamp = None if record is None else record.timestamp()[1]
+        if timestamp is None:
+            found[offset] = high
+            continue
+        found[offset] = offsets_for_times(request.target_config, request.dest_topic, {request.partition: timestamp},
+                                          reader)[request.partition]
+    return found
+
+
+def offsets_for_times(config: dict[str, Any], topic: str, times: dict[int, int],
+                      reader: Consumer | None = None) -> dict[int, int]:
+    """Per partition, the earliest offset whose timestamp is >= the given time (Kafka's offsetsForTimes),
+    or the log end offset when there is none: what `kafka-consumer-groups --reset-offsets --to-datetime`
+    commits."""
+    reader = reader or _reader(config)
+    result = reader.offsets_for_times([TopicPartition(topic, p, ts) for p, ts in times.items()],
+                                      timeout=READ_TIMEOUT_S)
+    offsets = {}
+    for tp in result:
+        offsets[tp.partition] = tp.offset if tp.offset >= 0 else reader.get_watermark_offsets(
+            TopicPartition(topic, tp.partition), timeout=READ_TIMEOUT_S)[1]
+    return offsets
+
+
+def close_readers() -> None:
+    """Close the cached readers (in-process callers; Spark workers simply exit)."""
+    while _READERS:
+        _READERS.popitem()[1].close()

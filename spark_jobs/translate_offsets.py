@@ -1,0 +1,212 @@
+"""Translate the consumer-group offsets of one flow from its source cluster to its target.
+
+    spark-submit spark_jobs/translate_offsets.py --topology FILE --flow NAME [--groups REGEX] [--apply]
+        [--from-checkpoints] [--reset-to-datetime ISO-8601] [--report FILE]
+
+From the source (default): the committed offsets of the flow's groups (its `groups` filter, and
+--groups when given) are translated exactly from provenance, one Spark task per group of source
+partitions, then written to the target's `_kdr.checkpoints` together with a lag snapshot of the
+flow (the RPO estimate if the source is lost later).
+--from-checkpoints: the source is gone; use the last checkpoints kept in the target.
+--reset-to-datetime: commit, for the same groups, the target offsets of that time in every
+partition of their topics (`kafka-consumer-groups --reset-offsets --to-datetime`).
+--apply: commit the result to the target's groups that have no active member; others are reported.
+The JSON summary is the last line of standard output and goes to --report. Exit codes: 0 done,
+1 failed, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from kafka_dr.clients import ClientConfigError, client_config
+from kafka_dr.replication.lag import LagError, flow_lag, save_snapshot
+from kafka_dr.replication.planner import UnreachableError, with_retries
+from kafka_dr.topology import Flow, Topology, TopologyError, load_topology
+from kafka_dr.translation.checkpoints import load_checkpoints, write_checkpoints
+from kafka_dr.translation.groups import (
+    apply_offsets,
+    by_group,
+    committed_offsets,
+    list_groups,
+    plan_requests,
+    select_groups,
+)
+from kafka_dr.translation.offsets import Translated, offsets_for_times, translate_partition
+
+log = logging.getLogger("kafka_dr.translate_offsets")
+TIMEOUT_S = 30.0
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="translate_offsets.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--topology", help="topology file (default $KDR_TOPOLOGY, else include/topology.yaml)")
+    parser.add_argument("--flow", required=True)
+    parser.add_argument("--groups", help="only groups that fully match this regex (within the flow's groups filter)")
+    parser.add_argument("--apply", action="store_true", help="commit the offsets to inactive groups in the target")
+    parser.add_argument("--from-checkpoints", action="store_true",
+                        help="the source is unreachable: use the last checkpoints kept in the target")
+    parser.add_argument("--reset-to-datetime", metavar="ISO-8601",
+                        help="commit the offsets of this time instead (no time zone: UTC)")
+    parser.add_argument("--report", type=Path, help="also write the JSON summary here")
+    parser.add_argument("--retries", type=int, default=3, help="attempts to reach the source before failing")
+    return parser.parse_args(argv)
+
+
+class BadInput(ValueError):
+    """A bad argument; exit 2 before anything changes."""
+
+
+def parse_datetime(text: str) -> int:
+    """Epoch milliseconds of an ISO-8601 time; without a time zone it is UTC."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise BadInput(f"--reset-to-datetime: not an ISO-8601 time: {text!r} (e.g. 2026-11-21T10:00:00Z)") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def run(args: argparse.Namespace, topology: Topology, flow: Flow, pattern: re.Pattern[str] | None,
+        reset_ms: int | None) -> dict[str, Any]:
+    started = time.time()
+    target_config = client_config(topology.cluster(flow.target))
+    target_admin = AdminClient(target_config)
+    summary: dict[str, Any] = {"flow": flow.name, "status": "done", "error": None}
+    if args.from_checkpoints:
+        checkpoints, at_ms = load_checkpoints(target_config, flow.name)
+        selected = set(select_groups(checkpoints, flow, topology, pattern))
+        groups = {g: ts for g, ts in checkpoints.items() if g in selected}
+        summary.update(origin="checkpoints", checkpoint_at_ms=at_ms)
+    else:
+        groups = translate_from_source(args, topology, flow, pattern, target_config)
+        summary.update(origin="source", checkpoint_at_ms=int(started * 1000))
+    log.info("flow %s: %d groups, %d group-partitions translated (%s)", flow.name, len(groups),
+             sum(len(ts) for ts in groups.values()), summary["origin"])
+    if reset_ms is not None:
+        groups = reset_to_datetime(target_config, target_admin, groups, reset_ms)
+        summary["reset_to_ms"] = reset_ms
+    summary["groups"] = {g: [t.to_dict() for t in ts] for g, ts in groups.items()}
+    summary["group_count"] = len(groups)
+    summary["partition_count"] = sum(len(ts) for ts in groups.values())
+    if args.apply:
+        applied = apply_offsets(target_admin, {g: [TopicPartition(t.dest_topic, t.partition, t.dest_offset)
+                                                   for t in ts] for g, ts in groups.items()}, TIMEOUT_S)
+        summary["applied"] = [a.group for a in applied if a.applied]
+        summary["skipped"] = [{"group": a.group, "reason": a.reason} for a in applied if not a.applied]
+        for skipped in summary["skipped"]:
+            log.warning("group %s not applied: %s", skipped["group"], skipped["reason"])
+    summary["seconds"] = round(time.time() - started, 3)
+    return summary
+
+
+def translate_from_source(args: argparse.Namespace, topology: Topology, flow: Flow, pattern: re.Pattern[str] | None,
+                          target_config: dict[str, Any]) -> dict[str, list[Translated]]:
+    source = topology.cluster(flow.source)
+    source_config = client_config(source)
+    admin = AdminClient(source_config)
+    where = f"source cluster {source.name} ({source.bootstrap_servers})"
+    cluster_id = with_retries(where, lambda: admin.describe_cluster(request_timeout=10).result().cluster_id,
+                              args.retries)
+    names = with_retries(where, lambda: list_groups(admin, TIMEOUT_S), args.retries)
+    committed = committed_offsets(admin, select_groups(names, flow, topology, pattern), flow, TIMEOUT_S)
+    partitions = sorted({key for offsets in committed.values() for key in offsets})
+    ends = {}
+    if partitions:
+        futures = admin.list_offsets({TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions},
+                                     isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=TIMEOUT_S)
+        ends = {(tp.topic, tp.partition): f.result(TIMEOUT_S).offset for tp, f in futures.items()}
+    requests = plan_requests(committed, flow, source_config, target_config, cluster_id, ends)
+    translated: list[Translated] = []
+    if requests:
+        from pyspark.sql import SparkSession
+
+        spark_context = SparkSession.builder.appName(f"kafka-dr translate {flow.name}").getOrCreate().sparkContext
+        spark_context.setLogLevel("WARN")
+        slices = min(len(requests), spark_context.defaultParallelism * 4)  # small tasks even out uneven partitions
+        translated = spark_context.parallelize(requests, slices).flatMap(translate_partition).collect()
+    groups = by_group(committed, translated)
+    write_checkpoints(target_config, flow.name, groups, int(time.time() * 1000))
+    try:
+        save_snapshot(target_config, flow_lag(topology, flow.name))
+    except LagError as exc:  # the checkpoints are what matters; the snapshot only refines a later RPO estimate
+        log.warning("lag snapshot of flow %s not saved: %s", flow.name, exc)
+    return groups
+
+
+def reset_to_datetime(target_config: dict[str, Any], admin: AdminClient, groups: dict[str, list[Translated]],
+                      reset_ms: int) -> dict[str, list[Translated]]:
+    """Each group's target offsets at `reset_ms` in every partition of its destination topics."""
+    topics = sorted({t.dest_topic for ts in groups.values() for t in ts})
+    metadata = admin.list_topics(timeout=TIMEOUT_S).topics
+    at_time = {topic: offsets_for_times(target_config, topic, {p: reset_ms for p in metadata[topic].partitions})
+               for topic in topics if topic in metadata}
+    reset: dict[str, list[Translated]] = {}
+    for group, translations in groups.items():
+        sources = {t.dest_topic: t.topic for t in translations}
+        reset[group] = [Translated(sources[dest], partition, -1, dest, offset, "datetime")
+                        for dest in sorted(sources) if dest in at_time
+                        for partition, offset in sorted(at_time[dest].items())]
+    return reset
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        topology = load_topology(args.topology)
+        flow = topology.flow(args.flow)
+        try:
+            pattern = None if args.groups is None else re.compile(args.groups)
+        except re.error as exc:
+            raise BadInput(f"--groups: bad regex {args.groups!r}: {exc}") from None
+        reset_ms = None if args.reset_to_datetime is None else parse_datetime(args.reset_to_datetime)
+        summary = run(args, topology, flow, pattern, reset_ms)
+        status = 0
+    except (TopologyError, ClientConfigError, BadInput) as exc:
+        status, summary = 2, {"flow": args.flow, "status": "failed", "error": str(exc)}
+    except (UnreachableError, KafkaException, TimeoutError) as exc:
+        status, summary = 1, {"flow": args.flow, "status": "failed", "error": _one_line(exc)}
+    except Exception as exc:  # noqa: BLE001 - a Spark task failure: its first line names the cause
+        status, summary = 1, {"flow": args.flow, "status": "failed", "error": _one_line(exc).split(" at ")[0]}
+    finally:
+        _stop_spark()
+    if summary["error"]:
+        print(f"translate_offsets: error: {summary['error']}", file=sys.stderr, flush=True)
+    line = json.dumps(summary)
+    if args.report:
+        args.report.parent.mkdir(parents=True, exist_ok=True)
+        args.report.write_text(line + "\n")
+    print(line, flush=True)
+    return status
+
+
+def _stop_spark() -> None:
+    if "pyspark" in sys.modules:  # started only when there was something to translate
+        from pyspark.sql import SparkSession
+
+        session = SparkSession.getActiveSession()
+        if session is not None:
+            session.stop()
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, KafkaException) and exc.args and hasattr(exc.args[0], "str"):
+        return exc.args[0].str()
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,239 @@
+"""Offset translation on two embedded clusters: exact from provenance, from checkpoints once the source
+is gone, the timestamp fallback, reset to a datetime, and groups with active members left alone."""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from kafka_dr.replication.copier import close_clients, copy_ranges
+from kafka_dr.replication.lag import load_snapshot
+from kafka_dr.replication.planner import FlowContext
+from kafka_dr.replication.provenance import hops
+from kafka_dr.topology import load_topology
+from kafka_dr.translation.offsets import PartitionRequest, close_readers, offsets_for_times, translate_partition
+
+from .conftest import Broker, create, free_port, run_job
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(autouse=True)
+def _close_cached_clients():
+    yield
+    close_clients()
+    close_readers()
+
+
+def write_topology(path: Path, dc1: Broker, dc2: Broker, flow: str) -> Path:
+    path.write_text(f'clusters:\n  dc1: {{bootstrap_servers: "{dc1.bootstrap}"}}\n'
+                    f'  dc2: {{bootstrap_servers: "{dc2.bootstrap}"}}\nflows:\n{flow}')
+    return path
+
+
+def produce(broker: Broker, topic: str, count: int, partition: int = 0, start: int = 0, base_ms: int | None = None,
+            step_ms: int = 1) -> None:
+    producer = Producer({**broker.config, "linger.ms": 20, "enable.idempotence": True})
+    base_ms = base_ms or int(time.time() * 1000) - 3_600_000
+    for i in range(start, start + count):
+        while True:
+            try:
+                producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=partition,
+                                 timestamp=base_ms + i * step_ms)
+                break
+            except BufferError:
+                producer.poll(0.1)
+    assert producer.flush(60) == 0
+
+
+def replicate(topology_path: Path, flow: str) -> None:
+    topology = load_topology(topology_path)
+    context = FlowContext(topology, topology.flow(flow))
+    try:
+        copy_ranges(context.plan().tasks)
+    finally:
+        context.close()
+
+
+def commit(broker: Broker, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    admin = AdminClient(broker.config)
+    tps = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
+    admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)])[group].result(15)
+
+
+def committed(broker: Broker, group: str) -> dict[tuple[str, int], int]:
+    admin = AdminClient(broker.config)
+    result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(15)
+    return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}
+
+
+def consume_rest(broker: Broker, group: str, topic: str) -> list:
+    """What a consumer of `group` reads from its committed offsets to the end."""
+    consumer = Consumer({**broker.config, "group.id": group, "enable.partition.eof": True,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    out, eof, deadline = [], set(), time.monotonic() + 60
+    partitions = len(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
+    while len(eof) < partitions and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is None:
+            continue
+        if message.error():
+            assert message.error().code() == KafkaError._PARTITION_EOF, message.error().str()
+            eof.add(message.partition())
+            continue
+        out.append(message)
+    consumer.close()
+    return out
+
+
+def test_white_paper_failover_translates_exactly_from_checkpoints(tmp_path):
+    """10,000 records in dc1, 9,998 replicated, a group at 8,000; dc1 lost: the group resumes in dc2 at
+    origin offset 8,000 and reads exactly the 1,998 replicated records that follow; RPO = 2."""
+    dc1 = Broker("dc1", tmp_path / "dc1", free_port()).start()
+    dc2 = Broker("dc2", tmp_path / "dc2", free_port()).start()
+    try:
+        topology = write_topology(tmp_path / "t.yaml", dc1, dc2,
+                                  "  - {name: wp, source: dc1, target: dc2, topics: {include: ['orders']}}\n")
+        create(dc1, "orders", 1)
+        produce(dc1, "orders", 9_998)
+        replicate(topology, "wp")
+        produce(dc1, "orders", 2, start=9_998)  # produced, never replicated
+        commit(dc1, "billing", {("orders", 0): 8_000})
+        code, summary, err = run_job("translate_offsets", "--topology", str(topology), "--flow", "wp")
+        assert code == 0, err[-3000:]
+        assert summary["groups"]["billing"][0]["dest_offset"] == 8_000
+        assert "wp" not in summary["groups"], "the flow's own replication group is never translated"
+        dc1.stop()  # the disaster
+        code, summary, err = run_job("translate_offsets", "--topology", str(topology), "--flow", "wp",
+                                     "--from-checkpoints", "--apply")
+        assert code == 0, err[-3000:]
+        assert summary["origin"] == "checkpoints" and summary["applied"] == ["billing"]
+        assert committed(dc2, "billing") == {("orders", 0): 8_000}
+        rest = consume_rest(dc2, "billing", "orders")
+        origins = [hops(m.headers())[-1].offset for m in rest]
+        assert origins == list(range(8_000, 9_998))  # 1,998 records, none twice, none missed
+        snapshot = load_snapshot(dc2.config, "wp")
+        assert snapshot is not None and snapshot.total_records == 2  # the RPO estimate once dc1 is gone
+    finally:
+        dc1.stop()
+        dc2.stop()
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    root = tmp_path_factory.mktemp("translation")
+    dc1 = Broker("dc1", root / "dc1", free_port()).start()
+    dc2 = Broker("dc2", root / "dc2", free_port()).start()
+    yield dc1, dc2
+    dc1.stop()
+    dc2.stop()
+
+
+def test_every_group_offset_is_exact_with_interleaved_local_records(pair, tmp_path):
+    """Active-active: dc2's partition mixes its own records with copies; every committed offset (start, middle,
+    end, past the copies) lands on the first copy whose origin offset is >= it."""
+    dc1, dc2 = pair
+    create(dc1, "mixed", 2)
+    create(dc2, "mixed", 2)
+    topology = write_topology(tmp_path / "t.yaml", dc1, dc2,
+                              "  - {name: mix, source: dc1, target: dc2, topics: {include: ['mixed']}}\n")
+    for round_ in range(4):  # copies and local dc2 records interleave in dc2
+        for partition in (0, 1):
+            produce(dc1, "mixed", 300, partition, start=round_ * 300)
+            produce(dc2, "mixed", 37, partition, start=round_ * 37)
+        replicate(topology, "mix")
+    produce(dc1, "mixed", 50, 0, start=1_200)  # not replicated yet
+    truth: dict[tuple[int, int], int] = {}  # (partition, origin offset) -> dc2 offset
+    after_last: dict[int, int] = {}
+    for partition in (0, 1):
+        reader = Consumer({**dc2.config, "group.id": "truth", "enable.partition.eof": True})
+        reader.assign([TopicPartition("mixed", partition, 0)])
+        while True:
+            m = reader.poll(5)
+            if m.error():
+                break
+            chain = hops(m.headers())
+            if chain and chain[-1].cluster_id == dc1.cluster_id:
+                truth[(partition, chain[-1].offset)] = m.offset()
+                after_last[partition] = m.offset() + 1
+        reader.close()
+    context = FlowContext(load_topology(topology), load_topology(topology).flow("mix"))
+    rng = random.Random(7)
+    for partition in (0, 1):
+        wanted = sorted({0, 1, 299, 300, 600, 1_199, 1_200, 1_249} | {rng.randrange(1_250) for _ in range(200)})
+        wanted = [o for o in wanted if partition == 0 or o < 1_200]
+        request = PartitionRequest(context.source_config, context.target_config, dc1.cluster_id, "mixed", partition,
+                                   "mixed", tuple(wanted), 1_250 if partition == 0 else 1_200)
+        for t in translate_partition(request):
+            expected = truth.get((partition, t.source_offset), after_last[partition])
+            assert t.dest_offset == expected, (partition, t.source_offset)
+    context.close()
+
+
+def test_groups_with_active_members_are_left_alone_and_reported(pair, tmp_path):
+    dc1, dc2 = pair
+    create(dc1, "busy", 1)
+    produce(dc1, "busy", 100)
+    topology = write_topology(tmp_path / "t.yaml", dc1, dc2,
+                              "  - {name: busy-flow, source: dc1, target: dc2, topics: {include: ['busy']}}\n")
+    replicate(topology, "busy-flow")
+    commit(dc1, "busy-idle", {("busy", 0): 40})
+    commit(dc1, "busy-live", {("busy", 0): 60})
+    live = Consumer({**dc2.config, "group.id": "busy-live", "session.timeout.ms": 30_000})
+    live.subscribe(["busy"])
+    deadline = time.monotonic() + 30
+    while not live.assignment() and time.monotonic() < deadline:
+        live.poll(0.2)
+    before = committed(dc2, "busy-live")
+    try:
+        code, summary, err = run_job("translate_offsets", "--topology", str(topology), "--flow", "busy-flow",
+                                     "--groups", "busy-.*", "--apply")
+    finally:
+        live.close()
+    assert code == 0, err[-3000:]
+    assert summary["applied"] == ["busy-idle"]
+    assert summary["skipped"] == [{"group": "busy-live", "reason": "1 active member(s) in the target"}]
+    assert committed(dc2, "busy-idle") == {("busy", 0): 40}
+    assert committed(dc2, "busy-live") == before  # untouched
+
+
+def test_timestamp_fallback_matches_offsets_for_times(pair, tmp_path):
+    """A flow without provenance translates by the source record's timestamp, as offsetsForTimes does."""
+    dc1, dc2 = pair
+    create(dc1, "plain", 1)
+    create(dc2, "plain", 1)
+    base = int(time.time() * 1000) - 3_600_000
+    produce(dc2, "plain", 10, base_ms=base - 10_000)  # older records already in the destination
+    produce(dc1, "plain", 500, base_ms=base, step_ms=10)
+    topology = write_topology(tmp_path / "t.yaml", dc1, dc2, "  - {name: plain-flow, source: dc1, target: dc2, "
+                                                             "topics: {include: ['plain']}, provenance: false}\n")
+    replicate(topology, "plain-flow")
+    context = FlowContext(load_topology(topology), load_topology(topology).flow("plain-flow"))
+    request = PartitionRequest(context.source_config, context.target_config, dc1.cluster_id, "plain", 0, "plain",
+                               (0, 123, 499, 500), 500, provenance=False)
+    context.close()
+    result = {t.source_offset: t for t in translate_partition(request)}
+    probe = Consumer({**dc2.config, "group.id": "probe"})
+    for offset in (0, 123, 499):
+        expected = probe.offsets_for_times([TopicPartition("plain", 0, base + offset * 10)], timeout=10)[0].offset
+        assert result[offset].dest_offset == expected == 10 + offset and result[offset].method == "timestamp"
+    assert result[500].dest_offset == 510  # caught up: the end
+    probe.close()
+
+
+def test_reset_to_datetime_behaves_like_the_cli(pair):
+    """--to-datetime: the earliest offset with timestamp >= the time; after the last record, the log end."""
+    dc1, _ = pair
+    create(dc1, "dated", 2)
+    base = 1_700_000_000_000
+    produce(dc1, "dated", 100, 0, base_ms=base, step_ms=1000)
+    produce(dc1, "dated", 100, 1, base_ms=base + 50_500, step_ms=1000)
+    offsets = offsets_for_times(dc1.config, "dated", {0: base + 50_500, 1: base + 50_500})
+    assert offsets == {0: 51, 1: 0}
+    assert offsets_for_times(dc1.config, "dated", {0: base + 10**9, 1: base - 1}) == {0: 100, 1: 0}
