@@ -24,6 +24,7 @@ from kafka_dr.airflow.operators.replication import ReplicationOperator
 from kafka_dr.airflow.tasks import validate_topology
 from kafka_dr.replication import replicators
 from kafka_dr.replication.provenance import hops
+from kafka_dr.state import state_dir
 
 if TYPE_CHECKING:
     from conftest import Stack
@@ -93,7 +94,7 @@ def test_dr_bringup_brings_replication_up_and_reports(dag: Any, stack: Stack, de
         assert replicators.is_running(flow), f"{flow}: the continuous replicator should keep running"
     again = ReplicationOperator(task_id="again", flow=FLOWS[0], mode="continuous", topology=str(demo)).execute({})
     assert again["started"] is False and again["pid"] == replicators.status(FLOWS[0]).pid, "never started twice"
-    report = json.loads(next((replicators.state_dir() / "reports").glob("dr_bringup-*.json")).read_text())
+    report = json.loads(next((state_dir() / "reports").glob("dr_bringup-*.json")).read_text())
     assert [entry["flow"] for entry in report["plan"]] == list(FLOWS)
     assert set(report["cluster_ids"]) == {"dc1", "dc2"}
     assert len(set(report["cluster_ids"].values())) == 2
@@ -124,13 +125,13 @@ def test_bad_params_fail_the_first_task_with_one_line_and_change_nothing(dag: An
     with pytest.raises(AirflowFailException, match=r"^.*missing\.yaml: file not found$"):
         validate_topology.function(params={"topology": str(path.with_name("missing.yaml")), "flows": []})
 
-    before = sorted(p.name for p in (replicators.state_dir() / "replicators").glob("*.json"))
+    before = sorted(p.name for p in (state_dir() / "replicators").glob("*.json"))
     run = dag.test(run_conf={"topology": str(path), "flows": ["dc1-to-dc3"]})
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert run.state == DagRunState.FAILED
     assert states.pop("validate_topology") == TaskInstanceState.FAILED
     assert set(states.values()) == {TaskInstanceState.UPSTREAM_FAILED}, states
-    assert sorted(p.name for p in (replicators.state_dir() / "replicators").glob("*.json")) == before
+    assert sorted(p.name for p in (state_dir() / "replicators").glob("*.json")) == before
 
 
 def _read(bootstrap: str, topic: str, origin: str) -> list[str]:

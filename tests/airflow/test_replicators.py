@@ -14,6 +14,7 @@ import pytest
 
 from kafka_dr.replication import replicators
 from kafka_dr.replication.replicators import ReplicatorError
+from kafka_dr.state import state_dir
 
 LAUNCHER = """
 import signal, subprocess, sys
@@ -65,7 +66,7 @@ def test_start_tracks_the_job_and_never_starts_a_running_flow_twice(scripts: tup
         assert started and first.running and replicators.is_running("t-once")
         again, started_again = replicators.start("t-once", command(scripts, "t-once"))
         assert not started_again and again.pid == first.pid
-        state = json.loads((replicators.state_dir() / "replicators" / "t-once.json").read_text())
+        state = json.loads((state_dir() / "replicators" / "t-once.json").read_text())
         assert state["command"] == command(scripts, "t-once") and "KDR_CLUSTER_DC1_CONFIG" not in json.dumps(state)
         wait_for(lambda: "copying" in Path(first.log).read_text(), "the job's output in its log")
     finally:
@@ -102,7 +103,7 @@ def test_a_dead_job_is_not_running_and_its_error_line_is_kept(scripts: tuple[Pat
 
 
 def test_a_recycled_pid_is_not_taken_for_the_replicator(scripts: tuple[Path, Path]) -> None:
-    path = replicators.state_dir() / "replicators" / "t-reused.json"
+    path = state_dir() / "replicators" / "t-reused.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"flow": "t-reused", "pid": os.getpid(), "command": command(scripts, "t-reused"),
                                 "log": "x.log", "started_at": "2026-01-01T00:00:00+00:00", "stopped_at": None}))

@@ -20,10 +20,10 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from ..clients import ClientConfigError
-from ..replication import replicators
 from ..replication.heartbeat import HeartbeatError, send_heartbeat, wait_for_heartbeat
 from ..replication.internal import ensure_internal_topics
 from ..replication.topic_sync import TopicSyncError, load_flow_state, persist_flow_state, sync_topics
+from ..state import state_dir
 from ..topology import Flow, Topology, TopologyError, load_topology
 from . import topology_path
 from .hooks.kafka_cluster import ClusterUnreachable, KafkaClusterHook
@@ -174,7 +174,7 @@ def report(plan: list[dict[str, str]], results: dict[str, Any]) -> dict[str, Any
     body = {"dag_id": dag_id, "run_id": run_id, "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "params": dict(context["params"]), "plan": list(plan),
             **{key: list(value) if _is_sequence(value) else value for key, value in results.items()}}
-    path = replicators.state_dir() / "reports" / f"{dag_id}-{re.sub(r'[^A-Za-z0-9._-]', '_', run_id)}.json"
+    path = state_dir() / "reports" / f"{dag_id}-{re.sub(r'[^A-Za-z0-9._-]', '_', run_id)}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(body, indent=2, default=str) + "\n", encoding="utf-8")
     return {**body, "report_file": str(path)}

@@ -11,7 +11,6 @@ local processes, so the state directory must not be shared between machines.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import re
@@ -19,14 +18,12 @@ import shlex
 import signal
 import subprocess
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
-from ..topology import DEFAULT_TOPOLOGY
+from ..state import locked, now_iso, subdir, write_json
 
-STATE_DIR_ENV = "KDR_STATE_DIR"
 KILL_GRACE = 5.0
 
 _FLOW_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -52,11 +49,6 @@ class Replicator:
     running: bool
 
 
-def state_dir() -> Path:
-    """Root of kafka-dr's run state: $KDR_STATE_DIR, else <project>/.kafka-dr."""
-    return Path(os.environ.get(STATE_DIR_ENV) or DEFAULT_TOPOLOGY.parent.parent / ".kafka-dr").absolute()
-
-
 def start(flow: str, command: Sequence[str], env: Mapping[str, str] | None = None) -> tuple[Replicator, bool]:
     """Start `command` detached for `flow` with `env` added to this process's environment.
 
@@ -67,7 +59,7 @@ def start(flow: str, command: Sequence[str], env: Mapping[str, str] | None = Non
             return current, False
         log = _dir() / f"{flow}.log"
         with open(log, "ab") as out:
-            out.write(f"{_START_MARK}{_now()}: {shlex.join(command)}\n".encode())
+            out.write(f"{_START_MARK}{now_iso()}: {shlex.join(command)}\n".encode())
             out.flush()
             try:
                 proc = subprocess.Popen(
@@ -81,7 +73,7 @@ def start(flow: str, command: Sequence[str], env: Mapping[str, str] | None = Non
             except OSError as exc:
                 raise ReplicatorError(f"flow {flow}: cannot start {command[0]!r}: {exc.strerror or exc}") from None
         _children[proc.pid] = proc
-        replicator = Replicator(flow, proc.pid, tuple(command), str(log), _now(), None, True)
+        replicator = Replicator(flow, proc.pid, tuple(command), str(log), now_iso(), None, True)
         _write(replicator)
         return replicator, True
 
@@ -103,7 +95,7 @@ def stop(flow: str, timeout: float = 30.0) -> Replicator | None:
                 _signal_group(current.pid, signal.SIGKILL)
                 if not _wait_gone(current, KILL_GRACE):
                     raise ReplicatorError(f"flow {flow}: replicator pid {current.pid} did not stop")
-        stopped = Replicator(**{**asdict(current), "stopped_at": current.stopped_at or _now(), "running": False})
+        stopped = Replicator(**{**asdict(current), "stopped_at": current.stopped_at or now_iso(), "running": False})
         _write(stopped)
         return stopped
 
@@ -141,9 +133,7 @@ def last_error(flow: str) -> str:
 
 
 def _dir() -> Path:
-    path = state_dir() / "replicators"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return subdir("replicators")
 
 
 def _state_file(flow: str) -> Path:
@@ -153,22 +143,12 @@ def _state_file(flow: str) -> Path:
 
 
 def _write(replicator: Replicator) -> None:
-    path = _state_file(replicator.flow)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(asdict(replicator), indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_json(_state_file(replicator.flow), asdict(replicator))
 
 
-@contextlib.contextmanager
-def _locked(flow: str) -> Iterator[None]:
+def _locked(flow: str) -> contextlib.AbstractContextManager[None]:
     """One start or stop of a flow at a time, across processes (parallel tasks, two DAG runs)."""
-    with open(_state_file(flow).with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
+    return locked(_state_file(flow))
 
 
 def _cmdline(pid: int) -> list[str]:

@@ -24,6 +24,7 @@ from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException
 
 from ...replication import replicators
+from ...state import state_dir
 from ...topology import load_topology
 from .. import PROJECT_ROOT, topology_path
 from ..hooks.kafka_cluster import KafkaClusterHook
@@ -115,7 +116,7 @@ class ReplicationOperator(BaseOperator):
         return summary
 
     def _start_continuous(self, args: list[str], env: dict[str, str]) -> dict[str, Any]:
-        report = replicators.state_dir() / "replicators" / f"{self.flow}.summary.json"
+        report = state_dir() / "replicators" / f"{self.flow}.summary.json"
         command = self._spark_hook([*args, "--report", str(report)])._build_spark_submit_command(self.application)
         replicator, started = replicators.start(self.flow, command, env)
         if not started:
