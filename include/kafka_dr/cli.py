@@ -1,4 +1,4 @@
-"""`kafka-dr` command line: the embedded local stack, replication lag and the demo.
+"""`kafka-dr` command line: the embedded local stack, replication lag, client aliases and the demo.
 
 Exit codes follow DESIGN.md: 0 done, 1 failed, 2 bad input; every error is one line on stderr.
 """
@@ -6,6 +6,7 @@ Exit codes follow DESIGN.md: 0 done, 1 failed, 2 bad input; every error is one l
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -102,6 +103,14 @@ def _parser() -> argparse.ArgumentParser:
                      help="how long to wait for each cluster (default 10)")
     lag.set_defaults(run=_lag)
 
+    clients = commands.add_parser("clients", help="which cluster each client alias connects to now")
+    clients.add_argument("alias", nargs="?", metavar="ALIAS",
+                         help="print this alias's client settings (secrets hidden)")
+    clients.add_argument("--topology", type=Path, metavar="FILE",
+                         help="topology file (default: $KDR_TOPOLOGY, else include/topology.yaml)")
+    clients.add_argument("--json", action="store_true", help="print JSON")
+    clients.set_defaults(run=_clients)
+
     demo = commands.add_parser("demo", parents=[data_dir], help="start the local stack and show a round trip per DC")
     demo.set_defaults(run=_demo)
     return parser
@@ -188,6 +197,37 @@ def _lag(args: argparse.Namespace) -> int:
     from kafka_dr.lag_report import lag_report  # Kafka clients are loaded only when asked
 
     return lag_report(load_topology(args.topology), args.flow, as_json=args.json, timeout=args.timeout)
+
+
+def _clients(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from kafka_dr.client_switch import active_cluster, client_config_for, states
+    from kafka_dr.clients import redact
+
+    topology = load_topology(args.topology)
+    if args.alias:
+        config = redact(client_config_for(args.alias, topology))
+        if args.json:
+            print(json.dumps({"alias": args.alias, "cluster": active_cluster(topology, args.alias), "config": config}))
+        else:
+            print(f"{args.alias} -> {active_cluster(topology, args.alias)}")
+            for key, value in sorted(config.items()):
+                print(f"  {key}={value}")
+        return 0
+    rows = states(topology)
+    if args.json:
+        print(json.dumps([asdict(r) for r in rows]))
+        return 0
+    if not rows:
+        print("no client aliases in the topology (add a `clients:` section)")
+        return 0
+    table = [("ALIAS", "ROLE", "HOME", "ACTIVE", "SINCE", "REASON")]
+    table += [(r.alias, r.role, r.home, r.active, r.since or "-", r.reason or "-") for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    for row in table:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+    return 0
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -80,6 +80,18 @@ class Flow:
         return topic
 
 
+CLIENT_ROLES = ("producer", "consumer", "both")
+
+
+@dataclass(frozen=True)
+class ClientAlias:
+    """A named application (or group of them) whose cluster kafka-dr switches on failover."""
+
+    name: str
+    cluster: str  # home cluster: where it connects until a failover moves it
+    role: str  # producer, consumer or both: a planned failover moves producers first
+
+
 @dataclass(frozen=True)
 class Topology:
     """All clusters and flows of a deployment."""
@@ -87,6 +99,7 @@ class Topology:
     clusters: Mapping[str, Cluster]
     flows: tuple[Flow, ...]
     schema_registry_primary: str | None = None
+    clients: Mapping[str, ClientAlias] = field(default_factory=lambda: MappingProxyType({}))
 
     def flow(self, name: str) -> Flow:
         """The flow called `name`; an unknown name is a user error, hence TopologyError."""
@@ -101,6 +114,13 @@ class Topology:
             return self.clusters[name]
         except KeyError:
             raise TopologyError(f"unknown cluster {name!r} (known: {_names(self.clusters)})") from None
+
+    def client(self, name: str) -> ClientAlias:
+        """The client alias called `name`; an unknown name is a user error, hence TopologyError."""
+        try:
+            return self.clients[name]
+        except KeyError:
+            raise TopologyError(f"unknown client alias {name!r} (known: {_names(self.clients)})") from None
 
 
 def load_topology(path: str | Path | None = None) -> Topology:
@@ -325,7 +345,7 @@ class _Parser:
     def topology(self, data: Any) -> Topology:
         if data is None:
             raise self.error("", "empty file (expected a mapping with 'clusters' and 'flows')")
-        raw = self.mapping(data, "", ("clusters",), ("flows", "schema_registry"))
+        raw = self.mapping(data, "", ("clusters",), ("flows", "schema_registry", "clients"))
         raw_clusters = raw["clusters"]
         if not isinstance(raw_clusters, dict):
             raise self.error(
@@ -355,4 +375,18 @@ class _Parser:
             primary = self.cluster_ref(registry["primary"], "schema_registry.primary", clusters)
             if clusters[primary].schema_registry is None:
                 raise self.error("schema_registry.primary", f"cluster {primary!r} has no schema_registry URL")
-        return Topology(clusters=MappingProxyType(clusters), flows=tuple(flows), schema_registry_primary=primary)
+        raw_clients = raw.get("clients", {})
+        if not isinstance(raw_clients, dict):
+            raise self.error("clients", f"must be a mapping of alias to settings, got {_type_name(raw_clients)}")
+        clients = {name: self.client(name, value, clusters) for name, value in raw_clients.items()}
+        return Topology(clusters=MappingProxyType(clusters), flows=tuple(flows), schema_registry_primary=primary,
+                        clients=MappingProxyType(clients))
+
+    def client(self, name: Any, value: Any, clusters: Mapping[str, Cluster]) -> ClientAlias:
+        path = f"clients.{name}"
+        self.name(name, "clients", "client alias")
+        raw = self.mapping(value, path, ("cluster",), ("role",))
+        role = raw.get("role", "both")
+        if role not in CLIENT_ROLES:
+            raise self.error(f"{path}.role", f"must be one of {', '.join(CLIENT_ROLES)}, got {role!r}")
+        return ClientAlias(name, self.cluster_ref(raw["cluster"], f"{path}.cluster", clusters), role)

@@ -64,7 +64,9 @@ def mutated(change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
 def test_default_file_is_the_replicator_demo_topology() -> None:
     assert Path(__file__).resolve().parents[2] / "include" / "topology.yaml" == DEFAULT_TOPOLOGY
     topology = load_topology(DEFAULT_TOPOLOGY)
-    assert topology == parse_topology(DESIGN_TOPOLOGY, source="design")
+    assert dataclasses.replace(topology, clients={}) == parse_topology(DESIGN_TOPOLOGY, source="design")
+    assert {a.name: (a.cluster, a.role) for a in topology.clients.values()} == {
+        "orders-producer": ("dc1", "producer"), "orders-consumer": ("dc1", "consumer"), "analytics": ("dc2", "both")}
 
     dc1, dc2 = topology.cluster("dc1"), topology.cluster("dc2")
     assert (dc1.bootstrap_servers, dc1.schema_registry) == ("127.0.0.1:9091", "http://127.0.0.1:8081")
@@ -268,7 +270,7 @@ BAD_TOPOLOGIES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     (
         "unrelated key",
         lambda d: d.update(zzz=1),
-        "unknown key 'zzz' (allowed: clusters, flows, schema_registry)",
+        "unknown key 'zzz' (allowed: clusters, flows, schema_registry, clients)",
     ),
     # wrong types
     ("clusters list", lambda d: d.update(clusters=["dc1"]), "clusters: must be a mapping of cluster name"),
