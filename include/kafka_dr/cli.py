@@ -249,3 +249,7 @@ def _print_status(stack: LocalStack) -> int:
         print("  ".join([cell.ljust(width) for cell, width in zip(row, widths, strict=False)] + [row[-1]]))
     print(f"data: {stack.data_dir}")
     return 0 if all_healthy else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -99,6 +99,7 @@ class Topology:
     clusters: Mapping[str, Cluster]
     flows: tuple[Flow, ...]
     schema_registry_primary: str | None = None
+    schema_registry_restart: str | None = None  # command template for the schema redirect
     clients: Mapping[str, ClientAlias] = field(default_factory=lambda: MappingProxyType({}))
 
     def flow(self, name: str) -> Flow:
@@ -369,18 +370,33 @@ class _Parser:
             first_index[flow.name] = i
             flows.append(flow)
 
-        primary = None
+        primary = restart = None
         if "schema_registry" in raw:
-            registry = self.mapping(raw["schema_registry"], "schema_registry", ("primary",), ())
+            registry = self.mapping(raw["schema_registry"], "schema_registry", ("primary",), ("restart_command",))
             primary = self.cluster_ref(registry["primary"], "schema_registry.primary", clusters)
             if clusters[primary].schema_registry is None:
                 raise self.error("schema_registry.primary", f"cluster {primary!r} has no schema_registry URL")
+            if "restart_command" in registry:
+                restart = self.restart_command(registry["restart_command"], "schema_registry.restart_command")
         raw_clients = raw.get("clients", {})
         if not isinstance(raw_clients, dict):
             raise self.error("clients", f"must be a mapping of alias to settings, got {_type_name(raw_clients)}")
         clients = {name: self.client(name, value, clusters) for name, value in raw_clients.items()}
         return Topology(clusters=MappingProxyType(clusters), flows=tuple(flows), schema_registry_primary=primary,
-                        clients=MappingProxyType(clients))
+                        schema_registry_restart=restart, clients=MappingProxyType(clients))
+
+    def restart_command(self, value: Any, path: str) -> str:
+        """A command template whose only placeholders are {cluster}, {kafkastore} and {leader_eligible}."""
+        template = self.string(value, path)
+        try:
+            fields = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
+        except ValueError as exc:
+            raise self.error(path, f"bad template {template!r}: {exc}") from None
+        unknown = fields - {"cluster", "kafkastore", "leader_eligible"}
+        if unknown:
+            raise self.error(path, f"unknown placeholder {{{sorted(unknown)[0]}}} (allowed: {{cluster}}, "
+                                   "{kafkastore}, {leader_eligible})")
+        return template
 
     def client(self, name: Any, value: Any, clusters: Mapping[str, Cluster]) -> ClientAlias:
         path = f"clients.{name}"

@@ -265,7 +265,13 @@ BAD_TOPOLOGIES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     (
         "schema registry typo",
         lambda d: d["schema_registry"].update(primery="dc1"),
-        "schema_registry: unknown key 'primery' (did you mean 'primary'? allowed: primary)",
+        "schema_registry: unknown key 'primery' (did you mean 'primary'? allowed: primary, restart_command)",
+    ),
+    (
+        "registry restart placeholder",
+        lambda d: d["schema_registry"].update(restart_command="systemctl restart {unit}"),
+        "schema_registry.restart_command: unknown placeholder {unit} (allowed: {cluster}, {kafkastore}, "
+        "{leader_eligible})",
     ),
     (
         "unrelated key",
