@@ -11,16 +11,11 @@ command line.
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-from airflow.sdk import BaseOperator, Context
+from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowException
 
 from ...replication import replicators
@@ -28,13 +23,13 @@ from ...state import state_dir
 from ...topology import load_topology
 from .. import PROJECT_ROOT, topology_path
 from ..hooks.kafka_cluster import KafkaClusterHook
+from .spark_job import SparkJobOperator
 
 MODES = ("bounded", "continuous")
 REPLICATE_JOB = PROJECT_ROOT / "spark_jobs" / "replicate.py"
-EXIT_MEANING = {1: "failed", 2: "bad input"}
 
 
-class ReplicationOperator(BaseOperator):
+class ReplicationOperator(SparkJobOperator):
     """Replicate one flow of the topology with spark_jobs/replicate.py (bounded run or continuous job).
 
     :param flow: flow name in the topology
@@ -52,22 +47,16 @@ class ReplicationOperator(BaseOperator):
     ui_color = "#d7e8f7"
 
     def __init__(self, *, flow: str, mode: str = "bounded", topology: str | None = None,
-                 spark_conn_id: str = "spark_default", kafka_conn_ids: Mapping[str, str] | None = None,
-                 application: str = str(REPLICATE_JOB), conf: dict[str, Any] | None = None,
-                 py_files: str | None = None, startup_check: float = 5.0, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+                 kafka_conn_ids: Mapping[str, str] | None = None, application: str = str(REPLICATE_JOB),
+                 startup_check: float = 5.0, **kwargs: Any) -> None:
+        super().__init__(application=application, **kwargs)
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
         self.flow = flow
         self.mode = mode
         self.topology = topology
-        self.spark_conn_id = spark_conn_id
         self.kafka_conn_ids = dict(kafka_conn_ids or {})
-        self.application = application
-        self.conf = conf
-        self.py_files = py_files
         self.startup_check = startup_check
-        self._spark: SparkSubmitHook | None = None
 
     def execute(self, context: Context) -> dict[str, Any]:
         path = topology_path(self.topology)
@@ -82,32 +71,8 @@ class ReplicationOperator(BaseOperator):
             return self._run_bounded(args, env)
         return self._start_continuous(args, env)
 
-    def on_kill(self) -> None:
-        # Only a bounded run belongs to this task; a continuous job is meant to outlive it.
-        if self._spark is not None:
-            self._spark.on_kill()
-
-    def _spark_hook(self, args: list[str]) -> SparkSubmitHook:
-        return SparkSubmitHook(conn_id=self.spark_conn_id, conf=self.conf, py_files=self.py_files,
-                               name=f"kdr-replicate-{self.flow}", application_args=args)
-
     def _run_bounded(self, args: list[str], env: dict[str, str]) -> dict[str, Any]:
-        with tempfile.TemporaryDirectory(prefix="kdr-replicate-") as tmp:
-            report = Path(tmp) / "summary.json"
-            self._spark = self._spark_hook([*args, "--report", str(report)])
-            try:
-                self._spark.submit(self.application, env={**os.environ, **env})
-            except AirflowException:
-                # The provider keeps the exit code only on its Popen; the job's own error is in its summary.
-                process = getattr(self._spark, "_submit_sp", None)
-                code = process.returncode if process is not None else None
-                meaning = EXIT_MEANING.get(code, "failed")
-                error = (_read_summary(report) or {}).get("error") or "see the spark-submit output above"
-                raise AirflowException(f"flow {self.flow}: bounded replication {meaning} "
-                                       f"(exit code {code}): {error}") from None
-            summary = _read_summary(report)
-        if summary is None:
-            raise AirflowException(f"flow {self.flow}: replicate.py exited 0 without writing its summary")
+        summary = self.run_job(f"kdr-replicate-{self.flow}", args, env, f"flow {self.flow}: bounded replication")
         if summary.get("lost"):
             self.log.warning("flow %s: %s source records were deleted by retention before they were copied: %s",
                              self.flow, summary["lost"], summary.get("lost_ranges"))
@@ -117,7 +82,8 @@ class ReplicationOperator(BaseOperator):
 
     def _start_continuous(self, args: list[str], env: dict[str, str]) -> dict[str, Any]:
         report = state_dir() / "replicators" / f"{self.flow}.summary.json"
-        command = self._spark_hook([*args, "--report", str(report)])._build_spark_submit_command(self.application)
+        hook = self.spark_hook(f"kdr-replicate-{self.flow}", [*args, "--report", str(report)])
+        command = hook._build_spark_submit_command(self.application)
         replicator, started = replicators.start(self.flow, command, env)
         if not started:
             self.log.info("flow %s: replicator already running (pid %s since %s); not started again",
@@ -135,10 +101,3 @@ class ReplicationOperator(BaseOperator):
                 time.sleep(0.5)
         return {"flow": self.flow, "pid": replicator.pid, "log": replicator.log,
                 "started_at": replicator.started_at, "started": started}
-
-
-def _read_summary(report: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads(report.read_text(encoding="utf-8"))
-    except (FileNotFoundError, ValueError):
-        return None

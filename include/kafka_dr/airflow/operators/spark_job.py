@@ -1,0 +1,70 @@
+"""Base of the operators that run one of kafka-dr's Spark jobs through the apache-spark provider.
+
+Every job writes its JSON summary to --report and exits 0 done, 1 failed, 2 bad input; a failure becomes
+one AirflowException line with the job's own error, not just the provider's "exit code N".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowException
+
+EXIT_MEANING = {1: "failed", 2: "bad input"}
+
+
+class SparkJobOperator(BaseOperator):
+    """:param spark_conn_id: Spark connection giving master and deploy mode
+    :param application: the job (a path or URL the Spark master can read)
+    :param conf: extra Spark configuration
+    :param py_files: --py-files for cluster masters (the kafka_dr package); not needed in local mode
+    """
+
+    def __init__(self, *, application: str, spark_conn_id: str = "spark_default", conf: dict[str, Any] | None = None,
+                 py_files: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.application = application
+        self.spark_conn_id = spark_conn_id
+        self.conf = conf
+        self.py_files = py_files
+        self._spark: SparkSubmitHook | None = None
+
+    def on_kill(self) -> None:
+        if self._spark is not None:
+            self._spark.on_kill()
+
+    def spark_hook(self, name: str, args: list[str]) -> SparkSubmitHook:
+        return SparkSubmitHook(conn_id=self.spark_conn_id, conf=self.conf, py_files=self.py_files, name=name,
+                               application_args=args)
+
+    def run_job(self, name: str, args: list[str], env: dict[str, str], what: str) -> dict[str, Any]:
+        """Submit the job to the end; returns its summary. `what` names the job in errors."""
+        with tempfile.TemporaryDirectory(prefix="kdr-job-") as tmp:
+            report = Path(tmp) / "summary.json"
+            self._spark = self.spark_hook(name, [*args, "--report", str(report)])
+            try:
+                self._spark.submit(self.application, env={**os.environ, **env})
+            except AirflowException:
+                # The provider keeps the exit code only on its Popen; the job's own error is in its summary.
+                process = getattr(self._spark, "_submit_sp", None)
+                code = process.returncode if process is not None else None
+                error = (_read_summary(report) or {}).get("error") or "see the spark-submit output above"
+                raise AirflowException(f"{what} {EXIT_MEANING.get(code, 'failed')} (exit code {code}): {error}"
+                                       ) from None
+            summary = _read_summary(report)
+        if summary is None:
+            raise AirflowException(f"{what}: {Path(self.application).name} exited 0 without writing its summary")
+        return summary
+
+
+def _read_summary(report: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(report.read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        return None
