@@ -23,7 +23,6 @@ import logging
 import re
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +42,7 @@ from kafka_dr.translation.groups import (
     plan_requests,
     select_groups,
 )
-from kafka_dr.translation.offsets import Translated, offsets_for_times, translate_partition
+from kafka_dr.translation.offsets import Translated, offsets_for_times, parse_reset_time, translate_partition
 
 log = logging.getLogger("kafka_dr.translate_offsets")
 TIMEOUT_S = 30.0
@@ -66,17 +65,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 class BadInput(ValueError):
     """A bad argument; exit 2 before anything changes."""
-
-
-def parse_datetime(text: str) -> int:
-    """Epoch milliseconds of an ISO-8601 time; without a time zone it is UTC."""
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise BadInput(f"--reset-to-datetime: not an ISO-8601 time: {text!r} (e.g. 2026-11-21T10:00:00Z)") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1000)
 
 
 def run(args: argparse.Namespace, topology: Topology, flow: Flow, pattern: re.Pattern[str] | None,
@@ -172,10 +160,10 @@ def main(argv: list[str] | None = None) -> int:
             pattern = None if args.groups is None else re.compile(args.groups)
         except re.error as exc:
             raise BadInput(f"--groups: bad regex {args.groups!r}: {exc}") from None
-        reset_ms = None if args.reset_to_datetime is None else parse_datetime(args.reset_to_datetime)
+        reset_ms = None if args.reset_to_datetime is None else parse_reset_time(args.reset_to_datetime)
         summary = run(args, topology, flow, pattern, reset_ms)
         status = 0
-    except (TopologyError, ClientConfigError, BadInput) as exc:
+    except (TopologyError, ClientConfigError, BadInput, ValueError) as exc:
         status, summary = 2, {"flow": args.flow, "status": "failed", "error": str(exc)}
     except (UnreachableError, KafkaException, TimeoutError) as exc:
         status, summary = 1, {"flow": args.flow, "status": "failed", "error": _one_line(exc)}

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
@@ -167,3 +168,15 @@ def close_readers() -> None:
     """Close the cached readers (in-process callers; Spark workers simply exit)."""
     while _READERS:
         _READERS.popitem()[1].close()
+
+
+def parse_reset_time(text: str) -> int:
+    """Epoch milliseconds of an ISO-8601 time for a reset to datetime; without a time zone it is UTC.
+    A bad value raises ValueError with one line naming it."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except (TypeError, ValueError):
+        raise ValueError(f"reset_to_datetime: not an ISO-8601 time: {text!r} (e.g. 2026-11-21T10:00:00Z)") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)

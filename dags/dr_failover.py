@@ -1,0 +1,83 @@
+"""dr_failover: move clients, consumer offsets and the schema registry from a failed datacenter to another.
+
+validate params -> (planned: switch producers -> lag 0 on every flow failed -> target) -> stop replication
+from and into the failed cluster -> translate and apply consumer offsets (disaster: from the checkpoints
+kept in the target) -> schema redirect -> switch consumers -> verify -> report (RPO, RTO, groups, registry,
+timings) in .kafka-dr/reports/. The first task checks every param; a bad one fails the run there, with
+nothing changed.
+"""
+
+from __future__ import annotations
+
+import os
+
+from airflow.providers.standard.operators.empty import EmptyOperator
+from airflow.sdk import DAG, Param, chain
+
+from kafka_dr.airflow.failover import (
+    choose_mode,
+    failover_report,
+    flows_to_drain,
+    redirect_schema_registry,
+    stop_replication,
+    switch_consumers,
+    switch_producers,
+    translation_kwargs,
+    validate_failover,
+    verify_failover,
+)
+from kafka_dr.airflow.operators.translation import TranslateOffsetsOperator
+from kafka_dr.airflow.sensors.replication_lag import ReplicationLagSensor
+from kafka_dr.topology import TopologyError, load_topology
+
+try:  # the trigger form offers the clusters of the topology the DAG sees
+    CLUSTERS = list(load_topology().clusters)
+except TopologyError:
+    CLUSTERS = ["dc1", "dc2"]
+
+with DAG(
+    dag_id="dr_failover",
+    schedule=None,
+    catchup=False,
+    max_active_runs=1,
+    tags=["kafka-dr"],
+    doc_md=__doc__,
+    params={
+        "topology": Param(os.environ.get("KDR_TOPOLOGY") or "include/topology.yaml", type="string",
+                          title="Topology file", description="A relative path is taken from the project root."),
+        "failed_cluster": Param(CLUSTERS[0], type="string", enum=CLUSTERS, title="Failed cluster",
+                                description="The datacenter that is lost (disaster) or being evacuated (planned)."),
+        "target_cluster": Param(CLUSTERS[-1], type="string", enum=CLUSTERS, title="Target cluster",
+                                description="The datacenter that takes over; a flow must replicate the failed "
+                                            "cluster into it."),
+        "mode": Param("disaster", type="string", enum=["planned", "disaster"], title="Mode",
+                      values_display={"planned": "planned: failed cluster still up, nothing lost (RPO 0)",
+                                      "disaster": "disaster: failed cluster gone, use the last checkpoints"},
+                      description="planned moves producers first and waits for replication lag 0 before moving "
+                                  "consumers; disaster uses the offsets checkpointed while both sides were up."),
+        "groups": Param(".*", type="string", title="Consumer groups",
+                        description="Regex (full match) of the groups to move, within each flow's groups filter."),
+        "reset_to_datetime": Param(None, type=["null", "string"], title="Reset to datetime",
+                                   description="Optional ISO-8601 time (e.g. 2026-11-21T10:00:00Z; no zone = UTC): "
+                                               "commit the offsets of that time instead of translated ones, as "
+                                               "kafka-consumer-groups --reset-offsets --to-datetime does."),
+    },
+):
+    plan = validate_failover()
+    mode = choose_mode(plan)
+    producers = switch_producers(plan)
+    drain = flows_to_drain(plan)
+    drained = ReplicationLagSensor.partial(task_id="lag_zero", max_records=0, poke_interval=2,
+                                           timeout=600).expand_kwargs(drain)
+    disaster = EmptyOperator(task_id="disaster_path")
+    stopped = stop_replication(plan)
+    translated = TranslateOffsetsOperator.partial(task_id="translate_offsets", apply=True).expand_kwargs(
+        translation_kwargs(plan))
+    registry = redirect_schema_registry(plan)
+    consumers = switch_consumers(plan)
+    verified = verify_failover(plan, translated.output)
+    report = failover_report(plan, {"stop_replication": stopped, "translations": translated.output,
+                                    "schema_registry": registry, "switch_consumers": consumers, "verify": verified})
+    chain(plan, mode, [producers, disaster])
+    chain(producers, drain, drained, stopped)
+    chain(disaster, stopped, translated, registry, consumers, verified, report)

@@ -1,0 +1,41 @@
+"""dr_schema_redirect: point a datacenter's schema registry at a cluster's `_schemas` and set whether it
+may lead (the white paper's "Schema Registration" table), restart it with the topology's restart
+command, and verify it (a registration when leader-eligible). Failover: registry dc2, store dc2,
+leader-eligible true. The reverse on failback: registry dc2, store dc1, false.
+"""
+
+from __future__ import annotations
+
+import os
+
+from airflow.sdk import DAG, Param, chain
+
+from kafka_dr.airflow.failover import redirect_registry, validate_redirect
+from kafka_dr.topology import TopologyError, load_topology
+
+try:
+    CLUSTERS = list(load_topology().clusters)
+except TopologyError:
+    CLUSTERS = ["dc1", "dc2"]
+
+with DAG(
+    dag_id="dr_schema_redirect",
+    schedule=None,
+    catchup=False,
+    max_active_runs=1,
+    tags=["kafka-dr"],
+    doc_md=__doc__,
+    params={
+        "topology": Param(os.environ.get("KDR_TOPOLOGY") or "include/topology.yaml", type="string",
+                          title="Topology file", description="A relative path is taken from the project root."),
+        "registry_cluster": Param(CLUSTERS[-1], type="string", enum=CLUSTERS, title="Registry to restart",
+                                  description="The datacenter whose schema registry is redirected."),
+        "store_cluster": Param(CLUSTERS[-1], type="string", enum=CLUSTERS, title="Schema store cluster",
+                               description="The cluster whose `_schemas` topic the registry uses "
+                                           "(kafkastore.bootstrap.servers)."),
+        "leader_eligible": Param(True, type="boolean", title="Leader-eligible",
+                                 description="leader.eligibility: true lets it register schemas."),
+    },
+):
+    plan = validate_redirect()
+    chain(plan, redirect_registry(plan))

@@ -1,0 +1,205 @@
+"""dr_failover end to end with dag.test() on an embedded stack of its own (dc1 is lost in the disaster test):
+the white paper's example, bad params that change nothing, and dr_schema_redirect's new ids.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from airflow.dag_processing.dagbag import DagBag
+from airflow.utils.state import DagRunState, TaskInstanceState
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+from conftest import SESSION_DIR, _free_ports  # noqa: I001 - the harness of tests/airflow
+
+from kafka_dr import client_switch
+from kafka_dr.local.stack import LocalStack, StackConfig
+from kafka_dr.replication.copier import close_clients, copy_ranges
+from kafka_dr.replication.planner import FlowContext
+from kafka_dr.replication.provenance import hops
+from kafka_dr.spark_env import spark_env, spark_submit_command
+from kafka_dr.topology import load_topology
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+USER_SCHEMA = json.dumps({"type": "record", "name": "User", "fields": [{"name": "name", "type": "string"}]})
+
+
+@pytest.fixture(scope="module")
+def dags(airflow_db: Path) -> dict[str, Any]:
+    bag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
+    assert not bag.import_errors, bag.import_errors
+    return bag.dags
+
+
+@pytest.fixture(scope="module")
+def dr_stack() -> Iterator[LocalStack]:
+    ports = _free_ports(4)
+    local = LocalStack(SESSION_DIR / "failover-stack", StackConfig.default(broker_ports=ports[:2],
+                                                                          registry_ports=ports[2:]))
+    try:
+        local.up()
+        yield local
+    finally:
+        local.down()
+
+
+@pytest.fixture
+def state(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
+    return tmp_path / "state"
+
+
+def write_topology(local: LocalStack, path: Path, topic: str) -> Path:
+    dc1, dc2 = local.config.dc("dc1"), local.config.dc("dc2")
+    restart = (f"{shlex.quote(sys.executable)} -m kafka_dr.cli local restart-registry {{cluster}} --data-dir "
+               f"{shlex.quote(str(local.data_dir))} --kafkastore {{kafkastore}} --leader-eligible {{leader_eligible}}")
+    path.write_text(f"""clusters:
+  dc1: {{bootstrap_servers: "{dc1.broker_address}", schema_registry: "{dc1.registry_url}"}}
+  dc2: {{bootstrap_servers: "{dc2.broker_address}", schema_registry: "{dc2.registry_url}"}}
+flows:
+  - {{name: wp-dc1-to-dc2, source: dc1, target: dc2, topics: {{include: ["{topic}", "_schemas"]}}}}
+clients:
+  orders-producer: {{cluster: dc1, role: producer}}
+  billing: {{cluster: dc1, role: consumer}}
+schema_registry: {{primary: dc1, restart_command: {json.dumps(restart)}}}
+""")
+    return path
+
+
+def produce(bootstrap: str, topic: str, start: int, count: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True})
+    for i in range(start, start + count):
+        while True:
+            try:
+                producer.produce(topic, key=f"k{i}".encode(), value=f"order {i}".encode(), partition=0)
+                break
+            except BufferError:
+                producer.poll(0.1)
+    assert producer.flush(60) == 0
+
+
+def committed(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(15)
+    return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}
+
+
+def read_rest(bootstrap: str, group: str, topic: str) -> list[int]:
+    """Origin offsets a consumer of `group` reads from its committed offset to the end."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.partition.eof": True,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    origins, deadline = [], time.monotonic() + 60
+    while time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is None:
+            continue
+        if message.error():
+            assert message.error().code() == KafkaError._PARTITION_EOF, message.error().str()
+            break
+        origins.append(hops(message.headers())[-1].offset)
+    consumer.close()
+    return origins
+
+
+def states_of(run: Any) -> dict[str, Any]:
+    return {ti.task_id: ti.state for ti in run.get_task_instances()}
+
+
+def test_bad_params_fail_at_the_first_task_and_change_nothing(dags, dr_stack, state, tmp_path):
+    topology = write_topology(dr_stack, tmp_path / "t.yaml", "untouched")
+    dc2 = dr_stack.config.dc("dc2")
+    admin = AdminClient({"bootstrap.servers": dc2.broker_address})  # held until its futures resolve
+    admin.create_topics([NewTopic("untouched", 1)])["untouched"].result(10)
+    admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions("idle-app", [TopicPartition("untouched", 0, 0)])])[
+        "idle-app"].result(15)
+    before = (committed(dc2.broker_address, "idle-app"), dr_stack.config.dc("dc2"))
+    for conf in ({"failed_cluster": "dc1", "target_cluster": "dc1"}, {"groups": "billing("},
+                 {"reset_to_datetime": "yesterday"}):
+        run = dags["dr_failover"].test(run_conf={"topology": str(topology), "failed_cluster": "dc1",
+                                                 "target_cluster": "dc2", "mode": "disaster", **conf})
+        states = states_of(run)
+        assert run.state == DagRunState.FAILED and states["validate_failover"] == TaskInstanceState.FAILED, states
+        assert all(s != TaskInstanceState.SUCCESS for s in states.values()), states
+    assert (committed(dc2.broker_address, "idle-app"), LocalStack(dr_stack.data_dir).config.dc("dc2")) == before
+    assert client_switch.history() == []
+
+
+def test_white_paper_disaster_failover(dags, dr_stack, state, tmp_path):
+    """10,000 records in dc1, 9,998 replicated, a group that read 8,000; dc1 lost; dr_failover (disaster):
+    the group resumes in dc2 at origin offset 8,000 and reads exactly the other 1,998; RPO = 2; dc2's
+    registry registers new ids; clients point at dc2."""
+    dc1, dc2 = dr_stack.config.dc("dc1"), dr_stack.config.dc("dc2")
+    topology = write_topology(dr_stack, tmp_path / "t.yaml", "orders")
+    admin = AdminClient({"bootstrap.servers": dc1.broker_address})  # held until its futures resolve
+    admin.create_topics([NewTopic("orders", 1)])["orders"].result(10)
+    registry1 = SchemaRegistryClient({"url": dc1.registry_url})
+    old_id = registry1.register_schema("users-value", _schema())
+    produce(dc1.broker_address, "orders", 0, 9_998)
+    loaded = load_topology(topology)
+    context = FlowContext(loaded, loaded.flow("wp-dc1-to-dc2"))
+    copy_ranges(context.plan().tasks)  # replication up to the disaster: 9,998 records and the schemas
+    context.close()
+    close_clients()
+    produce(dc1.broker_address, "orders", 9_998, 2)  # never replicated
+    admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions("billing", [TopicPartition("orders", 0, 8_000)])])[
+        "billing"].result(15)
+    checkpoint = subprocess_run("translate_offsets", "--topology", str(topology), "--flow", "wp-dc1-to-dc2")
+    assert checkpoint["groups"]["billing"][0]["dest_offset"] == 8_000
+    dr_stack.stop("dc1")  # the disaster
+
+    # Every param given: dag.test() keeps params of an earlier run's conf on the DAG object.
+    run = dags["dr_failover"].test(run_conf={"topology": str(topology), "failed_cluster": "dc1",
+                                             "target_cluster": "dc2", "mode": "disaster", "groups": ".*",
+                                             "reset_to_datetime": None})
+    states = states_of(run)
+    assert run.state == DagRunState.SUCCESS, states
+    assert states["switch_producers"] == TaskInstanceState.SKIPPED and states["lag_zero"] == TaskInstanceState.SKIPPED
+    assert committed(dc2.broker_address, "billing") == {("orders", 0): 8_000}
+    assert read_rest(dc2.broker_address, "billing", "orders") == list(range(8_000, 9_998))
+    report_file = next((state / "reports").glob("dr_failover-*.json"))
+    report = json.loads(report_file.read_text())
+    assert report["rpo"]["records"] == 2 and report["rpo"]["per_topic"] == {"orders": 2, "_schemas": 0}
+    assert report["rpo"]["exact"] is False  # dc1 is gone: the last lag measurement, kept in dc2
+    assert report["rto_seconds"] > 0 and report["groups"]["applied"] == ["billing"]
+    assert report["schema_registry"]["store"] == "dc2" and report["schema_registry"]["probe_id"] > old_id
+    assert "**RPO: 2 records**" in report_file.with_suffix(".md").read_text()
+    assert {s.alias: s.active for s in client_switch.states(loaded)} == {"orders-producer": "dc2", "billing": "dc2"}
+    # Serializers in dc2 keep working: the old schema resolves, a new one gets an id never used before.
+    registry2 = SchemaRegistryClient({"url": dc2.registry_url})
+    assert json.loads(registry2.get_schema(old_id).schema_str) == json.loads(USER_SCHEMA)  # known in dc2
+    serializer = AvroSerializer(registry2, USER_SCHEMA.replace('"string"}]', '"string"}, {"name": "age", "type": '
+                                                                                 '"int", "default": 0}]'))
+    ctx = SerializationContext("users", MessageField.VALUE)
+    payload = serializer({"name": "ann", "age": 3}, ctx)
+    assert int.from_bytes(payload[1:5], "big") > report["schema_registry"]["probe_id"] - 1
+    assert AvroDeserializer(registry2)(payload, ctx) == {"name": "ann", "age": 3}
+    assert httpx.get(f"{dc2.registry_url}/subjects").status_code == 200
+
+
+def _schema():
+    from confluent_kafka.schema_registry import Schema
+
+    return Schema(USER_SCHEMA, "AVRO")
+
+
+def subprocess_run(job: str, *args: str) -> dict[str, Any]:
+    import subprocess
+
+    done = subprocess.run(spark_submit_command(job, list(args)), env=spark_env(), capture_output=True, text=True,
+                          timeout=300)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    assert done.returncode == 0 and lines, done.stdout[-2000:] + done.stderr[-2000:]
+    return json.loads(lines[-1])
