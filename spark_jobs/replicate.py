@@ -7,6 +7,8 @@ continuous: epochs of --epoch seconds until SIGTERM. In an epoch each Spark task
 partitions assigned and copies records as they arrive (no job launch between a record and its
 copy); between epochs the driver applies what the last discovery round found (new topics and
 partitions, every --discover-interval seconds). SIGTERM ends the run at the end of the epoch.
+Beside the copies, the driver sends heartbeats and keeps the flow's translated group offsets as
+checkpoints in the target (every --checkpoint-interval seconds), ready for a disaster failover.
 Ranges are planned on the driver and grouped into at most one Spark task per core, so the job
 scales out with --master. The JSON summary is the last line of standard output and goes to
 --report. Exit codes: 0 done, 1 failed, 2 bad input.
@@ -31,7 +33,8 @@ from kafka_dr.replication.copier import CopyError, CopyResult, copy_ranges, open
 from kafka_dr.replication.heartbeat import HeartbeatSender
 from kafka_dr.replication.planner import FlowContext, Plan, UnreachableError
 from kafka_dr.replication.topic_sync import TopicSyncError
-from kafka_dr.topology import Topology, TopologyError, load_topology
+from kafka_dr.topology import Flow, Topology, TopologyError, load_topology
+from kafka_dr.translation.checkpoints import checkpoint_groups
 
 log = logging.getLogger("kafka_dr.replicate")
 
@@ -46,6 +49,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--discover-interval", type=float, default=10.0,
                         help="continuous: seconds between topic discovery / destination sync rounds")
     parser.add_argument("--heartbeat-interval", type=float, default=1.0, help="continuous: seconds between heartbeats")
+    parser.add_argument("--checkpoint-interval", type=float, default=30.0,
+                        help="continuous: seconds between group-offset checkpoints in the target (0: none)")
     parser.add_argument("--retries", type=int, default=5,
                         help="attempts to reach a cluster (exponential back-off from 1 s) before failing")
     return parser.parse_args(argv)
@@ -116,6 +121,8 @@ def run(args: argparse.Namespace, topology: Topology, spark_context) -> tuple[in
     context = FlowContext(topology, flow, retries=args.retries)
     heartbeats = threading.Thread(target=_send_heartbeats, args=(context, args.heartbeat_interval, stop),
                                   name="kdr-heartbeats", daemon=True)
+    checkpoints = threading.Thread(target=_checkpoint_groups, args=(topology, flow, args.checkpoint_interval, stop),
+                                   name="kdr-checkpoints", daemon=True)
     copy = functools.partial(copy_ranges, run_for=args.epoch if continuous else None,
                              progress_interval=PROGRESS_INTERVAL_S if continuous else None)
     try:
@@ -127,6 +134,8 @@ def run(args: argparse.Namespace, topology: Topology, spark_context) -> tuple[in
         next_discovery = time.monotonic() + args.discover_interval
         if continuous:
             heartbeats.start()
+            if args.checkpoint_interval > 0:
+                checkpoints.start()
         while True:
             if continuous:
                 if discovery is not None and discovery.done():
@@ -185,6 +194,17 @@ def _send_heartbeats(context: FlowContext, interval: float, stop: threading.Even
             log.warning("heartbeat not sent: %s", exc)
         if stop.wait(interval):
             return
+
+
+def _checkpoint_groups(topology: Topology, flow: Flow, interval: float, stop: threading.Event) -> None:
+    """While both sides are up, keep the flow's translated group offsets (and a lag snapshot) in the target,
+    so that a disaster failover finds them there."""
+    while not stop.wait(interval):
+        try:
+            groups = checkpoint_groups(topology, flow, None, retries=1)
+            log.info("flow %s: checkpointed %d groups", flow.name, len(groups))
+        except Exception as exc:  # noqa: BLE001 - a source outage must not stop replication; the last ones stay
+            log.warning("flow %s: group offsets not checkpointed: %s", flow.name, exc)
 
 
 def _merge(discovered: Plan, positions: dict[tuple[str, int], int]) -> Plan:

@@ -26,23 +26,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from kafka_dr.clients import ClientConfigError, client_config
-from kafka_dr.replication.lag import LagError, flow_lag, save_snapshot
-from kafka_dr.replication.planner import UnreachableError, with_retries
+from kafka_dr.replication.planner import UnreachableError
 from kafka_dr.topology import Flow, Topology, TopologyError, load_topology
-from kafka_dr.translation.checkpoints import load_checkpoints, write_checkpoints
-from kafka_dr.translation.groups import (
-    apply_offsets,
-    by_group,
-    committed_offsets,
-    list_groups,
-    plan_requests,
-    select_groups,
+from kafka_dr.translation.checkpoints import checkpoint_groups, load_checkpoints
+from kafka_dr.translation.groups import apply_offsets, select_groups
+from kafka_dr.translation.offsets import (
+    PartitionRequest,
+    Translated,
+    offsets_for_times,
+    parse_reset_time,
+    translate_partition,
 )
-from kafka_dr.translation.offsets import Translated, offsets_for_times, parse_reset_time, translate_partition
 
 log = logging.getLogger("kafka_dr.translate_offsets")
 TIMEOUT_S = 30.0
@@ -102,36 +100,15 @@ def run(args: argparse.Namespace, topology: Topology, flow: Flow, pattern: re.Pa
 
 def translate_from_source(args: argparse.Namespace, topology: Topology, flow: Flow, pattern: re.Pattern[str] | None,
                           target_config: dict[str, Any]) -> dict[str, list[Translated]]:
-    source = topology.cluster(flow.source)
-    source_config = client_config(source)
-    admin = AdminClient(source_config)
-    where = f"source cluster {source.name} ({source.bootstrap_servers})"
-    cluster_id = with_retries(where, lambda: admin.describe_cluster(request_timeout=10).result().cluster_id,
-                              args.retries)
-    names = with_retries(where, lambda: list_groups(admin, TIMEOUT_S), args.retries)
-    committed = committed_offsets(admin, select_groups(names, flow, topology, pattern), flow, TIMEOUT_S)
-    partitions = sorted({key for offsets in committed.values() for key in offsets})
-    ends = {}
-    if partitions:
-        futures = admin.list_offsets({TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions},
-                                     isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=TIMEOUT_S)
-        ends = {(tp.topic, tp.partition): f.result(TIMEOUT_S).offset for tp, f in futures.items()}
-    requests = plan_requests(committed, flow, source_config, target_config, cluster_id, ends)
-    translated: list[Translated] = []
-    if requests:
+    def in_spark_tasks(requests: list[PartitionRequest]) -> list[Translated]:
         from pyspark.sql import SparkSession
 
         spark_context = SparkSession.builder.appName(f"kafka-dr translate {flow.name}").getOrCreate().sparkContext
         spark_context.setLogLevel("WARN")
         slices = min(len(requests), spark_context.defaultParallelism * 4)  # small tasks even out uneven partitions
-        translated = spark_context.parallelize(requests, slices).flatMap(translate_partition).collect()
-    groups = by_group(committed, translated)
-    write_checkpoints(target_config, flow.name, groups, int(time.time() * 1000))
-    try:
-        save_snapshot(target_config, flow_lag(topology, flow.name))
-    except LagError as exc:  # the checkpoints are what matters; the snapshot only refines a later RPO estimate
-        log.warning("lag snapshot of flow %s not saved: %s", flow.name, exc)
-    return groups
+        return spark_context.parallelize(requests, slices).flatMap(translate_partition).collect()
+
+    return checkpoint_groups(topology, flow, pattern, in_spark_tasks, retries=args.retries)
 
 
 def reset_to_datetime(target_config: dict[str, Any], admin: AdminClient, groups: dict[str, list[Translated]],

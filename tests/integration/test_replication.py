@@ -13,7 +13,14 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from kafka_dr.replication import replicators
@@ -22,6 +29,7 @@ from kafka_dr.replication.planner import FlowContext
 from kafka_dr.replication.provenance import HEADER, hops
 from kafka_dr.spark_env import spark_env, spark_submit_command
 from kafka_dr.topology import load_topology
+from kafka_dr.translation.checkpoints import load_checkpoints
 
 from .conftest import Broker, create, free_port, run_job
 
@@ -276,8 +284,12 @@ def test_continuous_picks_up_new_topics_and_stops_cleanly(clusters, tmp_path, mo
     produce(dc1, "live.a", 100, 2, "a1")
     topology = write_topology(tmp_path / "live.yaml", {"dc1": dc1, "dc2": dc2},
                               "  - {name: live-flow, source: dc1, target: dc2, topics: {include: ['live[.].*']}}\n")
+    admin = AdminClient(dc1.config)  # held until its future resolves
+    reader_offsets = ConsumerGroupTopicPartitions("live-reader", [TopicPartition("live.a", 0, 10)])
+    admin.alter_consumer_group_offsets([reader_offsets])["live-reader"].result(15)
     command = spark_submit_command("replicate", ["--topology", str(topology), "--flow", "live-flow",
-                                                 "--mode", "continuous", "--discover-interval", "5"])
+                                                 "--mode", "continuous", "--discover-interval", "5",
+                                                 "--checkpoint-interval", "3"])
     replicator, started = replicators.start("live-flow", command, env=spark_env())
     assert started
     try:
@@ -289,6 +301,12 @@ def test_continuous_picks_up_new_topics_and_stops_cleanly(clusters, tmp_path, mo
         print(f"new topic copied {time.monotonic() - created:.1f}s after it was created")
         produce(dc1, "live.a", 100, 2, "a2")  # while the job runs
         wait_for_copies(dc2, "live.a", 200, timeout=30)
+        deadline = time.monotonic() + 30
+        while "live-reader" not in load_checkpoints(dc2.config, "live-flow")[0]:  # translated while both are up
+            assert time.monotonic() < deadline, "no group-offset checkpoint within 30 s"
+            time.sleep(1)
+        [checkpoint] = load_checkpoints(dc2.config, "live-flow")[0]["live-reader"]
+        assert (checkpoint.topic, checkpoint.partition, checkpoint.dest_offset) == ("live.a", 0, 10)
     finally:
         final = replicators.stop("live-flow")
     assert final is not None and not final.running

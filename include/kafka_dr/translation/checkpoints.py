@@ -7,10 +7,25 @@ it was made."""
 from __future__ import annotations
 
 import json
+import logging
+import re
+import time
+from collections.abc import Callable
 from typing import Any
 
+from confluent_kafka import IsolationLevel, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from ..clients import client_config
 from ..replication.internal import CHECKPOINTS, put_records, read_records
-from .offsets import Translated
+from ..replication.lag import LagError, flow_lag, save_snapshot
+from ..replication.planner import with_retries
+from ..topology import Flow, Topology
+from .groups import by_group, committed_offsets, list_groups, plan_requests, select_groups
+from .offsets import PartitionRequest, Translated, translate_partition
+
+log = logging.getLogger(__name__)
+TIMEOUT_S = 30.0
 
 
 def checkpoint_key(flow: str, group: str, topic: str, partition: int) -> bytes:
@@ -43,3 +58,37 @@ def load_checkpoints(target_config: dict[str, Any], flow: str) -> tuple[dict[str
         groups.setdefault(group, []).append(Translated(**value))
         newest = at_ms if newest is None else max(newest, at_ms)
     return {g: sorted(ts, key=lambda t: (t.topic, t.partition)) for g, ts in sorted(groups.items())}, newest
+
+
+def translate_in_process(requests: list[PartitionRequest]) -> list[Translated]:
+    """The per-partition translations one after the other (a continuous replicator's driver thread)."""
+    return [t for request in requests for t in translate_partition(request)]
+
+
+def checkpoint_groups(topology: Topology, flow: Flow, pattern: re.Pattern[str] | None,
+                      translate: Callable[[list[PartitionRequest]], list[Translated]] = translate_in_process,
+                      retries: int = 3) -> dict[str, list[Translated]]:
+    """Translate the committed offsets of the flow's groups from the source, keep them as checkpoints in the
+    target with a lag snapshot of the flow (the RPO estimate should the source be lost), and return them.
+    `translate` runs the per-partition requests: in Spark tasks (translate_offsets.py) or in process."""
+    source = topology.cluster(flow.source)
+    source_config, target_config = client_config(source), client_config(topology.cluster(flow.target))
+    admin = AdminClient(source_config)
+    where = f"source cluster {source.name} ({source.bootstrap_servers})"
+    cluster_id = with_retries(where, lambda: admin.describe_cluster(request_timeout=10).result().cluster_id, retries)
+    names = with_retries(where, lambda: list_groups(admin, TIMEOUT_S), retries)
+    committed = committed_offsets(admin, select_groups(names, flow, topology, pattern), flow, TIMEOUT_S)
+    partitions = sorted({key for offsets in committed.values() for key in offsets})
+    ends = {}
+    if partitions:
+        futures = admin.list_offsets({TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions},
+                                     isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=TIMEOUT_S)
+        ends = {(tp.topic, tp.partition): f.result(TIMEOUT_S).offset for tp, f in futures.items()}
+    requests = plan_requests(committed, flow, source_config, target_config, cluster_id, ends)
+    groups = by_group(committed, translate(requests) if requests else [])
+    write_checkpoints(target_config, flow.name, groups, int(time.time() * 1000))
+    try:
+        save_snapshot(target_config, flow_lag(topology, flow.name))
+    except LagError as exc:  # the checkpoints are what matters; the snapshot only refines a later RPO estimate
+        log.warning("lag snapshot of flow %s not saved: %s", flow.name, exc)
+    return groups
