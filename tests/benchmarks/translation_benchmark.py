@@ -1,0 +1,154 @@
+"""Offset translation benchmark: 1,000 groups x 6 partitions, each at its own offset, on two embedded clusters.
+
+The destination topic starts with local records of its own, so destination offsets differ from source
+offsets. spark_jobs/translate_offsets.py translates every group; each result is compared with the ground
+truth read from the destination (the offset of the first copy whose origin offset is >= the committed one).
+Printed: groups and group-partitions translated exactly, the job's time, and the ratio of that time to the
+baseline that any exact translation without an index needs: one plain read of every destination partition.
+
+    .venv/bin/python tests/benchmarks/translation_benchmark.py [--groups 1000] [--records 20000] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kafka_dr.replication.copier import close_clients, copy_ranges
+from kafka_dr.replication.planner import FlowContext
+from kafka_dr.replication.provenance import hops
+from kafka_dr.spark_env import spark_env, spark_submit_command
+from kafka_dr.topology import load_topology
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+from integration.conftest import Broker, free_port  # noqa: E402
+
+PARTITIONS = 6
+TOPIC = "fleet"
+
+
+def fill(broker: Broker, count: int, tag: str) -> None:
+    producer = Producer({**broker.config, "linger.ms": 20, "batch.size": 1_000_000})
+    for p in range(PARTITIONS):
+        for i in range(count):
+            while True:
+                try:
+                    producer.produce(TOPIC, f"{tag}-{i}".encode(), partition=p)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+    assert producer.flush(120) == 0
+
+
+def ground_truth(broker: Broker, source_cluster_id: str) -> tuple[dict[tuple[int, int], int], dict[int, int], float]:
+    """(partition, origin offset) -> destination offset, the offset after each partition's last copy, and
+    how long one plain read of every destination partition took (the baseline)."""
+    consumer = Consumer({**broker.config, "group.id": "truth", "enable.partition.eof": True,
+                         "fetch.wait.max.ms": 10})
+    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+    truth: dict[tuple[int, int], int] = {}
+    after: dict[int, int] = {}
+    done: set[int] = set()
+    started = time.perf_counter()
+    while len(done) < PARTITIONS:
+        for m in consumer.consume(10_000, timeout=1):
+            if m.error():
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    done.add(m.partition())
+                continue
+            chain = hops(m.headers())
+            if chain and chain[-1].cluster_id == source_cluster_id:
+                truth[(m.partition(), chain[-1].offset)] = m.offset()
+                after[m.partition()] = m.offset() + 1
+    seconds = time.perf_counter() - started
+    consumer.close()
+    return truth, after, seconds
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--groups", type=int, default=1000)
+    parser.add_argument("--records", type=int, default=20_000, help="records per source partition")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        dc1 = Broker("dc1", root / "dc1", free_port()).start()
+        dc2 = Broker("dc2", root / "dc2", free_port()).start()
+        try:
+            for broker in (dc1, dc2):
+                admin = AdminClient(broker.config)
+                admin.create_topics([NewTopic(TOPIC, PARTITIONS)])[TOPIC].result(15)
+            fill(dc2, 500, "local")  # destination offsets differ from source offsets
+            fill(dc1, args.records, "origin")
+            topology_file = root / "topology.yaml"
+            topology_file.write_text(f'clusters:\n  dc1: {{bootstrap_servers: "{dc1.bootstrap}"}}\n'
+                                     f'  dc2: {{bootstrap_servers: "{dc2.bootstrap}"}}\nflows:\n'
+                                     f"  - {{name: fleet-flow, source: dc1, target: dc2, "
+                                     f"topics: {{include: ['{TOPIC}']}}}}\n")
+            topology = load_topology(topology_file)
+            context = FlowContext(topology, topology.flow("fleet-flow"))
+            copy_ranges(context.plan().tasks)
+            context.close()
+            close_clients()
+            fill(dc1, 200, "late")  # produced after replication: groups there resume after the last copy
+            rng = random.Random(42)
+            expected_commits: dict[str, dict[int, int]] = {}
+            admin = AdminClient(dc1.config)
+            futures = []
+            for g in range(args.groups):
+                group = f"fleet-{g:04d}"
+                offsets = {p: rng.randrange(args.records + 200 + 1) for p in range(PARTITIONS)}
+                expected_commits[group] = offsets
+                request = ConsumerGroupTopicPartitions(group, [TopicPartition(TOPIC, p, o) for p, o in offsets.items()])
+                futures.append(admin.alter_consumer_group_offsets([request])[group])
+            for future in futures:
+                future.result(60)
+            started = time.perf_counter()
+            done = subprocess.run(spark_submit_command("translate_offsets", [
+                "--topology", str(topology_file), "--flow", "fleet-flow", "--groups", "fleet-.*"]),
+                env=spark_env(), capture_output=True, text=True, timeout=1200)
+            wall = time.perf_counter() - started
+            lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+            if done.returncode != 0 or not lines:
+                print(done.stdout[-3000:], done.stderr[-3000:], file=sys.stderr)
+                return 1
+            summary = json.loads(lines[-1])
+            truth, after, baseline_s = ground_truth(dc2, dc1.cluster_id)
+            exact = partitions_ok = 0
+            for group, offsets in expected_commits.items():
+                got = {t["partition"]: t["dest_offset"] for t in summary["groups"].get(group, [])}
+                ok = 0
+                for p, committed in offsets.items():
+                    expected = truth.get((p, committed), after[p])
+                    ok += got.get(p) == expected
+                partitions_ok += ok
+                exact += ok == PARTITIONS
+        finally:
+            dc1.stop()
+            dc2.stop()
+    result = {"groups": args.groups, "partitions_per_group": PARTITIONS, "records_per_partition": args.records,
+              "groups_translated_exactly": exact, "group_partitions_exact": partitions_ok,
+              "job_seconds": summary["seconds"], "spark_submit_seconds": round(wall, 2),
+              "baseline_read_seconds": round(baseline_s, 2),
+              "ratio_read_over_job": round(baseline_s / summary["seconds"], 3)}
+    print(f"translation: {exact}/{args.groups} groups ({partitions_ok}/{args.groups * PARTITIONS} group-partitions) "
+          f"exact; job {summary['seconds']} s (spark-submit {wall:.1f} s incl. JVM start); one plain read of the "
+          f"destination {baseline_s:.2f} s -> ratio {result['ratio_read_over_job']}")
+    if args.json:
+        print(json.dumps(result))
+    return 0 if exact == args.groups else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
