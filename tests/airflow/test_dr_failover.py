@@ -26,6 +26,7 @@ from conftest import SESSION_DIR, _free_ports  # noqa: I001 - the harness of tes
 
 from kafka_dr import client_switch
 from kafka_dr.local.stack import LocalStack, StackConfig
+from kafka_dr.replication import replicators
 from kafka_dr.replication.copier import close_clients, copy_ranges
 from kafka_dr.replication.planner import FlowContext
 from kafka_dr.replication.provenance import hops
@@ -61,7 +62,7 @@ def state(tmp_path, monkeypatch) -> Path:
     return tmp_path / "state"
 
 
-def write_topology(local: LocalStack, path: Path, topic: str) -> Path:
+def write_topology(local: LocalStack, path: Path, topic: str, registry: bool = True) -> Path:
     dc1, dc2 = local.config.dc("dc1"), local.config.dc("dc2")
     restart = (f"{shlex.quote(sys.executable)} -m kafka_dr.cli local restart-registry {{cluster}} --data-dir "
                f"{shlex.quote(str(local.data_dir))} --kafkastore {{kafkastore}} --leader-eligible {{leader_eligible}}")
@@ -73,8 +74,7 @@ flows:
 clients:
   orders-producer: {{cluster: dc1, role: producer}}
   billing: {{cluster: dc1, role: consumer}}
-schema_registry: {{primary: dc1, restart_command: {json.dumps(restart)}}}
-""")
+""" + (f"schema_registry: {{primary: dc1, restart_command: {json.dumps(restart)}}}\n" if registry else ""))
     return path
 
 
@@ -137,6 +137,35 @@ def test_bad_params_fail_at_the_first_task_and_change_nothing(dags, dr_stack, st
     assert client_switch.history() == []
 
 
+def test_planned_failover_loses_nothing_and_consumers_resume_without_duplicates(dags, dr_stack, state, tmp_path):
+    """dc1 still up: producers move first, the lag drains to 0, then offsets and consumers move. RPO 0."""
+    dc1, dc2 = dr_stack.config.dc("dc1"), dr_stack.config.dc("dc2")
+    topology = write_topology(dr_stack, tmp_path / "t.yaml", "payments", registry=False)
+    admin = AdminClient({"bootstrap.servers": dc1.broker_address})  # held until its futures resolve
+    admin.create_topics([NewTopic("payments", 1)])["payments"].result(10)
+    produce(dc1.broker_address, "payments", 0, 5_000)
+    ledger = ConsumerGroupTopicPartitions("ledger", [TopicPartition("payments", 0, 3_000)])
+    admin.alter_consumer_group_offsets([ledger])["ledger"].result(15)
+    command = spark_submit_command("replicate", ["--topology", str(topology), "--flow", "wp-dc1-to-dc2",
+                                                 "--mode", "continuous", "--checkpoint-interval", "0"])
+    replicators.start("wp-dc1-to-dc2", command, env=spark_env())
+    produce(dc1.broker_address, "payments", 5_000, 100)  # still arriving when the failover starts
+
+    run = dags["dr_failover"].test(run_conf={"topology": str(topology), "failed_cluster": "dc1",
+                                             "target_cluster": "dc2", "mode": "planned", "groups": ".*",
+                                             "reset_to_datetime": None})
+    states = states_of(run)
+    assert run.state == DagRunState.SUCCESS, states
+    assert states["lag_zero"] == TaskInstanceState.SUCCESS and states["disaster_path"] == TaskInstanceState.SKIPPED
+    assert not replicators.is_running("wp-dc1-to-dc2")
+    report = json.loads(next((state / "reports").glob("dr_failover-*.json")).read_text())
+    assert report["rpo"] == {**report["rpo"], "records": 0, "exact": True}
+    assert report["clients"]["producers_first"] == ["orders-producer"] and report["clients"]["moved"] == ["billing"]
+    assert report["schema_registry"]["skipped"].startswith("the primary registry is not set")
+    assert committed(dc2.broker_address, "ledger") == {("payments", 0): 3_000}
+    assert read_rest(dc2.broker_address, "ledger", "payments") == list(range(3_000, 5_100))  # none lost, none twice
+
+
 def test_white_paper_disaster_failover(dags, dr_stack, state, tmp_path):
     """10,000 records in dc1, 9,998 replicated, a group that read 8,000; dc1 lost; dr_failover (disaster):
     the group resumes in dc2 at origin offset 8,000 and reads exactly the other 1,998; RPO = 2; dc2's
@@ -162,7 +191,7 @@ def test_white_paper_disaster_failover(dags, dr_stack, state, tmp_path):
 
     # Every param given: dag.test() keeps params of an earlier run's conf on the DAG object.
     run = dags["dr_failover"].test(run_conf={"topology": str(topology), "failed_cluster": "dc1",
-                                             "target_cluster": "dc2", "mode": "disaster", "groups": ".*",
+                                             "target_cluster": "dc2", "mode": "disaster", "groups": "billing",
                                              "reset_to_datetime": None})
     states = states_of(run)
     assert run.state == DagRunState.SUCCESS, states
