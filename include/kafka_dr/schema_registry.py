@@ -108,10 +108,14 @@ def redirect(topology: Topology, registry: str, store: str, leader_eligible: boo
     while True:
         try:
             known = max_schema_id(url)
+            if leader_eligible and before is not None and known < before:
+                # The store's copy lacks ids the registry served: a registration now could reuse one of them.
+                raise RegistryError(f"the `_schemas` of {store} knows ids up to {known} but the {registry} registry "
+                                    f"served ids up to {before}: replicate `_schemas` to {store} first")
             if leader_eligible:
                 probe = register_probe(url)
             break
-        except (OSError, ValueError, RegistryError) as exc:
+        except (OSError, ValueError, RegistryError) as exc:  # also while it reads its store or elects itself
             if time.monotonic() > deadline:
                 raise RegistryError(f"the {registry} registry ({url}) did not "
                                     f"{'register' if leader_eligible else 'answer'} within {timeout:g}s after "

@@ -1,0 +1,84 @@
+"""dr_schema_redirect on the session's embedded stack, there and back: dc2's registry leads on dc2's copy of
+`_schemas` with ids above every id issued before, then follows dc1's store again."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import pytest
+from airflow.dag_processing.dagbag import DagBag
+from airflow.utils.state import DagRunState
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+from kafka_dr.local.stack import LocalStack
+from kafka_dr.replication.copier import close_clients, copy_ranges
+from kafka_dr.replication.planner import FlowContext
+from kafka_dr.topology import load_topology
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from conftest import Stack
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+V1 = {"type": "record", "name": "Trade", "fields": [{"name": "id", "type": "long"}]}
+V2 = {"type": "record", "name": "Trade", "fields": [{"name": "id", "type": "long"},
+                                                    {"name": "venue", "type": "string", "default": ""}]}
+
+
+def test_redirect_there_and_back(airflow_db: Path, stack: Stack, tmp_path) -> None:
+    dag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"]).dags["dr_schema_redirect"]
+    dc1, dc2 = stack.local.config.dc("dc1"), stack.local.config.dc("dc2")
+    restart = (f"{shlex.quote(sys.executable)} -m kafka_dr.cli local restart-registry {{cluster}} --data-dir "
+               f"{shlex.quote(str(stack.local.data_dir))} --kafkastore {{kafkastore}} "
+               "--leader-eligible {leader_eligible}")
+    topology = tmp_path / "redirect.yaml"
+    topology.write_text(f"""clusters:
+  dc1: {{bootstrap_servers: "{dc1.broker_address}", schema_registry: "{dc1.registry_url}"}}
+  dc2: {{bootstrap_servers: "{dc2.broker_address}", schema_registry: "{dc2.registry_url}"}}
+flows:
+  - {{name: rd-schemas, source: dc1, target: dc2, topics: {{include: ["_schemas"]}}}}
+schema_registry: {{primary: dc1, restart_command: {json.dumps(restart)}}}
+""")
+    ctx = SerializationContext("trades", MessageField.VALUE)
+    v1_payload = AvroSerializer(SchemaRegistryClient({"url": dc1.registry_url}), json.dumps(V1))({"id": 7}, ctx)
+    old_max = max(s["id"] for s in httpx.get(f"{dc1.registry_url}/schemas").json())
+    loaded = load_topology(topology)
+    context = FlowContext(loaded, loaded.flow("rd-schemas"))
+    copy_ranges(context.plan().tasks)  # dc2 holds a copy of every schema dc1 issued
+    context.close()
+    close_clients()
+
+    run = dag.test(run_conf={"topology": str(topology), "registry_cluster": "dc2", "store_cluster": "dc2",
+                             "leader_eligible": True})
+    assert run.state == DagRunState.SUCCESS
+    result = _result(run, "redirect_registry")
+    assert result["store"] == "dc2" and result["probe_id"] > old_max
+    saved = LocalStack(stack.local.data_dir).config.dc("dc2")  # what the restart command applied
+    assert (saved.registry_kafkastore, saved.registry_leader_eligible) == (dc2.broker_address, True)
+    registry2 = SchemaRegistryClient({"url": dc2.registry_url})
+    assert AvroDeserializer(registry2)(v1_payload, ctx) == {"id": 7}  # ids issued before still resolve in dc2
+    v2_payload = AvroSerializer(registry2, json.dumps(V2))({"id": 8, "venue": "x"}, ctx)
+    assert int.from_bytes(v2_payload[1:5], "big") > result["probe_id"]  # a new version, a new id
+
+    back = dag.test(run_conf={"topology": str(topology), "registry_cluster": "dc2", "store_cluster": "dc1",
+                              "leader_eligible": False})
+    assert back.state == DagRunState.SUCCESS
+    assert _result(back, "redirect_registry")["probe_id"] is None
+    saved = LocalStack(stack.local.data_dir).config.dc("dc2")
+    assert (saved.registry_kafkastore, saved.registry_leader_eligible) == (dc1.broker_address, False)
+    assert registry2.get_schema(int.from_bytes(v1_payload[1:5], "big")).schema_str
+    assert httpx.get(f"{dc2.registry_url}/kdr/leader").json()["leader"].rstrip("/") == dc1.registry_url
+    registry2.register_schema("trades-followup-value", Schema(json.dumps(V1), "AVRO"))  # forwarded to dc1
+
+
+def _result(run: Any, task_id: str) -> dict[str, Any]:
+    [ti] = [ti for ti in run.get_task_instances() if ti.task_id == task_id]
+    return ti.xcom_pull(task_ids=task_id)
