@@ -237,3 +237,24 @@ def test_reset_to_datetime_behaves_like_the_cli(pair):
     offsets = offsets_for_times(dc1.config, "dated", {0: base + 50_500, 1: base + 50_500})
     assert offsets == {0: 51, 1: 0}
     assert offsets_for_times(dc1.config, "dated", {0: base + 10**9, 1: base - 1}) == {0: 100, 1: 0}
+
+
+def test_job_resets_groups_to_a_datetime_in_the_target(pair, tmp_path):
+    """--reset-to-datetime --apply commits, per partition of the group's topics, offsetsForTimes (or the end)."""
+    dc1, dc2 = pair
+    create(dc1, "ticks", 2)
+    base = 1_700_000_000_000
+    for partition in (0, 1):
+        produce(dc1, "ticks", 100, partition, base_ms=base + partition * 60_000, step_ms=1000)
+    topology = write_topology(tmp_path / "t.yaml", dc1, dc2,
+                              "  - {name: ticks-flow, source: dc1, target: dc2, topics: {include: ['ticks']}}\n")
+    replicate(topology, "ticks-flow")
+    commit(dc1, "ticks-app", {("ticks", 0): 10})
+    code, summary, err = run_job("translate_offsets", "--topology", str(topology), "--flow", "ticks-flow",
+                                 "--groups", "ticks-app", "--reset-to-datetime", "2023-11-14T22:14:10.5Z", "--apply")
+    assert code == 0, err[-3000:]
+    # 2023-11-14T22:14:10.5Z is base + 50.5 s: partition 0 at record 51, partition 1 starts after that time.
+    assert committed(dc2, "ticks-app") == {("ticks", 0): 51, ("ticks", 1): 0}
+    code, summary, err = run_job("translate_offsets", "--topology", str(topology), "--flow", "ticks-flow",
+                                 "--reset-to-datetime", "yesterday")
+    assert code == 2 and "not an ISO-8601 time" in summary["error"]
