@@ -42,3 +42,23 @@ def test_bad_names_change_nothing():
     with pytest.raises(TopologyError, match="unknown client alias 'nope'"):
         client_switch.switch(TOPOLOGY, ["app-producer", "nope"], "dc2", "x")
     assert client_switch.history() == [] and client_switch.active_cluster(TOPOLOGY, "app-producer") == "dc1"
+
+
+def test_cli_prints_the_table_and_an_alias_without_secrets(tmp_path, monkeypatch, capsys):
+    from kafka_dr.cli import main
+
+    topology = tmp_path / "t.yaml"
+    topology.write_text('clusters:\n  dc1: {bootstrap_servers: "127.0.0.1:9091"}\n'
+                        '  dc2: {bootstrap_servers: "127.0.0.1:9092"}\n'
+                        "clients:\n  app-producer: {cluster: dc1, role: producer}\n")
+    client_switch.switch(TOPOLOGY, ["app-producer"], "dc2", "drill 7")
+    assert main(["clients", "--topology", str(topology)]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split() == ["ALIAS", "ROLE", "HOME", "ACTIVE", "SINCE", "REASON"]
+    assert table[1].split()[:4] == ["app-producer", "producer", "dc1", "dc2"] and table[1].endswith("drill 7")
+    monkeypatch.setenv("KDR_CLUSTER_DC2_CONFIG", '{"sasl.password": "s3cret"}')
+    assert main(["clients", "app-producer", "--topology", str(topology), "--json"]) == 0
+    shown = capsys.readouterr().out
+    assert '"bootstrap.servers": "127.0.0.1:9092"' in shown and "s3cret" not in shown
+    assert main(["clients", "nope", "--topology", str(topology)]) == 2
+    assert "unknown client alias 'nope'" in capsys.readouterr().err

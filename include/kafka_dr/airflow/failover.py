@@ -218,6 +218,7 @@ def failover_report(plan: dict[str, Any], results: dict[str, Any]) -> dict[str, 
     steps = {"validate": plan["step"]}
     steps.update({name: value["step"] for name, value in results.items()
                   if isinstance(value, dict) and "step" in value})
+    steps.update({f"translate_offsets {t.get('flow')}": {"seconds": t.get("seconds")} for t in translations})
     body = {"dag_id": context["dag"].dag_id, "run_id": context["run_id"], "failed_cluster": plan["failed"],
             "target_cluster": plan["target"], "mode": plan["mode"], "run_started": run_start.isoformat(),
             "rpo": rpo(topo, plan["flows"]), "rto_seconds": rto, "groups": groups,
@@ -248,9 +249,17 @@ def _page(body: dict[str, Any]) -> str:
     lines += [f"  - {s['group']}: {s['reason']}" for s in body["groups"]["skipped"]]
     lines += [f"- schema registry: {json.dumps(body['schema_registry'], default=str)}",
               f"- clients moved: {', '.join(body['clients']['producers_first'] + body['clients']['moved']) or 'none'}",
-              "", "| step | started | ended |", "|---|---|---|"]
-    lines += [f"| {name} | {step['started']} | {step['ended']} |" for name, step in body["steps"].items()]
+              "", "| step | started | ended | seconds |", "|---|---|---|---|"]
+    lines += [f"| {name} | {step.get('started', '')} | {step.get('ended', '')} | {_seconds(step)} |"
+              for name, step in body["steps"].items()]
     return "\n".join(lines) + "\n"
+
+
+def _seconds(step: dict[str, Any]) -> str:
+    if "seconds" in step:
+        return str(step["seconds"])
+    return str(round((datetime.fromisoformat(step["ended"]) - datetime.fromisoformat(step["started"])).total_seconds(),
+                     3))
 
 
 @task
