@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 from airflow.dag_processing.dagbag import DagBag
+from airflow.sdk.exceptions import ParamValidationError
 from airflow.utils.state import DagRunState, TaskInstanceState
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -133,6 +134,9 @@ def test_bad_params_fail_at_the_first_task_and_change_nothing(dags, dr_stack, st
         states = states_of(run)
         assert run.state == DagRunState.FAILED and states["validate_failover"] == TaskInstanceState.FAILED, states
         assert all(s != TaskInstanceState.SUCCESS for s in states.values()), states
+    with pytest.raises(ParamValidationError, match="dc9"):  # not a cluster of the trigger form: no run at all
+        dags["dr_failover"].test(run_conf={"topology": str(topology), "failed_cluster": "dc9",
+                                           "target_cluster": "dc2", "mode": "disaster"})
     assert (committed(dc2.broker_address, "idle-app"), LocalStack(dr_stack.data_dir).config.dc("dc2")) == before
     assert client_switch.history() == []
 
