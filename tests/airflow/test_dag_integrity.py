@@ -40,3 +40,17 @@ def test_dr_bringup_runs_the_designed_steps_in_order(dagbag: DagBag) -> None:
     assert dag.task_dict["validate_topology"].upstream_task_ids == set(), "params are checked first"
     assert set(dag.params) == {"topology", "flows", "max_lag_records", "max_lag_seconds"}
     assert dag.params["flows"] == []
+
+
+@pytest.mark.parametrize("dag_id, first", [("dr_failover", "validate_failover"),
+                                           ("dr_schema_redirect", "validate_redirect")])
+def test_trigger_forms_explain_themselves_and_validate_first(dagbag: DagBag, dag_id: str, first: str) -> None:
+    dag = dagbag.dags[dag_id]
+    for name in dag.params:
+        param = dag.params.get_param(name)
+        assert param.schema.get("title") and param.description, f"{dag_id}: param {name} needs title and description"
+    assert dag.task_dict[first].upstream_task_ids == set(), "params are checked first"
+    assert dag.task_dict[first].get_flat_relative_ids(upstream=False) == set(dag.task_ids) - {first}
+    if dag_id == "dr_failover":
+        assert dag.params.get_param("mode").schema["enum"] == ["planned", "disaster"]
+        assert set(dag.params.get_param("failed_cluster").schema["enum"]) == {"dc1", "dc2"}
