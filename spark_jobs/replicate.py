@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
-import json
 import logging
 import signal
 import sys
@@ -29,6 +28,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from kafka_dr.clients import ClientConfigError, client_config
+from kafka_dr.job_summary import emit_summary
 from kafka_dr.replication.copier import CopyError, CopyResult, copy_ranges, open_clients
 from kafka_dr.replication.heartbeat import HeartbeatSender
 from kafka_dr.replication.planner import FlowContext, Plan, UnreachableError
@@ -90,22 +90,22 @@ class Summary:
         if plan.sync is not None:
             self.created_topics += list(plan.sync.created)
 
-    def to_json(self, status: str, error: str | None = None) -> str:
+    def to_dict(self, status: str, error: str | None = None) -> dict:
         parts = list(self.partitions.values())
-        return json.dumps({
+        return {
             "flow": self.flow, "mode": self.mode, "status": status, "error": error,
             "records": sum(p["records"] for p in parts), "bytes": sum(p["bytes"] for p in parts),
             "filtered": sum(p["filtered"] for p in parts), "lost": sum(x["records"] for x in self.lost),
             "lost_ranges": self.lost, "batches": self.batches, "created_topics": self.created_topics,
             "seconds": round(time.time() - self.started, 3), "copy_seconds": round(self.copy_seconds, 3),
             "partitions": parts,
-        })
+        }
 
 
 PROGRESS_INTERVAL_S = 1.0  # continuous: durable progress (and the source group's commit) about once a second
 
 
-def run(args: argparse.Namespace, topology: Topology, spark_context) -> tuple[int, str]:
+def run(args: argparse.Namespace, topology: Topology, spark_context) -> tuple[int, dict]:
     flow = topology.flow(args.flow)
     summary = Summary(flow.name, args.mode)
     continuous = args.mode == "continuous"
@@ -161,7 +161,7 @@ def run(args: argparse.Namespace, topology: Topology, spark_context) -> tuple[in
                          sum(r.records for r in results), sum(r.filtered for r in results), len(work), job_seconds,
                          max(r.seconds for r in results))
             if not continuous or stop.is_set():
-                return 0, summary.to_json("done")
+                return 0, summary.to_dict("done")
             if not work:
                 stop.wait(1.0)
     finally:
@@ -228,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     spark.sparkContext.setLogLevel("WARN")
     status, error = 1, None
     try:
-        status, line = run(args, topology, spark.sparkContext)
+        status, summary = run(args, topology, spark.sparkContext)
     except (TopologyError, ClientConfigError, TopicSyncError) as exc:
         status, error = 2, str(exc)
     except (UnreachableError, CopyError) as exc:
@@ -236,18 +236,13 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - a Spark task failure carries the CopyError text inside
         error = _task_error(exc)
     spark.stop()
-    return _finish(args, status, error, None if error else line)
+    return _finish(args, status, error, None if error else summary)
 
 
-def _finish(args: argparse.Namespace, status: int, error: str | None, line: str | None) -> int:
-    """Print the error (if any) and the JSON summary as the last line; write --report."""
+def _finish(args: argparse.Namespace, status: int, error: str | None, summary: dict | None) -> int:
     if error is not None:
-        print(f"replicate: error: {error}", file=sys.stderr, flush=True)
-        line = json.dumps({"flow": args.flow, "mode": args.mode, "status": "failed", "error": error})
-    if args.report:
-        args.report.parent.mkdir(parents=True, exist_ok=True)
-        args.report.write_text(line + "\n")
-    print(line, flush=True)
+        summary = {"flow": args.flow, "mode": args.mode, "status": "failed", "error": error}
+    emit_summary("replicate", summary, args.report)
     return status
 
 

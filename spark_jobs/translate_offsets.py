@@ -18,7 +18,6 @@ The JSON summary is the last line of standard output and goes to --report. Exit 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import re
 import sys
@@ -30,6 +29,7 @@ from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from kafka_dr.clients import ClientConfigError, client_config
+from kafka_dr.job_summary import emit_summary
 from kafka_dr.replication.planner import UnreachableError
 from kafka_dr.topology import Flow, Topology, TopologyError, load_topology
 from kafka_dr.translation.checkpoints import checkpoint_groups, load_checkpoints
@@ -148,13 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         status, summary = 1, {"flow": args.flow, "status": "failed", "error": _one_line(exc).split(" at ")[0]}
     finally:
         _stop_spark()
-    if summary["error"]:
-        print(f"translate_offsets: error: {summary['error']}", file=sys.stderr, flush=True)
-    line = json.dumps(summary)
-    if args.report:
-        args.report.parent.mkdir(parents=True, exist_ok=True)
-        args.report.write_text(line + "\n")
-    print(line, flush=True)
+    emit_summary("translate_offsets", summary, args.report)
     return status
 
 

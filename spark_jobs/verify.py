@@ -9,13 +9,13 @@ goes to --report. Exit codes: 0 verified, 1 missing/duplicated/mismatched record
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
+from kafka_dr.job_summary import emit_summary
 from kafka_dr.replication.planner import FlowContext, UnreachableError
 from kafka_dr.replication.verify import VerifyTask, verify_partition
 from kafka_dr.topology import TopologyError, load_topology
@@ -48,19 +48,15 @@ def main(argv: list[str] | None = None) -> int:
         context.close()
         results = spark.sparkContext.parallelize(tasks, max(len(tasks), 1)).map(verify_partition).collect()
         ok = all(r.ok for r in results)
-        line = json.dumps({
+        summary = {
             "flow": flow.name, "status": "verified" if ok else "failed",
             **{k: sum(getattr(r, k) for r in results)
                for k in ("expected", "copied", "filtered", "missing", "duplicated", "mismatched")},
-            "partitions": [r.to_dict() for r in results]})
+            "partitions": [r.to_dict() for r in results]}
         status = 0 if ok else 1
     except UnreachableError as exc:
-        print(f"verify: error: {exc}", file=sys.stderr)
-        line, status = json.dumps({"flow": args.flow, "status": "failed", "error": str(exc)}), 1
-    if args.report:
-        args.report.parent.mkdir(parents=True, exist_ok=True)
-        args.report.write_text(line + "\n")
-    print(line, flush=True)
+        summary, status = {"flow": args.flow, "status": "failed", "error": str(exc)}, 1
+    emit_summary("verify", summary, args.report)
     spark.stop()
     return status
 
