@@ -11,6 +11,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -46,5 +47,10 @@ def write_json(path: Path, data: Any) -> None:
     tmp.replace(path)
 
 
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
+def report_path(dag_id: str, run_id: str, suffix: str = ".json") -> Path:
+    """STATE_DIR/reports/<dag>-<run><suffix>, with the run id made safe as a file name."""
+    return subdir("reports") / f"{dag_id}-{re.sub(r'[^A-Za-z0-9._-]', '_', run_id)}{suffix}"
+
+
+def now_iso(timespec: str = "seconds") -> str:
+    return datetime.now(UTC).isoformat(timespec=timespec)

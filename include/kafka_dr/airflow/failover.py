@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from airflow.sdk import get_current_context, task
@@ -24,7 +24,7 @@ from ..clients import ClientConfigError
 from ..replication import replicators
 from ..replication.lag import LagError, flow_lag, load_snapshot
 from ..schema_registry import RegistryError, redirect
-from ..state import state_dir
+from ..state import now_iso, report_path
 from ..topology import Topology, TopologyError, load_topology
 from ..translation.offsets import parse_reset_time
 from . import topology_path
@@ -34,7 +34,12 @@ MODES = ("planned", "disaster")
 
 
 def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
+    return now_iso("milliseconds")
+
+
+def _move_reason(dag_id: str, run_id: str, mode: str, step: str) -> str:
+    """How a client move is recorded; the report finds this run's producer moves by it."""
+    return f"{dag_id} {run_id} ({mode}, {step})"
 
 
 @task
@@ -146,7 +151,7 @@ def _switch(plan: dict[str, Any], roles: tuple[str, ...], step: str) -> dict[str
     topo = load_topology(plan["topology"])
     context = get_current_context()
     aliases = [s.alias for s in client_switch.states(topo) if s.active == plan["failed"] and s.role in roles]
-    reason = f"{context['dag'].dag_id} {context['run_id']} ({plan['mode']}, {step})"
+    reason = _move_reason(context["dag"].dag_id, context["run_id"], plan["mode"], step)
     moves = client_switch.switch(topo, aliases, plan["target"], reason)
     return {"moved": [m.alias for m in moves], "step": {"started": started, "ended": _now()}}
 
@@ -223,16 +228,13 @@ def failover_report(plan: dict[str, Any], results: dict[str, Any]) -> dict[str, 
             "target_cluster": plan["target"], "mode": plan["mode"], "run_started": run_start.isoformat(),
             "rpo": rpo(topo, plan["flows"]), "rto_seconds": rto, "groups": groups,
             "schema_registry": results.get("schema_registry"), "clients": {
-                "producers_first": [m.alias for m in client_switch.history()
-                                    if m.reason == f"{context['dag'].dag_id} {context['run_id']} (planned, "
-                                                   "switch_producers)"],
+                "producers_first": [m.alias for m in client_switch.history() if m.reason == _move_reason(
+                    context["dag"].dag_id, context["run_id"], "planned", "switch_producers")],
                 "moved": switched.get("moved", [])}, "steps": steps}
-    name = f"{body['dag_id']}-{re.sub(r'[^A-Za-z0-9._-]', '_', body['run_id'])}"
-    folder = state_dir() / "reports"
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{name}.json").write_text(json.dumps(body, indent=2, default=str) + "\n", encoding="utf-8")
-    (folder / f"{name}.md").write_text(_page(body), encoding="utf-8")
-    return {**body, "report_file": str(folder / f"{name}.json")}
+    path = report_path(body["dag_id"], body["run_id"])
+    path.write_text(json.dumps(body, indent=2, default=str) + "\n", encoding="utf-8")
+    report_path(body["dag_id"], body["run_id"], ".md").write_text(_page(body), encoding="utf-8")
+    return {**body, "report_file": str(path)}
 
 
 def _page(body: dict[str, Any]) -> str:

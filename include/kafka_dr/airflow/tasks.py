@@ -8,10 +8,7 @@ per-flow mapped operators (ReplicationOperator, ReplicationLagSensor).
 from __future__ import annotations
 
 import json
-import re
 import time
-import urllib.request
-from datetime import UTC, datetime
 from typing import Any
 
 from airflow.sdk import get_current_context, task
@@ -23,12 +20,12 @@ from ..clients import ClientConfigError
 from ..replication.heartbeat import HeartbeatError, send_heartbeat, wait_for_heartbeat
 from ..replication.internal import ensure_internal_topics
 from ..replication.topic_sync import TopicSyncError, load_flow_state, persist_flow_state, sync_topics
-from ..state import state_dir
+from ..schema_registry import first_url, get_json
+from ..state import now_iso, report_path
 from ..topology import Flow, Topology, TopologyError, load_topology
 from . import topology_path
 from .hooks.kafka_cluster import ClusterUnreachable, KafkaClusterHook
 
-REGISTRY_TIMEOUT = 5.0
 LEADER_WAIT = 15.0
 """Seconds a follower registry may take to see the leader (elections run on heartbeats)."""
 NOT_EXPOSED = object()
@@ -120,12 +117,12 @@ def schema_registries_checked(plan: list[dict[str, str]]) -> dict[str, dict[str,
     """Every registry of the run's clusters answers GET /subjects, and those that report their leader agree on
     one: the primary's registry when the topology names one."""
     topo, flows = _load(plan)
-    urls = {c: topo.cluster(c).schema_registry.split(",")[0].strip().rstrip("/")
+    urls = {c: first_url(topo.cluster(c).schema_registry)
             for c in _clusters(flows) if topo.cluster(c).schema_registry}
     result, problems = {}, []
     for cluster, url in urls.items():
         try:
-            subjects = _get_json(f"{url}/subjects")
+            subjects = get_json(f"{url}/subjects")
         except (OSError, ValueError) as exc:
             problems.append(f"schema registry of {cluster} ({url}) does not answer GET /subjects: {exc}")
             continue
@@ -171,11 +168,10 @@ def report(plan: list[dict[str, str]], results: dict[str, Any]) -> dict[str, Any
     """Write what the run did and measured to STATE_DIR/reports/<dag>-<run>.json, and return it."""
     context = get_current_context()
     dag_id, run_id = context["dag"].dag_id, context["run_id"]
-    body = {"dag_id": dag_id, "run_id": run_id, "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    body = {"dag_id": dag_id, "run_id": run_id, "finished_at": now_iso(),
             "params": dict(context["params"]), "plan": list(plan),
             **{key: list(value) if _is_sequence(value) else value for key, value in results.items()}}
-    path = state_dir() / "reports" / f"{dag_id}-{re.sub(r'[^A-Za-z0-9._-]', '_', run_id)}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = report_path(dag_id, run_id)
     path.write_text(json.dumps(body, indent=2, default=str) + "\n", encoding="utf-8")
     return {**body, "report_file": str(path)}
 
@@ -198,16 +194,11 @@ def _reason(exc: KafkaException) -> str:
     return " ".join((error.str() if hasattr(error, "str") else str(exc)).split())
 
 
-def _get_json(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=REGISTRY_TIMEOUT) as response:
-        return json.loads(response.read())
-
-
 def _registry_leader(url: str) -> str | None | object:
     """The leader URL a registry reports (the local stack's GET /kdr/leader; None while it has none), or
     NOT_EXPOSED for registries without that endpoint, such as Confluent's."""
     try:
-        leader = _get_json(f"{url}/kdr/leader").get("leader")
+        leader = get_json(f"{url}/kdr/leader").get("leader")
     except (OSError, ValueError, AttributeError):
         return NOT_EXPOSED
     return leader.rstrip("/") if isinstance(leader, str) else None
