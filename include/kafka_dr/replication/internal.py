@@ -94,3 +94,12 @@ def read_records(config: dict[str, Any], topic: str, timeout: float = 10.0) -> I
     ranges = {(topic, tp.partition): (f.result(timeout).offset, ends[tp].result(timeout).offset)
               for tp, f in starts.items()}
     yield from read_committed(config, ranges, timeout)
+
+
+def latest_value(config: dict[str, Any], topic: str, key: bytes, timeout: float = 10.0) -> bytes | None:
+    """The last value written for `key` in a compacted internal topic (None: never written, or deleted)."""
+    value = None
+    for message in read_records(config, topic, timeout):
+        if message.key() == key:
+            value = message.value()
+    return value

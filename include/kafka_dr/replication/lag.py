@@ -34,7 +34,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from ..clients import client_config, read_committed
 from ..topology import Cluster, Topology
-from .internal import HEARTBEATS, PROGRESS, put_records, read_records
+from .internal import HEARTBEATS, PROGRESS, latest_value, put_records
 from .provenance import ProvenanceError, hops
 
 LOG = logging.getLogger(__name__)
@@ -277,8 +277,5 @@ def save_snapshot(target_config: dict[str, Any], lag: FlowLag) -> None:
 
 
 def load_snapshot(target_config: dict[str, Any], flow: str) -> FlowLag | None:
-    key, value = _snapshot_key(flow), None
-    for message in read_records(target_config, PROGRESS):
-        if message.key() == key:
-            value = message.value()
+    value = latest_value(target_config, PROGRESS, _snapshot_key(flow))
     return None if value is None else FlowLag.from_json(json.loads(value))

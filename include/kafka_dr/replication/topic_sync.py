@@ -35,7 +35,7 @@ from confluent_kafka.admin import (
 )
 
 from ..topology import INTERNAL_TOPIC_PREFIX, Flow
-from .internal import HEARTBEATS, PROGRESS, TOPIC_CONFIGS, put_records, read_records
+from .internal import HEARTBEATS, PROGRESS, TOPIC_CONFIGS, latest_value, put_records
 
 CONFIG_EXCLUDE = tuple(re.compile(p) for p in (
     # MirrorMaker 2's defaults (DefaultConfigPropertyFilter):
@@ -207,10 +207,8 @@ def persist_flow_state(target_config: dict[str, Any], flow_name: str, flow_state
 
 def load_flow_state(target_config: dict[str, Any], flow_name: str, timeout: float = 10.0) -> dict[str, int]:
     """The flow state last persisted ({} if none): `_kdr.progress` read to its end, the last value wins."""
-    key, value = _state_key(flow_name), None
-    for msg in read_records(target_config, PROGRESS, timeout):
-        if msg.key() == key:
-            value = msg.value()
+    key = _state_key(flow_name)
+    value = latest_value(target_config, PROGRESS, key, timeout)
     if value is None:
         return {}
     try:
