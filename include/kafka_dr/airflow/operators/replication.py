@@ -12,7 +12,7 @@ command line.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from airflow.sdk import Context
@@ -22,7 +22,6 @@ from ...replication import replicators
 from ...state import state_dir
 from ...topology import load_topology
 from .. import PROJECT_ROOT, topology_path
-from ..hooks.kafka_cluster import KafkaClusterHook
 from .spark_job import SparkJobOperator
 
 MODES = ("bounded", "continuous")
@@ -47,25 +46,20 @@ class ReplicationOperator(SparkJobOperator):
     ui_color = "#d7e8f7"
 
     def __init__(self, *, flow: str, mode: str = "bounded", topology: str | None = None,
-                 kafka_conn_ids: Mapping[str, str] | None = None, application: str = str(REPLICATE_JOB),
-                 startup_check: float = 5.0, **kwargs: Any) -> None:
+                 application: str = str(REPLICATE_JOB), startup_check: float = 5.0, **kwargs: Any) -> None:
         super().__init__(application=application, **kwargs)
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
         self.flow = flow
         self.mode = mode
         self.topology = topology
-        self.kafka_conn_ids = dict(kafka_conn_ids or {})
         self.startup_check = startup_check
 
     def execute(self, context: Context) -> dict[str, Any]:
         path = topology_path(self.topology)
         topology = load_topology(path)
         flow = topology.flow(self.flow)
-        env: dict[str, str] = {}
-        for cluster in (flow.source, flow.target):
-            hook = KafkaClusterHook(cluster, self.kafka_conn_ids.get(cluster), topology=topology)
-            env.update(hook.env_for_subprocess())
+        env = self.cluster_env(topology, (flow.source, flow.target))
         args = ["--topology", str(path), "--flow", flow.name, "--mode", self.mode]
         if self.mode == "bounded":
             return self._run_bounded(args, env)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,21 +17,27 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException
 
+from ...topology import Topology
+from ..hooks.kafka_cluster import KafkaClusterHook
+
 EXIT_MEANING = {1: "failed", 2: "bad input"}
 
 
 class SparkJobOperator(BaseOperator):
     """:param spark_conn_id: Spark connection giving master and deploy mode
+    :param kafka_conn_ids: cluster name -> connection id, for clusters not using `kafka_dr_<cluster>`
     :param application: the job (a path or URL the Spark master can read)
     :param conf: extra Spark configuration
     :param py_files: --py-files for cluster masters (the kafka_dr package); not needed in local mode
     """
 
-    def __init__(self, *, application: str, spark_conn_id: str = "spark_default", conf: dict[str, Any] | None = None,
+    def __init__(self, *, application: str, spark_conn_id: str = "spark_default",
+                 kafka_conn_ids: Mapping[str, str] | None = None, conf: dict[str, Any] | None = None,
                  py_files: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.application = application
         self.spark_conn_id = spark_conn_id
+        self.kafka_conn_ids = dict(kafka_conn_ids or {})
         self.conf = conf
         self.py_files = py_files
         self._spark: SparkSubmitHook | None = None
@@ -38,6 +45,14 @@ class SparkJobOperator(BaseOperator):
     def on_kill(self) -> None:
         if self._spark is not None:
             self._spark.on_kill()
+
+    def cluster_env(self, topology: Topology, clusters: Iterable[str]) -> dict[str, str]:
+        """The clusters' client settings for the job's environment (never its command line)."""
+        env: dict[str, str] = {}
+        for cluster in clusters:
+            env.update(KafkaClusterHook(cluster, self.kafka_conn_ids.get(cluster), topology=topology)
+                       .env_for_subprocess())
+        return env
 
     def spark_hook(self, name: str, args: list[str]) -> SparkSubmitHook:
         return SparkSubmitHook(conn_id=self.spark_conn_id, conf=self.conf, py_files=self.py_files, name=name,

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from airflow.sdk import Context
 
 from ...topology import load_topology
 from .. import PROJECT_ROOT, topology_path
-from ..hooks.kafka_cluster import KafkaClusterHook
 from .spark_job import SparkJobOperator
 
 TRANSLATE_JOB = PROJECT_ROOT / "spark_jobs" / "translate_offsets.py"
@@ -32,8 +31,7 @@ class TranslateOffsetsOperator(SparkJobOperator):
 
     def __init__(self, *, flow: str, groups: str | None = None, apply: bool = False, from_checkpoints: bool = False,
                  reset_to_datetime: str | None = None, topology: str | None = None,
-                 kafka_conn_ids: Mapping[str, str] | None = None, application: str = str(TRANSLATE_JOB),
-                 **kwargs: Any) -> None:
+                 application: str = str(TRANSLATE_JOB), **kwargs: Any) -> None:
         super().__init__(application=application, **kwargs)
         self.flow = flow
         self.groups = groups
@@ -41,17 +39,12 @@ class TranslateOffsetsOperator(SparkJobOperator):
         self.from_checkpoints = from_checkpoints
         self.reset_to_datetime = reset_to_datetime
         self.topology = topology
-        self.kafka_conn_ids = dict(kafka_conn_ids or {})
 
     def execute(self, context: Context) -> dict[str, Any]:
         path = topology_path(self.topology)
         topology = load_topology(path)
         flow = topology.flow(self.flow)
-        env: dict[str, str] = {}
-        clusters = (flow.target,) if self.from_checkpoints else (flow.source, flow.target)
-        for cluster in clusters:
-            env.update(KafkaClusterHook(cluster, self.kafka_conn_ids.get(cluster), topology=topology)
-                       .env_for_subprocess())
+        env = self.cluster_env(topology, (flow.target,) if self.from_checkpoints else (flow.source, flow.target))
         args = ["--topology", str(path), "--flow", flow.name]
         if self.groups:
             args += ["--groups", self.groups]
