@@ -7,11 +7,10 @@ round trip -> report. The first task checks every param before anything changes.
 
 from __future__ import annotations
 
-import os
-
 from airflow.sdk import DAG, Param, chain
 
 from kafka_dr.airflow.operators.replication import ReplicationOperator
+from kafka_dr.airflow.params import topology_param
 from kafka_dr.airflow.sensors.replication_lag import ReplicationLagSensor
 from kafka_dr.airflow.tasks import (
     clusters_reachable,
@@ -32,8 +31,7 @@ with DAG(
     tags=["kafka-dr"],
     doc_md=__doc__,
     params={
-        "topology": Param(os.environ.get("KDR_TOPOLOGY") or "include/topology.yaml", type="string",
-                          description="Topology file; a relative path is taken from the project root."),
+        "topology": topology_param(),
         "flows": Param([], type="array", items={"type": "string"},
                        description="Flows to bring up; empty: every flow of the topology."),
         "max_lag_records": Param(1000, type=["null", "integer"], minimum=0,

@@ -9,8 +9,6 @@ nothing changed.
 
 from __future__ import annotations
 
-import os
-
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG, Param, chain
 
@@ -27,13 +25,10 @@ from kafka_dr.airflow.failover import (
     verify_failover,
 )
 from kafka_dr.airflow.operators.translation import TranslateOffsetsOperator
+from kafka_dr.airflow.params import form_clusters, topology_param
 from kafka_dr.airflow.sensors.replication_lag import ReplicationLagSensor
-from kafka_dr.topology import TopologyError, load_topology
 
-try:  # the trigger form offers the clusters of the topology the DAG sees
-    CLUSTERS = list(load_topology().clusters)
-except TopologyError:
-    CLUSTERS = ["dc1", "dc2"]
+CLUSTERS = form_clusters()
 
 with DAG(
     dag_id="dr_failover",
@@ -43,8 +38,7 @@ with DAG(
     tags=["kafka-dr"],
     doc_md=__doc__,
     params={
-        "topology": Param(os.environ.get("KDR_TOPOLOGY") or "include/topology.yaml", type="string",
-                          title="Topology file", description="A relative path is taken from the project root."),
+        "topology": topology_param(),
         "failed_cluster": Param(CLUSTERS[0], type="string", enum=CLUSTERS, title="Failed cluster",
                                 description="The datacenter that is lost (disaster) or being evacuated (planned)."),
         "target_cluster": Param(CLUSTERS[-1], type="string", enum=CLUSTERS, title="Target cluster",

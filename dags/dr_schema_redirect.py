@@ -6,17 +6,12 @@ leader-eligible true. The reverse on failback: registry dc2, store dc1, false.
 
 from __future__ import annotations
 
-import os
-
 from airflow.sdk import DAG, Param, chain
 
 from kafka_dr.airflow.failover import redirect_registry, validate_redirect
-from kafka_dr.topology import TopologyError, load_topology
+from kafka_dr.airflow.params import form_clusters, topology_param
 
-try:
-    CLUSTERS = list(load_topology().clusters)
-except TopologyError:
-    CLUSTERS = ["dc1", "dc2"]
+CLUSTERS = form_clusters()
 
 with DAG(
     dag_id="dr_schema_redirect",
@@ -26,8 +21,7 @@ with DAG(
     tags=["kafka-dr"],
     doc_md=__doc__,
     params={
-        "topology": Param(os.environ.get("KDR_TOPOLOGY") or "include/topology.yaml", type="string",
-                          title="Topology file", description="A relative path is taken from the project root."),
+        "topology": topology_param(),
         "registry_cluster": Param(CLUSTERS[-1], type="string", enum=CLUSTERS, title="Registry to restart",
                                   description="The datacenter whose schema registry is redirected."),
         "store_cluster": Param(CLUSTERS[-1], type="string", enum=CLUSTERS, title="Schema store cluster",
