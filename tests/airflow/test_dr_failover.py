@@ -115,6 +115,13 @@ def read_rest(bootstrap: str, group: str, topic: str) -> list[int]:
     return origins
 
 
+def fail_over(dags: dict[str, Any], topology: Path, mode: str, groups: str) -> Any:
+    """dr_failover from dc1 to dc2 with every param given: dag.test() keeps params of an earlier run's conf."""
+    return dags["dr_failover"].test(run_conf={"topology": str(topology), "failed_cluster": "dc1",
+                                              "target_cluster": "dc2", "mode": mode, "groups": groups,
+                                              "reset_to_datetime": None})
+
+
 def states_of(run: Any) -> dict[str, Any]:
     return {ti.task_id: ti.state for ti in run.get_task_instances()}
 
@@ -155,9 +162,7 @@ def test_planned_failover_loses_nothing_and_consumers_resume_without_duplicates(
     replicators.start("wp-dc1-to-dc2", command, env=spark_env())
     produce(dc1.broker_address, "payments", 5_000, 100)  # still arriving when the failover starts
 
-    run = dags["dr_failover"].test(run_conf={"topology": str(topology), "failed_cluster": "dc1",
-                                             "target_cluster": "dc2", "mode": "planned", "groups": ".*",
-                                             "reset_to_datetime": None})
+    run = fail_over(dags, topology, "planned", groups=".*")
     states = states_of(run)
     assert run.state == DagRunState.SUCCESS, states
     assert states["lag_zero"] == TaskInstanceState.SUCCESS and states["disaster_path"] == TaskInstanceState.SKIPPED
@@ -193,10 +198,7 @@ def test_white_paper_disaster_failover(dags, dr_stack, state, tmp_path):
     assert checkpoint["groups"]["billing"][0]["dest_offset"] == 8_000
     dr_stack.stop("dc1")  # the disaster
 
-    # Every param given: dag.test() keeps params of an earlier run's conf on the DAG object.
-    run = dags["dr_failover"].test(run_conf={"topology": str(topology), "failed_cluster": "dc1",
-                                             "target_cluster": "dc2", "mode": "disaster", "groups": "billing",
-                                             "reset_to_datetime": None})
+    run = fail_over(dags, topology, "disaster", groups="billing")
     states = states_of(run)
     assert run.state == DagRunState.SUCCESS, states
     assert states["switch_producers"] == TaskInstanceState.SKIPPED and states["lag_zero"] == TaskInstanceState.SKIPPED
