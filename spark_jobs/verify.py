@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
         topology = load_topology(args.topology)
         flow = topology.flow(args.flow)
     except TopologyError as exc:
-        print(f"verify: error: {exc}", file=sys.stderr)
+        emit_summary("verify", {"flow": args.flow, "status": "failed", "error": str(exc)}, args.report)
         return 2
     from pyspark.sql import SparkSession
 

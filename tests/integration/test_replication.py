@@ -214,8 +214,9 @@ def test_bad_inputs_fail_with_one_clear_line(clusters, tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("clusters: {dc1: {bootstrap_servers: '127.0.0.1:1'}}\n"
                    "flows:\n  - {name: x, source: dc1, target: dc9, topics: {include: ['t']}}\n")
-    code, summary, err = run_job("replicate", "--topology", str(bad), "--flow", "x")
-    assert code == 2 and "flows[0].target: unknown cluster 'dc9'" in summary["error"]
+    for job in ("replicate", "verify"):
+        code, summary, err = run_job(job, "--topology", str(bad), "--flow", "x")
+        assert code == 2 and "flows[0].target: unknown cluster 'dc9'" in summary["error"], job
 
     dead = {"dc1": Broker("dead", tmp_path / "dead", free_port()), "dc2": dc2}
     topology = write_topology(tmp_path / "dead.yaml", dead, "  - {name: dead-flow, source: dc1, target: dc2, "
