@@ -53,6 +53,14 @@ def client_config(cluster: Cluster, environ: Mapping[str, str] | None = None, **
             **{k.replace("_", "."): v for k, v in overrides.items()}}
 
 
+def error_text(exc: BaseException) -> str:
+    """One line for an error: librdkafka's own message for a KafkaException (without the KafkaError(...)
+    wrapper), else the exception's text, else its type."""
+    error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    text = error.str() if isinstance(error, KafkaError) else str(exc)
+    return " ".join(text.split()) or type(exc).__name__
+
+
 def redact(settings: dict[str, Any]) -> dict[str, Any]:
     """A copy safe to log: values of secret-looking keys replaced."""
     return {k: ("***" if any(h in k.lower() for h in SECRET_HINTS) else v) for k, v in settings.items()}

@@ -16,7 +16,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from ..clients import ClientConfigError
+from ..clients import ClientConfigError, error_text
 from ..replication.heartbeat import HeartbeatError, send_heartbeat, wait_for_heartbeat
 from ..replication.internal import ensure_internal_topics
 from ..replication.topic_sync import TopicSyncError, load_flow_state, persist_flow_state, sync_topics
@@ -87,7 +87,7 @@ def internal_topics(plan: list[dict[str, str]]) -> dict[str, list[str]]:
         try:
             created[cluster] = ensure_internal_topics(AdminClient(_hook(topo, cluster).client_config()))
         except KafkaException as exc:
-            raise AirflowFailException(f"cluster {cluster}: cannot create internal topics: {_reason(exc)}") from None
+            raise AirflowFailException(f"cluster {cluster}: cannot create internal topics: {error_text(exc)}") from None
     return created
 
 
@@ -106,7 +106,7 @@ def destination_topics_synced(plan: list[dict[str, str]]) -> dict[str, dict[str,
         except TopicSyncError as exc:
             raise AirflowFailException(f"flow {flow.name}: {exc}") from None
         except KafkaException as exc:
-            raise AirflowFailException(f"flow {flow.name}: topic sync failed: {_reason(exc)}") from None
+            raise AirflowFailException(f"flow {flow.name}: topic sync failed: {error_text(exc)}") from None
         reports[flow.name] = {"created": report.created, "grown": report.grown,
                               "changed_configs": report.changed_configs}
     return reports
@@ -187,11 +187,6 @@ def _clusters(flows: list[Flow]) -> list[str]:
 
 def _hook(topo: Topology, cluster: str) -> KafkaClusterHook:
     return KafkaClusterHook(cluster, topology=topo)
-
-
-def _reason(exc: KafkaException) -> str:
-    error = exc.args[0] if exc.args else None
-    return " ".join((error.str() if hasattr(error, "str") else str(exc)).split())
 
 
 def _registry_leader(url: str) -> str | None | object:

@@ -16,6 +16,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from ..clients import error_text
 from .internal import HEARTBEATS, ensure_internal_topics
 from .provenance import ProvenanceError, hops
 
@@ -63,7 +64,7 @@ class HeartbeatSender:
         try:
             ensure_internal_topics(AdminClient(source_config), (HEARTBEATS,), timeout=timeout)
         except KafkaException as exc:
-            raise HeartbeatError(f"cannot create {HEARTBEATS} on {self.where}: {_reason(exc)}") from None
+            raise HeartbeatError(f"cannot create {HEARTBEATS} on {self.where}: {error_text(exc)}") from None
         self.producer = Producer({**source_config, "acks": "all", "linger.ms": 0,
                                   "message.timeout.ms": int(timeout * 1000)})
 
@@ -150,5 +151,3 @@ def _unread_partitions(admin: AdminClient, assigned: set[int], deadline: float) 
         return []  # not answering for now: the caller's deadline decides
 
 
-def _reason(exc: KafkaException) -> str:
-    return exc.args[0].str() if exc.args and isinstance(exc.args[0], KafkaError) else str(exc)

@@ -25,14 +25,13 @@ from typing import Any, TypeVar
 from confluent_kafka import (
     ConsumerGroupTopicPartitions,
     IsolationLevel,
-    KafkaError,
     KafkaException,
     Message,
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from ..clients import client_config, read_committed
+from ..clients import client_config, error_text, read_committed
 from ..topology import Cluster, Topology
 from .internal import HEARTBEATS, PROGRESS, latest_value, put_records
 from .provenance import ProvenanceError, hops
@@ -224,7 +223,7 @@ class _Side:
         try:
             return fn()
         except KafkaException as exc:
-            raise self.error(what, _reason(exc)) from None
+            raise self.error(what, error_text(exc)) from None
 
     def offsets(self, partitions: list[TopicPartition], spec: OffsetSpec) -> dict[tuple[str, int], int]:
         """Log start or read_committed end (last stable offset) of each partition."""
@@ -252,14 +251,7 @@ class _Side:
         try:
             yield from read_committed(self.config, ranges, self.timeout, first_only)
         except (KafkaException, TimeoutError) as exc:
-            raise self.error("reading records", _reason(exc)) from None
-
-
-def _reason(exc: Exception) -> str:
-    """librdkafka's own message, without the KafkaError(...) wrapper."""
-    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
-        return exc.args[0].str()
-    return str(exc)
+            raise self.error("reading records", error_text(exc)) from None
 
 
 def _now_ms() -> int:

@@ -17,7 +17,7 @@ from typing import Any
 from confluent_kafka import Consumer, IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from ..clients import client_config
+from ..clients import client_config, error_text
 from ..topology import Flow, Topology
 from . import topic_sync
 from .copier import CopyTask
@@ -59,16 +59,10 @@ def with_retries(what: str, call: Callable[[], Any], attempts: int = 5, first_de
             return call()
         except (KafkaException, TimeoutError) as exc:
             if attempt == attempts:
-                raise UnreachableError(f"{what} unreachable after {attempts} attempts: {_reason(exc)}") from None
-            log.warning("%s not answering (%s); retry %d/%d in %.0fs", what, _reason(exc), attempt, attempts, delay)
+                raise UnreachableError(f"{what} unreachable after {attempts} attempts: {error_text(exc)}") from None
+            log.warning("%s not answering (%s); retry %d/%d in %.0fs", what, error_text(exc), attempt, attempts, delay)
             time.sleep(delay)
             delay *= 2
-
-
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, KafkaException) and exc.args:
-        return exc.args[0].str() if hasattr(exc.args[0], "str") else str(exc.args[0])
-    return str(exc) or type(exc).__name__
 
 
 class FlowContext:
