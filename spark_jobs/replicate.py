@@ -28,7 +28,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from kafka_dr.clients import ClientConfigError, client_config
-from kafka_dr.job_summary import emit_summary
+from kafka_dr.job_summary import emit_summary, task_error
 from kafka_dr.replication.copier import CopyError, CopyResult, copy_ranges, open_clients
 from kafka_dr.replication.heartbeat import HeartbeatSender
 from kafka_dr.replication.planner import FlowContext, Plan, UnreachableError
@@ -37,6 +37,7 @@ from kafka_dr.topology import Flow, Topology, TopologyError, load_topology
 from kafka_dr.translation.checkpoints import checkpoint_groups
 
 log = logging.getLogger("kafka_dr.replicate")
+COPY_ERRORS = ("CopyError", "ProvenanceError", "KafkaException")  # what copy tasks raise
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -181,7 +182,7 @@ def _report_warm_up(warm_up: Future) -> None:
     try:
         warm_up.result()
     except Exception as exc:  # noqa: BLE001 - the copy job reports what really fails
-        log.warning("warm-up of the Spark workers failed: %s", _task_error(exc))
+        log.warning("warm-up of the Spark workers failed: %s", task_error(exc, COPY_ERRORS))
 
 
 def _send_heartbeats(context: FlowContext, interval: float, stop: threading.Event) -> None:
@@ -234,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     except (UnreachableError, CopyError) as exc:
         error = str(exc)
     except Exception as exc:  # noqa: BLE001 - a Spark task failure carries the CopyError text inside
-        error = _task_error(exc)
+        error = task_error(exc, COPY_ERRORS)
     spark.stop()
     return _finish(args, status, error, None if error else summary)
 
@@ -244,15 +245,6 @@ def _finish(args: argparse.Namespace, status: int, error: str | None, summary: d
         summary = {"flow": args.flow, "mode": args.mode, "status": "failed", "error": error}
     emit_summary("replicate", summary, args.report)
     return status
-
-
-def _task_error(exc: BaseException) -> str:
-    """The one line that matters from a Spark task failure (the Python exception raised in the task)."""
-    text = str(exc)
-    for marker in ("CopyError: ", "ProvenanceError: ", "KafkaException: "):
-        if marker in text:
-            return text.split(marker, 1)[1].splitlines()[0]
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 if __name__ == "__main__":

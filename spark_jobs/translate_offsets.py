@@ -28,8 +28,8 @@ from typing import Any
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from kafka_dr.clients import ClientConfigError, client_config
-from kafka_dr.job_summary import emit_summary
+from kafka_dr.clients import ClientConfigError, client_config, error_text
+from kafka_dr.job_summary import emit_summary, task_error
 from kafka_dr.replication.planner import UnreachableError
 from kafka_dr.topology import Flow, Topology, TopologyError, load_topology
 from kafka_dr.translation.checkpoints import checkpoint_groups, load_checkpoints
@@ -143,9 +143,10 @@ def main(argv: list[str] | None = None) -> int:
     except (TopologyError, ClientConfigError, BadInput, ValueError) as exc:
         status, summary = 2, {"flow": args.flow, "status": "failed", "error": str(exc)}
     except (UnreachableError, KafkaException, TimeoutError) as exc:
-        status, summary = 1, {"flow": args.flow, "status": "failed", "error": _one_line(exc)}
-    except Exception as exc:  # noqa: BLE001 - a Spark task failure: its first line names the cause
-        status, summary = 1, {"flow": args.flow, "status": "failed", "error": _one_line(exc).split(" at ")[0]}
+        status, summary = 1, {"flow": args.flow, "status": "failed", "error": error_text(exc)}
+    except Exception as exc:  # noqa: BLE001 - a Spark task failure carries the task's Python error inside
+        error = task_error(exc, ("KafkaException", "TimeoutError", "RuntimeError"))
+        status, summary = 1, {"flow": args.flow, "status": "failed", "error": error}
     finally:
         _stop_spark()
     emit_summary("translate_offsets", summary, args.report)
@@ -159,12 +160,6 @@ def _stop_spark() -> None:
         session = SparkSession.getActiveSession()
         if session is not None:
             session.stop()
-
-
-def _one_line(exc: BaseException) -> str:
-    if isinstance(exc, KafkaException) and exc.args and hasattr(exc.args[0], "str"):
-        return exc.args[0].str()
-    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 if __name__ == "__main__":

@@ -17,3 +17,14 @@ def emit_summary(job: str, summary: dict[str, Any], report: Path | None) -> None
         report.parent.mkdir(parents=True, exist_ok=True)
         report.write_text(line + "\n")
     print(line, flush=True)
+
+
+def task_error(exc: BaseException, raised_in_tasks: tuple[str, ...]) -> str:
+    """The one line that matters from a Spark job failure: the message of the first of the Python exceptions
+    the tasks raise (`raised_in_tasks`, class names) found in the Java-wrapped text, else its first line."""
+    text = str(exc)
+    for name in raised_in_tasks:
+        marker = f"{name}: "
+        if marker in text:
+            return text.split(marker, 1)[1].splitlines()[0]
+    return text.splitlines()[0] if text else type(exc).__name__
