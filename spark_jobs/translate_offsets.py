@@ -137,10 +137,13 @@ def main(argv: list[str] | None = None) -> int:
             pattern = None if args.groups is None else re.compile(args.groups)
         except re.error as exc:
             raise BadInput(f"--groups: bad regex {args.groups!r}: {exc}") from None
-        reset_ms = None if args.reset_to_datetime is None else parse_reset_time(args.reset_to_datetime)
+        try:
+            reset_ms = None if args.reset_to_datetime is None else parse_reset_time(args.reset_to_datetime)
+        except ValueError as exc:
+            raise BadInput(str(exc)) from None
         summary = run(args, topology, flow, pattern, reset_ms)
         status = 0
-    except (TopologyError, ClientConfigError, BadInput, ValueError) as exc:
+    except (TopologyError, ClientConfigError, BadInput) as exc:
         status, summary = 2, {"flow": args.flow, "status": "failed", "error": str(exc)}
     except (UnreachableError, KafkaException, TimeoutError) as exc:
         status, summary = 1, {"flow": args.flow, "status": "failed", "error": error_text(exc)}
