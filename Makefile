@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test lint bench clean
+.PHONY: venv demo test lint format bench bench-broker bench-replication bench-translation bench-health clean
 
 venv: $(STAMP)
 
@@ -26,15 +26,31 @@ $(STAMP): requirements.txt pyproject.toml
 demo: venv
 	$(BIN)/kafka-dr demo
 
-test: venv
-	$(BIN)/ruff check .
+test: lint
 	$(BIN)/python -m pytest tests
-
-bench: venv
-	$(BIN)/python tests/benchmarks/broker_throughput.py
 
 lint: venv
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: venv
+	$(BIN)/ruff format .
+
+# Benchmarks print a ratio against a baseline measured in the same run (README: Performance).
+# They share the tests' support package, found through PYTHONPATH as pytest finds it through `pythonpath`.
+bench: bench-broker bench-replication bench-translation bench-health
+
+bench-broker: venv
+	PYTHONPATH=tests $(BIN)/python tests/benchmarks/broker_throughput.py
+
+bench-replication: venv
+	PYTHONPATH=tests $(BIN)/python tests/benchmarks/replication_benchmark.py
+
+bench-translation: venv
+	PYTHONPATH=tests $(BIN)/python tests/benchmarks/translation_benchmark.py
+
+bench-health: venv
+	PYTHONPATH=tests $(BIN)/python tests/benchmarks/health_benchmark.py
 
 clean:
 	rm -rf $(VENV) .kafka-dr airflow-home

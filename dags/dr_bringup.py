@@ -9,10 +9,7 @@ from __future__ import annotations
 
 from airflow.sdk import DAG, Param, chain
 
-from kafka_dr.airflow.operators.replication import ReplicationOperator
-from kafka_dr.airflow.params import topology_param
-from kafka_dr.airflow.sensors.replication_lag import ReplicationLagSensor
-from kafka_dr.airflow.tasks import (
+from kafka_dr.airflow.bringup import (
     clusters_reachable,
     destination_topics_synced,
     heartbeat_round_trip,
@@ -21,6 +18,9 @@ from kafka_dr.airflow.tasks import (
     schema_registries_checked,
     validate_topology,
 )
+from kafka_dr.airflow.common import flows_param, topology_param
+from kafka_dr.airflow.operators.replication import ReplicationOperator
+from kafka_dr.airflow.sensors.replication_lag import ReplicationLagSensor
 
 with DAG(
     dag_id="dr_bringup",
@@ -32,12 +32,19 @@ with DAG(
     doc_md=__doc__,
     params={
         "topology": topology_param(),
-        "flows": Param([], type="array", items={"type": "string"},
-                       description="Flows to bring up; empty: every flow of the topology."),
-        "max_lag_records": Param(1000, type=["null", "integer"], minimum=0,
-                                 description="Lag gate: records not yet copied, per source partition."),
-        "max_lag_seconds": Param(60, type=["null", "number"], minimum=0,
-                                 description="Lag gate: age in seconds of the oldest uncopied record."),
+        "flows": flows_param("Flows to bring up"),
+        "max_lag_records": Param(
+            1000,
+            type=["null", "integer"],
+            minimum=0,
+            description="Lag gate: records not yet copied, per source partition.",
+        ),
+        "max_lag_seconds": Param(
+            60,
+            type=["null", "number"],
+            minimum=0,
+            description="Lag gate: age in seconds of the oldest uncopied record.",
+        ),
     },
 ):
     plan = validate_topology()  # one {"flow", "topology"} per flow: also the mapped operators' kwargs
@@ -47,11 +54,24 @@ with DAG(
     registries = schema_registries_checked(plan)
     started = ReplicationOperator.partial(task_id="replicators_started", mode="continuous").expand_kwargs(plan)
     gate = ReplicationLagSensor.partial(
-        task_id="lag_gate", max_records="{{ params.max_lag_records }}", max_seconds="{{ params.max_lag_seconds }}",
-        check_replicator=True, poke_interval=2, timeout=600,
+        task_id="lag_gate",
+        max_records="{{ params.max_lag_records }}",
+        max_seconds="{{ params.max_lag_seconds }}",
+        check_replicator=True,
+        poke_interval=2,
+        timeout=600,
     ).expand_kwargs(plan)
     heartbeats = heartbeat_round_trip(plan)
-    done = report(plan, {"cluster_ids": reachable, "internal_topics_created": internal, "topic_sync": synced,
-                         "schema_registries": registries, "replicators": started.output, "lag": gate.output,
-                         "heartbeat_latency_s": heartbeats})
+    done = report(
+        plan,
+        {
+            "cluster_ids": reachable,
+            "internal_topics_created": internal,
+            "topic_sync": synced,
+            "schema_registries": registries,
+            "replicators": started.output,
+            "lag": gate.output,
+            "heartbeat_latency_s": heartbeats,
+        },
+    )
     chain(plan, reachable, internal, synced, registries, started, gate, heartbeats, done)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG, Param, chain
 
+from kafka_dr.airflow.common import form_clusters, topology_param
 from kafka_dr.airflow.failover import (
     choose_mode,
     failover_report,
@@ -25,7 +26,6 @@ from kafka_dr.airflow.failover import (
     verify_failover,
 )
 from kafka_dr.airflow.operators.translation import TranslateOffsetsOperator
-from kafka_dr.airflow.params import form_clusters, topology_param
 from kafka_dr.airflow.sensors.replication_lag import ReplicationLagSensor
 
 CLUSTERS = form_clusters()
@@ -39,39 +39,73 @@ with DAG(
     doc_md=__doc__,
     params={
         "topology": topology_param(),
-        "failed_cluster": Param(CLUSTERS[0], type="string", enum=CLUSTERS, title="Failed cluster",
-                                description="The datacenter that is lost (disaster) or being evacuated (planned)."),
-        "target_cluster": Param(CLUSTERS[-1], type="string", enum=CLUSTERS, title="Target cluster",
-                                description="The datacenter that takes over; a flow must replicate the failed "
-                                            "cluster into it."),
-        "mode": Param("disaster", type="string", enum=["planned", "disaster"], title="Mode",
-                      values_display={"planned": "planned: failed cluster still up, nothing lost (RPO 0)",
-                                      "disaster": "disaster: failed cluster gone, use the last checkpoints"},
-                      description="planned moves producers first and waits for replication lag 0 before moving "
-                                  "consumers; disaster uses the offsets checkpointed while both sides were up."),
-        "groups": Param(".*", type="string", title="Consumer groups",
-                        description="Regex (full match) of the groups to move, within each flow's groups filter."),
-        "reset_to_datetime": Param(None, type=["null", "string"], title="Reset to datetime",
-                                   description="Optional ISO-8601 time (e.g. 2026-11-21T10:00:00Z; no zone = UTC): "
-                                               "commit the offsets of that time instead of translated ones, as "
-                                               "kafka-consumer-groups --reset-offsets --to-datetime does."),
+        "failed_cluster": Param(
+            CLUSTERS[0],
+            type="string",
+            enum=CLUSTERS,
+            title="Failed cluster",
+            description="The datacenter that is lost (disaster) or being evacuated (planned).",
+        ),
+        "target_cluster": Param(
+            CLUSTERS[-1],
+            type="string",
+            enum=CLUSTERS,
+            title="Target cluster",
+            description="The datacenter that takes over; a flow must replicate the failed cluster into it.",
+        ),
+        "mode": Param(
+            "disaster",
+            type="string",
+            enum=["planned", "disaster"],
+            title="Mode",
+            values_display={
+                "planned": "planned: failed cluster still up, nothing lost (RPO 0)",
+                "disaster": "disaster: failed cluster gone, use the last checkpoints",
+            },
+            description="planned moves producers first and waits for replication lag 0 before moving "
+            "consumers; disaster uses the offsets checkpointed while both sides were up.",
+        ),
+        "groups": Param(
+            ".*",
+            type="string",
+            title="Consumer groups",
+            description="Regex (full match) of the groups to move, within each flow's groups filter.",
+        ),
+        "reset_to_datetime": Param(
+            None,
+            type=["null", "string"],
+            title="Reset to datetime",
+            description="Optional ISO-8601 time (e.g. 2026-11-21T10:00:00Z; no zone = UTC): "
+            "commit the offsets of that time instead of translated ones, as "
+            "kafka-consumer-groups --reset-offsets --to-datetime does.",
+        ),
     },
 ):
     plan = validate_failover()
     mode = choose_mode(plan)
     producers = switch_producers(plan)
     drain = flows_to_drain(plan)
-    drained = ReplicationLagSensor.partial(task_id="lag_zero", max_records=0, poke_interval=2,
-                                           timeout=600).expand_kwargs(drain)
+    drained = ReplicationLagSensor.partial(
+        task_id="lag_zero", max_records=0, poke_interval=2, timeout=600
+    ).expand_kwargs(drain)
     disaster = EmptyOperator(task_id="disaster_path")
     stopped = stop_replication(plan)
     translated = TranslateOffsetsOperator.partial(task_id="translate_offsets", apply=True).expand_kwargs(
-        translation_kwargs(plan))
+        translation_kwargs(plan)
+    )
     registry = redirect_schema_registry(plan)
     consumers = switch_consumers(plan)
     verified = verify_failover(plan, translated.output)
-    report = failover_report(plan, {"stop_replication": stopped, "translations": translated.output,
-                                    "schema_registry": registry, "switch_consumers": consumers, "verify": verified})
+    report = failover_report(
+        plan,
+        {
+            "stop_replication": stopped,
+            "translations": translated.output,
+            "schema_registry": registry,
+            "switch_consumers": consumers,
+            "verify": verified,
+        },
+    )
     chain(plan, mode, [producers, disaster])
     chain(producers, drain, drained, stopped)
     chain(disaster, stopped, translated, registry, consumers, verified, report)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from airflow.sdk import DAG, Param, chain
 
-from kafka_dr.airflow.failover import redirect_registry, validate_redirect
-from kafka_dr.airflow.params import form_clusters, topology_param
+from kafka_dr.airflow.common import form_clusters, topology_param
+from kafka_dr.airflow.schema_redirect import redirect_registry, validate_redirect
 
 CLUSTERS = form_clusters()
 
@@ -22,13 +22,26 @@ with DAG(
     doc_md=__doc__,
     params={
         "topology": topology_param(),
-        "registry_cluster": Param(CLUSTERS[-1], type="string", enum=CLUSTERS, title="Registry to restart",
-                                  description="The datacenter whose schema registry is redirected."),
-        "store_cluster": Param(CLUSTERS[-1], type="string", enum=CLUSTERS, title="Schema store cluster",
-                               description="The cluster whose `_schemas` topic the registry uses "
-                                           "(kafkastore.bootstrap.servers)."),
-        "leader_eligible": Param(True, type="boolean", title="Leader-eligible",
-                                 description="leader.eligibility: true lets it register schemas."),
+        "registry_cluster": Param(
+            CLUSTERS[-1],
+            type="string",
+            enum=CLUSTERS,
+            title="Registry to restart",
+            description="The datacenter whose schema registry is redirected.",
+        ),
+        "store_cluster": Param(
+            CLUSTERS[-1],
+            type="string",
+            enum=CLUSTERS,
+            title="Schema store cluster",
+            description="The cluster whose `_schemas` topic the registry uses (kafkastore.bootstrap.servers).",
+        ),
+        "leader_eligible": Param(
+            True,
+            type="boolean",
+            title="Leader-eligible",
+            description="leader.eligibility: true lets it register schemas.",
+        ),
     },
 ):
     plan = validate_redirect()

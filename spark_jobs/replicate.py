@@ -20,24 +20,31 @@ import argparse
 import dataclasses
 import functools
 import logging
+import os
 import signal
+import socket
 import sys
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from kafka_dr.clients import ClientConfigError, client_config
-from kafka_dr.job_summary import emit_summary, task_error
-from kafka_dr.replication.copier import CopyError, CopyResult, copy_ranges, open_clients
+from kafka_dr.clients import client_config
+from kafka_dr.jobs import job_main, start_spark, task_error
+from kafka_dr.replication.copier import CopyResult, CopyTask, FencedError, copy_ranges, open_clients
+from kafka_dr.replication.fencing import FlowClaim, writer_groups
 from kafka_dr.replication.heartbeat import HeartbeatSender
-from kafka_dr.replication.planner import FlowContext, Plan, UnreachableError
-from kafka_dr.replication.topic_sync import TopicSyncError
-from kafka_dr.topology import Flow, Topology, TopologyError, load_topology
+from kafka_dr.replication.planner import FlowContext, Plan
+from kafka_dr.topology import Flow, Topology
 from kafka_dr.translation.checkpoints import checkpoint_groups
 
+if TYPE_CHECKING:
+    from pyspark import SparkContext
+
 log = logging.getLogger("kafka_dr.replicate")
-COPY_ERRORS = ("CopyError", "ProvenanceError", "KafkaException")  # what copy tasks raise
+COPY_ERRORS = ("FencedError", "CopyError", "ProvenanceError", "KafkaException")  # what copy tasks raise
+FENCED_RETRIES = 5  # epochs in a row whose writers an older replicator fenced, before giving up
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -47,13 +54,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--mode", choices=["bounded", "continuous"], default="bounded")
     parser.add_argument("--report", type=Path, help="also write the JSON summary here")
     parser.add_argument("--epoch", type=float, default=5.0, help="continuous: seconds each Spark job copies for")
-    parser.add_argument("--discover-interval", type=float, default=10.0,
-                        help="continuous: seconds between topic discovery / destination sync rounds")
+    parser.add_argument(
+        "--discover-interval",
+        type=float,
+        default=10.0,
+        help="continuous: seconds between topic discovery / destination sync rounds",
+    )
     parser.add_argument("--heartbeat-interval", type=float, default=1.0, help="continuous: seconds between heartbeats")
-    parser.add_argument("--checkpoint-interval", type=float, default=30.0,
-                        help="continuous: seconds between group-offset checkpoints in the target (0: none)")
-    parser.add_argument("--retries", type=int, default=5,
-                        help="attempts to reach a cluster (exponential back-off from 1 s) before failing")
+    parser.add_argument(
+        "--checkpoint-interval",
+        type=float,
+        default=30.0,
+        help="continuous: seconds between group-offset checkpoints in the target (0: none)",
+    )
+    parser.add_argument(
+        "--retries",
+        type=int,
+        default=5,
+        help="attempts to reach a cluster (exponential back-off from 1 s) before failing",
+    )
     return parser.parse_args(argv)
 
 
@@ -72,9 +91,19 @@ class Summary:
         self.batches += 1
         for r in results:
             key = f"{r.topic}-{r.partition}"
-            entry = self.partitions.setdefault(key, {"topic": r.topic, "partition": r.partition,
-                                                     "dest_topic": r.dest_topic, "records": 0, "bytes": 0,
-                                                     "filtered": 0, "first_offset": None, "last_offset": None})
+            entry = self.partitions.setdefault(
+                key,
+                {
+                    "topic": r.topic,
+                    "partition": r.partition,
+                    "dest_topic": r.dest_topic,
+                    "records": 0,
+                    "bytes": 0,
+                    "filtered": 0,
+                    "first_offset": None,
+                    "last_offset": None,
+                },
+            )
             entry["records"] += r.records
             entry["bytes"] += r.bytes
             entry["filtered"] += r.filtered
@@ -86,51 +115,96 @@ class Summary:
 
     def add_plan(self, plan: Plan) -> None:
         """What a planning round found: records lost before they were copied, topics created."""
-        self.lost += [{"topic": lost.topic, "partition": lost.partition, "from_offset": lost.from_offset,
-                       "to_offset": lost.to_offset, "records": lost.records} for lost in plan.lost]
+        self.lost += [
+            {
+                "topic": lost.topic,
+                "partition": lost.partition,
+                "from_offset": lost.from_offset,
+                "to_offset": lost.to_offset,
+                "records": lost.records,
+            }
+            for lost in plan.lost
+        ]
         if plan.sync is not None:
             self.created_topics += list(plan.sync.created)
 
     def to_dict(self, status: str, error: str | None = None) -> dict:
         parts = list(self.partitions.values())
         return {
-            "flow": self.flow, "mode": self.mode, "status": status, "error": error,
-            "records": sum(p["records"] for p in parts), "bytes": sum(p["bytes"] for p in parts),
-            "filtered": sum(p["filtered"] for p in parts), "lost": sum(x["records"] for x in self.lost),
-            "lost_ranges": self.lost, "batches": self.batches, "created_topics": self.created_topics,
-            "seconds": round(time.time() - self.started, 3), "copy_seconds": round(self.copy_seconds, 3),
+            "flow": self.flow,
+            "mode": self.mode,
+            "status": status,
+            "error": error,
+            "records": sum(p["records"] for p in parts),
+            "bytes": sum(p["bytes"] for p in parts),
+            "filtered": sum(p["filtered"] for p in parts),
+            "lost": sum(x["records"] for x in self.lost),
+            "lost_ranges": self.lost,
+            "batches": self.batches,
+            "created_topics": self.created_topics,
+            "seconds": round(time.time() - self.started, 3),
+            "copy_seconds": round(self.copy_seconds, 3),
             "partitions": parts,
         }
 
 
 PROGRESS_INTERVAL_S = 1.0  # continuous: durable progress (and the source group's commit) about once a second
+COMMIT_INTERVAL_S = 0.05  # continuous: longest a copy waits for its transaction to commit (read_committed readers)
 
 
-def run(args: argparse.Namespace, topology: Topology, spark_context) -> tuple[int, dict]:
-    flow = topology.flow(args.flow)
+def run(
+    spark_context: SparkContext,
+    args: argparse.Namespace,
+    topology: Topology,
+    flow: Flow,
+    stop: threading.Event | None = None,
+) -> dict[str, Any]:
+    """Replicate `flow` and return the summary: one bounded run, or continuous until `stop` is set (after the
+    epoch under way)."""
     summary = Summary(flow.name, args.mode)
     continuous = args.mode == "continuous"
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    stop = stop or threading.Event()
     # Discovery (topic sync, new partitions) and heartbeats run beside the copies, so that neither
     # adds its round trips to the replication latency.
     discoverer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kdr-discovery")
     # The first Spark job of a run pays about 2 s of Python worker start-up: a warm-up job opens the
     # workers' clients while the driver connects and plans.
-    warm_up = discoverer.submit(_warm_up, spark_context, flow.name, client_config(topology.cluster(flow.source)),
-                                client_config(topology.cluster(flow.target)))
+    warm_up = discoverer.submit(
+        _warm_up,
+        spark_context,
+        flow.name,
+        client_config(topology.cluster(flow.source)),
+        client_config(topology.cluster(flow.target)),
+    )
     context = FlowContext(topology, flow, retries=args.retries)
-    heartbeats = threading.Thread(target=_send_heartbeats, args=(context, args.heartbeat_interval, stop),
-                                  name="kdr-heartbeats", daemon=True)
-    checkpoints = threading.Thread(target=_checkpoint_groups, args=(topology, flow, args.checkpoint_interval, stop),
-                                   name="kdr-checkpoints", daemon=True)
-    copy = functools.partial(copy_ranges, run_for=args.epoch if continuous else None,
-                             progress_interval=PROGRESS_INTERVAL_S if continuous else None)
+    heartbeats = threading.Thread(
+        target=_send_heartbeats, args=(context, args.heartbeat_interval, stop), name="kdr-heartbeats", daemon=True
+    )
+    checkpoints = threading.Thread(
+        target=_checkpoint_groups,
+        args=(topology, flow, args.checkpoint_interval, stop),
+        name="kdr-checkpoints",
+        daemon=True,
+    )
+    copy = functools.partial(
+        _copy_groups,
+        run_for=args.epoch if continuous else None,
+        progress_interval=PROGRESS_INTERVAL_S if continuous else None,
+        **({"commit_interval": COMMIT_INTERVAL_S} if continuous else {}),
+    )
     try:
+        # Fences the driver of any older replicator of this flow, wherever it runs (fencing.py).
+        claim = FlowClaim(
+            flow.name,
+            context.target_config,
+            {"host": socket.gethostname(), "pid": os.getpid(), "started_at": summary.started},
+        )
+        fenced_retries = 0
         plan = context.plan()
         summary.add_plan(plan)
         _report_warm_up(warm_up)
         positions = {(t.topic, t.partition): t.start for t in plan.tasks}
+        dest_ends = {(t.topic, t.partition): t.dest_from for t in plan.tasks}  # where each take-over reads from
         discovery: Future | None = None
         next_discovery = time.monotonic() + args.discover_interval
         if continuous:
@@ -140,29 +214,61 @@ def run(args: argparse.Namespace, topology: Topology, spark_context) -> tuple[in
         while True:
             if continuous:
                 if discovery is not None and discovery.done():
-                    plan = _merge(discovery.result(), positions)
+                    plan = _merge(discovery.result(), positions, dest_ends)
                     summary.add_plan(plan)
                     discovery, next_discovery = None, time.monotonic() + args.discover_interval
                 if discovery is None and time.monotonic() >= next_discovery:
                     discovery = discoverer.submit(context.plan, dict(positions))
-                work = [dataclasses.replace(t, start=positions[(t.topic, t.partition)], end=None) for t in plan.tasks]
+                work = [
+                    dataclasses.replace(
+                        t,
+                        start=positions[(t.topic, t.partition)],
+                        end=None,
+                        dest_from=dest_ends[(t.topic, t.partition)],
+                    )
+                    for t in plan.tasks
+                ]
             else:
                 work = [t for t in plan.tasks if t.end > t.start]
             copy_started = time.monotonic()
-            # At most one task per core: a task copies its group of ranges with one consumer.
-            slices = min(len(work), spark_context.defaultParallelism)
-            results = spark_context.parallelize(work, slices).mapPartitions(copy).collect() if work else []
+            # At most one task per core: a task copies its group of ranges with one consumer, and owns the
+            # writer slots of its ranges.
+            groups = writer_groups(work, spark_context.defaultParallelism)
+            if not claim.holds():
+                raise FencedError(
+                    f"flow {flow.name}: fenced out of {flow.target} by a newer replicator of this flow; this one stops"
+                )
+            try:
+                results = spark_context.parallelize(groups, len(groups)).mapPartitions(copy).collect() if work else []
+            except Exception as exc:
+                # An older replicator, not yet aware of this one's claim, fenced these writers back: copy again
+                # (the tasks take over from the destination) while the claim holds.
+                if "FencedError: " not in str(exc) or fenced_retries == FENCED_RETRIES or not claim.holds():
+                    raise
+                fenced_retries += 1
+                log.warning("flow %s: an older replicator of this flow was still writing; fencing it out", flow.name)
+                continue
+            fenced_retries = 0
             job_seconds = time.monotonic() - copy_started
             summary.copy_seconds += job_seconds
             summary.add(results)
             positions.update({(r.topic, r.partition): r.next for r in results})
+            dest_ends.update({(r.topic, r.partition): r.dest_end for r in results})
             if work:
-                log.info("flow %s: %s %d copied %d records (%d filtered) across %d partitions in %.2fs (tasks "
-                         "copying %.2fs)", flow.name, "epoch" if continuous else "batch", summary.batches,
-                         sum(r.records for r in results), sum(r.filtered for r in results), len(work), job_seconds,
-                         max(r.seconds for r in results))
+                log.info(
+                    "flow %s: %s %d copied %d records (%d filtered) across %d partitions in %.2fs (tasks "
+                    "copying %.2fs)",
+                    flow.name,
+                    "epoch" if continuous else "batch",
+                    summary.batches,
+                    sum(r.records for r in results),
+                    sum(r.filtered for r in results),
+                    len(work),
+                    job_seconds,
+                    max(r.seconds for r in results),
+                )
             if not continuous or stop.is_set():
-                return 0, summary.to_dict("done")
+                return summary.to_dict("done")
             if not work:
                 stop.wait(1.0)
     finally:
@@ -174,7 +280,8 @@ def run(args: argparse.Namespace, topology: Topology, spark_context) -> tuple[in
 def _warm_up(spark_context, flow: str, source_config: dict, target_config: dict) -> None:
     slots = spark_context.defaultParallelism
     spark_context.parallelize(range(slots), slots).foreach(
-        functools.partial(open_clients, flow, source_config, target_config))
+        functools.partial(open_clients, flow, source_config, target_config)
+    )
 
 
 def _report_warm_up(warm_up: Future) -> None:
@@ -208,43 +315,31 @@ def _checkpoint_groups(topology: Topology, flow: Flow, interval: float, stop: th
             log.warning("flow %s: group offsets not checkpointed: %s", flow.name, exc)
 
 
-def _merge(discovered: Plan, positions: dict[tuple[str, int], int]) -> Plan:
+def _copy_groups(groups, **kwargs) -> list[CopyResult]:
+    """One Spark task: the ranges of its writer group (mapPartitions hands over a one-group iterator)."""
+    tasks: list[CopyTask] = [task for group in groups for task in group]
+    return copy_ranges(tasks, **kwargs)
+
+
+def _merge(discovered: Plan, positions: dict[tuple[str, int], int], dest_ends: dict[tuple[str, int], int]) -> Plan:
     """A discovery round's plan, keeping the positions copied meanwhile for partitions already known."""
     for task in discovered.tasks:
         positions.setdefault((task.topic, task.partition), task.start)
+        dest_ends.setdefault((task.topic, task.partition), task.dest_from)
     return discovered
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return job_main("replicate", parse_args(argv), _start, raised_in_tasks=COPY_ERRORS, failed_keys=("flow", "mode"))
+
+
+def _start(args: argparse.Namespace, topology: Topology, flow: Flow) -> dict[str, Any]:
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())  # a continuous run ends after its epoch
     try:
-        topology = load_topology(args.topology)
-        topology.flow(args.flow)
-    except TopologyError as exc:
-        return _finish(args, 2, str(exc), None)
-    from pyspark.sql import SparkSession
-
-    spark = SparkSession.builder.appName(f"kafka-dr replicate {args.flow}").getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
-    status, error = 1, None
-    try:
-        status, summary = run(args, topology, spark.sparkContext)
-    except (TopologyError, ClientConfigError, TopicSyncError) as exc:
-        status, error = 2, str(exc)
-    except (UnreachableError, CopyError) as exc:
-        error = str(exc)
-    except Exception as exc:  # noqa: BLE001 - a Spark task failure carries the CopyError text inside
-        error = task_error(exc, COPY_ERRORS)
-    spark.stop()
-    return _finish(args, status, error, None if error else summary)
-
-
-def _finish(args: argparse.Namespace, status: int, error: str | None, summary: dict | None) -> int:
-    if error is not None:
-        summary = {"flow": args.flow, "mode": args.mode, "status": "failed", "error": error}
-    emit_summary("replicate", summary, args.report)
-    return status
+        return run(start_spark(f"kafka-dr replicate {flow.name}"), args, topology, flow, stop)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

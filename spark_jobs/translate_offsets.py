@@ -22,16 +22,16 @@ import logging
 import re
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from kafka_dr.clients import ClientConfigError, client_config, error_text
-from kafka_dr.job_summary import emit_summary, task_error
-from kafka_dr.replication.planner import UnreachableError
-from kafka_dr.topology import Flow, Topology, TopologyError, load_topology
+from kafka_dr.clients import client_config
+from kafka_dr.jobs import BadInput, job_main, start_spark
+from kafka_dr.topology import Flow, Topology
 from kafka_dr.translation.checkpoints import checkpoint_groups, load_checkpoints
 from kafka_dr.translation.groups import apply_offsets, select_groups
 from kafka_dr.translation.offsets import (
@@ -42,8 +42,12 @@ from kafka_dr.translation.offsets import (
     translate_partition,
 )
 
+if TYPE_CHECKING:
+    from pyspark import SparkContext
+
 log = logging.getLogger("kafka_dr.translate_offsets")
 TIMEOUT_S = 30.0
+TASK_ERRORS = ("KafkaException", "TimeoutError", "RuntimeError")  # what translation tasks raise
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -52,21 +56,29 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--flow", required=True)
     parser.add_argument("--groups", help="only groups that fully match this regex (within the flow's groups filter)")
     parser.add_argument("--apply", action="store_true", help="commit the offsets to inactive groups in the target")
-    parser.add_argument("--from-checkpoints", action="store_true",
-                        help="the source is unreachable: use the last checkpoints kept in the target")
-    parser.add_argument("--reset-to-datetime", metavar="ISO-8601",
-                        help="commit the offsets of this time instead (no time zone: UTC)")
+    parser.add_argument(
+        "--from-checkpoints",
+        action="store_true",
+        help="the source is unreachable: use the last checkpoints kept in the target",
+    )
+    parser.add_argument(
+        "--reset-to-datetime", metavar="ISO-8601", help="commit the offsets of this time instead (no time zone: UTC)"
+    )
     parser.add_argument("--report", type=Path, help="also write the JSON summary here")
     parser.add_argument("--retries", type=int, default=3, help="attempts to reach the source before failing")
     return parser.parse_args(argv)
 
 
-class BadInput(ValueError):
-    """A bad argument; exit 2 before anything changes."""
-
-
-def run(args: argparse.Namespace, topology: Topology, flow: Flow, pattern: re.Pattern[str] | None,
-        reset_ms: int | None) -> dict[str, Any]:
+def run(
+    spark: Callable[[], SparkContext],
+    args: argparse.Namespace,
+    topology: Topology,
+    flow: Flow,
+    pattern: re.Pattern[str] | None,
+    reset_ms: int | None,
+) -> dict[str, Any]:
+    """The translation summary of `flow`. `spark` gives the Spark context; it is called only when there are
+    source offsets to translate."""
     started = time.time()
     target_config = client_config(topology.cluster(flow.target))
     target_admin = AdminClient(target_config)
@@ -77,10 +89,15 @@ def run(args: argparse.Namespace, topology: Topology, flow: Flow, pattern: re.Pa
         groups = {g: ts for g, ts in checkpoints.items() if g in selected}
         summary.update(origin="checkpoints", checkpoint_at_ms=at_ms)
     else:
-        groups = translate_from_source(args, topology, flow, pattern, target_config)
+        groups = translate_from_source(spark, args, topology, flow, pattern)
         summary.update(origin="source", checkpoint_at_ms=int(started * 1000))
-    log.info("flow %s: %d groups, %d group-partitions translated (%s)", flow.name, len(groups),
-             sum(len(ts) for ts in groups.values()), summary["origin"])
+    log.info(
+        "flow %s: %d groups, %d group-partitions translated (%s)",
+        flow.name,
+        len(groups),
+        sum(len(ts) for ts in groups.values()),
+        summary["origin"],
+    )
     if reset_ms is not None:
         groups = reset_to_datetime(target_config, target_admin, groups, reset_ms)
         summary["reset_to_ms"] = reset_ms
@@ -88,8 +105,11 @@ def run(args: argparse.Namespace, topology: Topology, flow: Flow, pattern: re.Pa
     summary["group_count"] = len(groups)
     summary["partition_count"] = sum(len(ts) for ts in groups.values())
     if args.apply:
-        applied = apply_offsets(target_admin, {g: [TopicPartition(t.dest_topic, t.partition, t.dest_offset)
-                                                   for t in ts] for g, ts in groups.items()}, TIMEOUT_S)
+        applied = apply_offsets(
+            target_admin,
+            {g: [TopicPartition(t.dest_topic, t.partition, t.dest_offset) for t in ts] for g, ts in groups.items()},
+            TIMEOUT_S,
+        )
         summary["applied"] = [a.group for a in applied if a.applied]
         summary["skipped"] = [{"group": a.group, "reason": a.reason} for a in applied if not a.applied]
         for skipped in summary["skipped"]:
@@ -98,71 +118,59 @@ def run(args: argparse.Namespace, topology: Topology, flow: Flow, pattern: re.Pa
     return summary
 
 
-def translate_from_source(args: argparse.Namespace, topology: Topology, flow: Flow, pattern: re.Pattern[str] | None,
-                          target_config: dict[str, Any]) -> dict[str, list[Translated]]:
+def translate_from_source(
+    spark: Callable[[], SparkContext],
+    args: argparse.Namespace,
+    topology: Topology,
+    flow: Flow,
+    pattern: re.Pattern[str] | None,
+) -> dict[str, list[Translated]]:
     def in_spark_tasks(requests: list[PartitionRequest]) -> list[Translated]:
-        from pyspark.sql import SparkSession
-
-        spark_context = SparkSession.builder.appName(f"kafka-dr translate {flow.name}").getOrCreate().sparkContext
-        spark_context.setLogLevel("WARN")
+        spark_context = spark()
         slices = min(len(requests), spark_context.defaultParallelism * 4)  # small tasks even out uneven partitions
         return spark_context.parallelize(requests, slices).flatMap(translate_partition).collect()
 
     return checkpoint_groups(topology, flow, pattern, in_spark_tasks, retries=args.retries)
 
 
-def reset_to_datetime(target_config: dict[str, Any], admin: AdminClient, groups: dict[str, list[Translated]],
-                      reset_ms: int) -> dict[str, list[Translated]]:
+def reset_to_datetime(
+    target_config: dict[str, Any], admin: AdminClient, groups: dict[str, list[Translated]], reset_ms: int
+) -> dict[str, list[Translated]]:
     """Each group's target offsets at `reset_ms` in every partition of its destination topics."""
     topics = sorted({t.dest_topic for ts in groups.values() for t in ts})
     metadata = admin.list_topics(timeout=TIMEOUT_S).topics
-    at_time = {topic: offsets_for_times(target_config, topic, {p: reset_ms for p in metadata[topic].partitions})
-               for topic in topics if topic in metadata}
+    at_time = {
+        topic: offsets_for_times(target_config, topic, {p: reset_ms for p in metadata[topic].partitions})
+        for topic in topics
+        if topic in metadata
+    }
     reset: dict[str, list[Translated]] = {}
     for group, translations in groups.items():
         sources = {t.dest_topic: t.topic for t in translations}
-        reset[group] = [Translated(sources[dest], partition, -1, dest, offset, "datetime")
-                        for dest in sorted(sources) if dest in at_time
-                        for partition, offset in sorted(at_time[dest].items())]
+        reset[group] = [
+            Translated(sources[dest], partition, -1, dest, offset, "datetime")
+            for dest in sorted(sources)
+            if dest in at_time
+            for partition, offset in sorted(at_time[dest].items())
+        ]
     return reset
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return job_main("translate_offsets", parse_args(argv), _start, raised_in_tasks=TASK_ERRORS)
+
+
+def _start(args: argparse.Namespace, topology: Topology, flow: Flow) -> dict[str, Any]:
     try:
-        topology = load_topology(args.topology)
-        flow = topology.flow(args.flow)
-        try:
-            pattern = None if args.groups is None else re.compile(args.groups)
-        except re.error as exc:
-            raise BadInput(f"--groups: bad regex {args.groups!r}: {exc}") from None
-        try:
-            reset_ms = None if args.reset_to_datetime is None else parse_reset_time(args.reset_to_datetime)
-        except ValueError as exc:
-            raise BadInput(str(exc)) from None
-        summary = run(args, topology, flow, pattern, reset_ms)
-        status = 0
-    except (TopologyError, ClientConfigError, BadInput) as exc:
-        status, summary = 2, {"flow": args.flow, "status": "failed", "error": str(exc)}
-    except (UnreachableError, KafkaException, TimeoutError) as exc:
-        status, summary = 1, {"flow": args.flow, "status": "failed", "error": error_text(exc)}
-    except Exception as exc:  # noqa: BLE001 - a Spark task failure carries the task's Python error inside
-        error = task_error(exc, ("KafkaException", "TimeoutError", "RuntimeError"))
-        status, summary = 1, {"flow": args.flow, "status": "failed", "error": error}
-    finally:
-        _stop_spark()
-    emit_summary("translate_offsets", summary, args.report)
-    return status
-
-
-def _stop_spark() -> None:
-    if "pyspark" in sys.modules:  # started only when there was something to translate
-        from pyspark.sql import SparkSession
-
-        session = SparkSession.getActiveSession()
-        if session is not None:
-            session.stop()
+        pattern = None if args.groups is None else re.compile(args.groups)
+    except re.error as exc:
+        raise BadInput(f"--groups: bad regex {args.groups!r}: {exc}") from None
+    try:
+        reset_ms = None if args.reset_to_datetime is None else parse_reset_time(args.reset_to_datetime)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    # Spark starts only when there is something to translate.
+    return run(lambda: start_spark(f"kafka-dr translate {flow.name}"), args, topology, flow, pattern, reset_ms)
 
 
 if __name__ == "__main__":

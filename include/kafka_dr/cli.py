@@ -1,4 +1,4 @@
-"""`kafka-dr` command line: the embedded local stack, replication lag, client aliases and the demo.
+"""`kafka-dr` command line: the embedded local stack, replication lag and health, client aliases and the demo.
 
 Exit codes follow DESIGN.md: 0 done, 1 failed, 2 bad input; every error is one line on stderr.
 """
@@ -13,14 +13,9 @@ from pathlib import Path
 from typing import NoReturn
 
 from kafka_dr.clients import ClientConfigError
-from kafka_dr.local.stack import (
-    DEFAULT_DATA_DIR,
-    LocalStack,
-    StackConfig,
-    StackError,
-    StackInputError,
-    check_bootstrap_servers,
-)
+from kafka_dr.local.config import StackConfig, StackInputError, check_bootstrap_servers
+from kafka_dr.local.stack import LocalStack, StackError
+from kafka_dr.paths import LOCAL_DATA_DIR
 from kafka_dr.topology import TopologyError, load_topology
 
 
@@ -58,9 +53,9 @@ def _parser() -> argparse.ArgumentParser:
     data_dir.add_argument(
         "--data-dir",
         type=Path,
-        default=DEFAULT_DATA_DIR,
+        default=LOCAL_DATA_DIR,
         metavar="DIR",
-        help=f"where the local stack keeps data, logs and pid files (default: {DEFAULT_DATA_DIR})",
+        help=f"where the local stack keeps data, logs and pid files (default: {LOCAL_DATA_DIR})",
     )
     local = commands.add_parser("local", help="run the embedded two-DC stack (brokers and schema registries)")
     actions = local.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -95,19 +90,36 @@ def _parser() -> argparse.ArgumentParser:
     registry.set_defaults(run=_restart_registry)
 
     lag = commands.add_parser("lag", help="replication lag per flow and partition, in records and seconds")
-    lag.add_argument("--topology", type=Path, metavar="FILE",
-                     help="topology file (default: $KDR_TOPOLOGY, else include/topology.yaml)")
+    _topology_option(lag)
     lag.add_argument("--flow", metavar="NAME", help="only this flow (default: every flow)")
     lag.add_argument("--json", action="store_true", help="print a JSON list, one object per flow")
-    lag.add_argument("--timeout", type=_seconds, default=10.0, metavar="SECONDS",
-                     help="how long to wait for each cluster (default 10)")
+    lag.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=10.0,
+        metavar="SECONDS",
+        help="how long to wait for each cluster (default 10)",
+    )
     lag.set_defaults(run=_lag)
 
+    health = commands.add_parser(
+        "health", help="sample and evaluate each flow once (what dr_replication_health does, without self-heal)"
+    )
+    _topology_option(health)
+    health.add_argument("--flow", metavar="NAME", help="only this flow (default: every flow)")
+    health.add_argument("--json", action="store_true", help='print {"flows": [...]} as DESIGN.md describes it')
+    health.set_defaults(run=_health)
+
     clients = commands.add_parser("clients", help="which cluster each client alias connects to now")
-    clients.add_argument("alias", nargs="?", metavar="ALIAS",
-                         help="print this alias's client settings (secrets hidden)")
-    clients.add_argument("--topology", type=Path, metavar="FILE",
-                         help="topology file (default: $KDR_TOPOLOGY, else include/topology.yaml)")
+    clients.add_argument(
+        "alias", nargs="?", metavar="ALIAS", help="print this alias's client settings (secrets hidden)"
+    )
+    clients.add_argument(
+        "--topology",
+        type=Path,
+        metavar="FILE",
+        help="topology file (default: $KDR_TOPOLOGY, else include/topology.yaml)",
+    )
     clients.add_argument("--json", action="store_true", help="print JSON")
     clients.set_defaults(run=_clients)
 
@@ -193,10 +205,37 @@ def _restart_registry(args: argparse.Namespace) -> int:
     return 0
 
 
+def _topology_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--topology",
+        type=Path,
+        metavar="FILE",
+        help="topology file (default: $KDR_TOPOLOGY, else include/topology.yaml)",
+    )
+
+
 def _lag(args: argparse.Namespace) -> int:
     from kafka_dr.lag_report import lag_report  # Kafka clients are loaded only when asked
 
     return lag_report(load_topology(args.topology), args.flow, as_json=args.json, timeout=args.timeout)
+
+
+def _health(args: argparse.Namespace) -> int:
+    from kafka_dr.health.check import check_flow  # Kafka clients are loaded only when asked
+    from kafka_dr.health.rules import render_table
+
+    topology = load_topology(args.topology)
+    names = [topology.flow(args.flow).name] if args.flow else [f.name for f in topology.flows]  # before any I/O
+    results = []
+    for name in names:
+        if not args.json:
+            print(f"checking {name} ...", file=sys.stderr, flush=True)
+        results.append(check_flow(topology, name))
+    if args.json:
+        print(json.dumps({"flows": [h.to_dict() for h in results]}, indent=2))
+    else:
+        print(render_table(results))
+    return 1 if any(h.status == "ERR" for h in results) else 0
 
 
 def _clients(args: argparse.Namespace) -> int:

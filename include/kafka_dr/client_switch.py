@@ -56,9 +56,17 @@ def _read_active() -> dict[str, dict[str, Any]]:
 
 def states(topology: Topology) -> list[AliasState]:
     active = _read_active()
-    return [AliasState(alias.name, alias.role, alias.cluster, active.get(alias.name, {}).get("cluster", alias.cluster),
-                       active.get(alias.name, {}).get("since"), active.get(alias.name, {}).get("reason"))
-            for alias in topology.clients.values()]
+    return [
+        AliasState(
+            alias.name,
+            alias.role,
+            alias.cluster,
+            active.get(alias.name, {}).get("cluster", alias.cluster),
+            active.get(alias.name, {}).get("since"),
+            active.get(alias.name, {}).get("reason"),
+        )
+        for alias in topology.clients.values()
+    ]
 
 
 def active_cluster(topology: Topology, alias: str) -> str:
@@ -66,8 +74,10 @@ def active_cluster(topology: Topology, alias: str) -> str:
     home = topology.client(alias).cluster
     cluster = _read_active().get(alias, {}).get("cluster", home)
     if cluster not in topology.clusters:
-        raise TopologyError(f"client alias {alias!r} is switched to cluster {cluster!r}, which the topology no "
-                            f"longer has (known: {', '.join(topology.clusters)})")
+        raise TopologyError(
+            f"client alias {alias!r} is switched to cluster {cluster!r}, which the topology no "
+            f"longer has (known: {', '.join(topology.clusters)})"
+        )
     return cluster
 
 

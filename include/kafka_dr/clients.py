@@ -15,7 +15,16 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from .topology import Cluster
 
@@ -41,7 +50,8 @@ def extra_settings(cluster_name: str, environ: Mapping[str, str] | None = None) 
     except json.JSONDecodeError as exc:
         raise ClientConfigError(f"{name}: not a JSON object ({exc.msg} at position {exc.pos})") from None
     if not isinstance(settings, dict) or not all(
-            isinstance(k, str) and isinstance(v, str | int | float | bool) for k, v in settings.items()):
+        isinstance(k, str) and isinstance(v, str | int | float | bool) for k, v in settings.items()
+    ):
         raise ClientConfigError(f"{name}: must be a JSON object of librdkafka settings (string keys, scalar values)")
     return settings
 
@@ -49,8 +59,11 @@ def extra_settings(cluster_name: str, environ: Mapping[str, str] | None = None) 
 def client_config(cluster: Cluster, environ: Mapping[str, str] | None = None, **overrides: Any) -> dict[str, Any]:
     """Settings for a confluent-kafka client of `cluster`; keyword overrides use librdkafka names
     with dots written as underscores (enable_idempotence=True)."""
-    return {"bootstrap.servers": cluster.bootstrap_servers, **extra_settings(cluster.name, environ),
-            **{k.replace("_", "."): v for k, v in overrides.items()}}
+    return {
+        "bootstrap.servers": cluster.bootstrap_servers,
+        **extra_settings(cluster.name, environ),
+        **{k.replace("_", "."): v for k, v in overrides.items()},
+    }
 
 
 def error_text(exc: BaseException) -> str:
@@ -66,6 +79,30 @@ def redact(settings: dict[str, Any]) -> dict[str, Any]:
     return {k: ("***" if any(h in k.lower() for h in SECRET_HINTS) else v) for k, v in settings.items()}
 
 
+def end_offsets(
+    admin: AdminClient, partitions: list[tuple[str, int]], isolation: IsolationLevel, timeout: float = 15.0
+) -> dict[tuple[str, int], int]:
+    """End offsets of many partitions in one request: high watermarks (read_uncommitted) or last stable
+    offsets (read_committed). Partitions added since the client last refreshed its metadata are found
+    after one refresh."""
+
+    def query() -> dict[tuple[str, int], int]:
+        futures = admin.list_offsets(
+            {TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions},
+            isolation_level=isolation,
+            request_timeout=timeout,
+        )
+        return {(tp.topic, tp.partition): future.result().offset for tp, future in futures.items()}
+
+    try:
+        return query()
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError._UNKNOWN_PARTITION:
+            raise
+    admin.list_topics(timeout=timeout)
+    return query()
+
+
 def next_batch(consumer: Consumer, max_messages: int = 10_000, wait: float = 0.1) -> list[Message]:
     """What has arrived, at once; else the first record within `wait` seconds. (consume(n, timeout)
     would hold until n records or the whole timeout, adding its timeout to every short batch.)"""
@@ -76,8 +113,9 @@ def next_batch(consumer: Consumer, max_messages: int = 10_000, wait: float = 0.1
     return [] if message is None else [message]
 
 
-def read_partition(consumer: Consumer, topic: str, partition: int, start: int, stop: int,
-                   idle_timeout: float) -> Iterator[Message]:
+def read_partition(
+    consumer: Consumer, topic: str, partition: int, start: int, stop: int, idle_timeout: float
+) -> Iterator[Message]:
     """Records of one partition from `start` (an offset or OFFSET_BEGINNING) to `stop` (exclusive) or
     the end of the partition, whichever comes first. `consumer` needs enable.partition.eof; a
     TimeoutError follows `idle_timeout` seconds without data."""
@@ -107,8 +145,12 @@ def read_partition(consumer: Consumer, topic: str, partition: int, start: int, s
         consumer.unassign()
 
 
-def read_committed(config: dict[str, Any], ranges: dict[tuple[str, int], tuple[int, int]], timeout: float,
-                   first_only: set[tuple[str, int]] | None = None) -> Iterator[Message]:
+def read_committed(
+    config: dict[str, Any],
+    ranges: dict[tuple[str, int], tuple[int, int]],
+    timeout: float,
+    first_only: set[tuple[str, int]] | None = None,
+) -> Iterator[Message]:
     """Data records of each (topic, partition) in [start, end), read_committed: aborted records and transaction
     markers are skipped by the client. Only the first record for partitions in `first_only`. Raises
     TimeoutError naming the partitions not read to their end within `timeout` seconds."""
@@ -117,10 +159,18 @@ def read_committed(config: dict[str, Any], ranges: dict[tuple[str, int], tuple[i
         return
     first_only = first_only or set()
     # assign() only, never subscribe() or commit: the group id is required by the client but no group is formed.
-    consumer = Consumer({**config, "group.id": "_kdr.reader", "enable.auto.commit": False,
-                         "enable.auto.offset.store": False, "isolation.level": "read_committed",
-                         "enable.partition.eof": True, "auto.offset.reset": "earliest",
-                         "fetch.wait.max.ms": 100})  # the end-of-partition event comes with the next fetch
+    consumer = Consumer(
+        {
+            **config,
+            "group.id": "_kdr.reader",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": 100,
+        }
+    )  # the end-of-partition event comes with the next fetch
     deadline = time.monotonic() + timeout
     last_error = "no records arrived"
     try:

@@ -24,8 +24,10 @@ from .topology import Topology
 
 TIMEOUT_S = 5.0
 PROBE_SUBJECT = "_kdr-redirect-probe-value"
-DEFAULT_RESTART = (f"{shlex.quote(sys.executable)} -m kafka_dr.cli local restart-registry {{cluster}} "
-                   "--kafkastore {kafkastore} --leader-eligible {leader_eligible}")
+DEFAULT_RESTART = (
+    f"{shlex.quote(sys.executable)} -m kafka_dr.cli local restart-registry {{cluster}} "
+    "--kafkastore {kafkastore} --leader-eligible {leader_eligible}"
+)
 """The local stack's own restart; production sets schema_registry.restart_command (systemd, docker compose...)."""
 
 
@@ -43,8 +45,12 @@ def get_json(url: str, timeout: float = TIMEOUT_S) -> Any:
 
 
 def post_json(url: str, body: Any, timeout: float = TIMEOUT_S) -> Any:
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
+    )
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return json.loads(response.read())
@@ -60,8 +66,11 @@ def max_schema_id(url: str) -> int:
 
 def register_probe(url: str) -> int:
     """Register a new version of kafka-dr's probe subject; returns its id."""
-    schema = {"type": "record", "name": "KdrRedirectProbe", "fields": [
-        {"name": "at_ms", "type": "long", "default": int(time.time() * 1000)}]}
+    schema = {
+        "type": "record",
+        "name": "KdrRedirectProbe",
+        "fields": [{"name": "at_ms", "type": "long", "default": int(time.time() * 1000)}],
+    }
     return post_json(f"{url}/subjects/{PROBE_SUBJECT}/versions", {"schema": json.dumps(schema)})["id"]
 
 
@@ -81,8 +90,11 @@ class Redirect:
 
 def restart_command(topology: Topology, registry: str, store: str, leader_eligible: bool) -> list[str]:
     template = topology.schema_registry_restart or DEFAULT_RESTART
-    values = {"cluster": registry, "kafkastore": topology.cluster(store).bootstrap_servers,
-              "leader_eligible": "true" if leader_eligible else "false"}
+    values = {
+        "cluster": registry,
+        "kafkastore": topology.cluster(store).bootstrap_servers,
+        "leader_eligible": "true" if leader_eligible else "false",
+    }
     return [part.format(**values) for part in shlex.split(template)]  # no shell: values cannot inject
 
 
@@ -110,16 +122,20 @@ def redirect(topology: Topology, registry: str, store: str, leader_eligible: boo
             known = max_schema_id(url)
             if leader_eligible and before is not None and known < before:
                 # The store's copy lacks ids the registry served: a registration now could reuse one of them.
-                raise RegistryError(f"the `_schemas` of {store} knows ids up to {known} but the {registry} registry "
-                                    f"served ids up to {before}: replicate `_schemas` to {store} first")
+                raise RegistryError(
+                    f"the `_schemas` of {store} knows ids up to {known} but the {registry} registry "
+                    f"served ids up to {before}: replicate `_schemas` to {store} first"
+                )
             if leader_eligible:
                 probe = register_probe(url)
             break
         except (OSError, ValueError, RegistryError) as exc:  # also while it reads its store or elects itself
             if time.monotonic() > deadline:
-                raise RegistryError(f"the {registry} registry ({url}) did not "
-                                    f"{'register' if leader_eligible else 'answer'} within {timeout:g}s after "
-                                    f"its restart: {exc}") from None
+                raise RegistryError(
+                    f"the {registry} registry ({url}) did not "
+                    f"{'register' if leader_eligible else 'answer'} within {timeout:g}s after "
+                    f"its restart: {exc}"
+                ) from None
             time.sleep(0.5)
     if probe is not None and probe <= known:
         raise RegistryError(f"the {registry} registry issued id {probe}, not above the ids it knew ({known})")

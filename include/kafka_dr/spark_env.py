@@ -10,8 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-SPARK_JOBS = REPO / "spark_jobs"
+from .paths import SPARK_JOBS
 
 
 def spark_env(base: dict[str, str] | None = None) -> dict[str, str]:
@@ -19,13 +18,25 @@ def spark_env(base: dict[str, str] | None = None) -> dict[str, str]:
 
     env = dict(os.environ if base is None else base)
     bin_dir = str(Path(sys.executable).parent)
-    env.update(SPARK_HOME=str(Path(pyspark.__file__).parent), PYSPARK_PYTHON=sys.executable,
-               PYSPARK_DRIVER_PYTHON=sys.executable, PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}")
+    env.update(
+        SPARK_HOME=str(Path(pyspark.__file__).parent),
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+        PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}",
+    )
     return env
 
 
 def spark_submit_command(job: str, args: list[str], master: str = "local[2]") -> list[str]:
     """spark-submit for spark_jobs/<job>.py with quiet, local-friendly settings."""
-    return [str(Path(sys.executable).parent / "spark-submit"), "--master", master,
-            "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
-            str(SPARK_JOBS / f"{job}.py"), *args]
+    return [
+        str(Path(sys.executable).parent / "spark-submit"),
+        "--master",
+        master,
+        "--conf",
+        "spark.ui.enabled=false",
+        "--conf",
+        "spark.ui.showConsoleProgress=false",
+        str(SPARK_JOBS / f"{job}.py"),
+        *args,
+    ]

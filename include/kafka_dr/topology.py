@@ -7,8 +7,8 @@ reason, before anything touches a cluster.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
-import os
 import re
 import string
 from collections.abc import Mapping
@@ -20,8 +20,11 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from .health.rules import Slo
+from .paths import DEFAULT_TOPOLOGY as DEFAULT_TOPOLOGY  # re-exported: the topology's users look here
+from .paths import default_topology
+
 INTERNAL_TOPIC_PREFIX = "_kdr."
-DEFAULT_TOPOLOGY = Path(__file__).resolve().parent.parent / "topology.yaml"
 
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _TOPIC_CHARS_RE = re.compile(r"[A-Za-z0-9._-]*")
@@ -101,6 +104,7 @@ class Topology:
     schema_registry_primary: str | None = None
     schema_registry_restart: str | None = None  # command template for the schema redirect
     clients: Mapping[str, ClientAlias] = field(default_factory=lambda: MappingProxyType({}))
+    health: Slo = field(default_factory=Slo)  # the `health:` SLOs of dr_replication_health and `kafka-dr health`
 
     def flow(self, name: str) -> Flow:
         """The flow called `name`; an unknown name is a user error, hence TopologyError."""
@@ -126,9 +130,7 @@ class Topology:
 
 def load_topology(path: str | Path | None = None) -> Topology:
     """Read and validate a topology file; None means $KDR_TOPOLOGY, else include/topology.yaml."""
-    if path is None:
-        path = os.environ.get("KDR_TOPOLOGY") or DEFAULT_TOPOLOGY
-    path = Path(path)
+    path = default_topology() if path is None else Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -346,7 +348,7 @@ class _Parser:
     def topology(self, data: Any) -> Topology:
         if data is None:
             raise self.error("", "empty file (expected a mapping with 'clusters' and 'flows')")
-        raw = self.mapping(data, "", ("clusters",), ("flows", "schema_registry", "clients"))
+        raw = self.mapping(data, "", ("clusters",), ("flows", "schema_registry", "clients", "health"))
         raw_clusters = raw["clusters"]
         if not isinstance(raw_clusters, dict):
             raise self.error(
@@ -382,8 +384,26 @@ class _Parser:
         if not isinstance(raw_clients, dict):
             raise self.error("clients", f"must be a mapping of alias to settings, got {_type_name(raw_clients)}")
         clients = {name: self.client(name, value, clusters) for name, value in raw_clients.items()}
-        return Topology(clusters=MappingProxyType(clusters), flows=tuple(flows), schema_registry_primary=primary,
-                        schema_registry_restart=restart, clients=MappingProxyType(clients))
+        return Topology(
+            clusters=MappingProxyType(clusters),
+            flows=tuple(flows),
+            schema_registry_primary=primary,
+            schema_registry_restart=restart,
+            clients=MappingProxyType(clients),
+            health=self.health(raw.get("health", {})),
+        )
+
+    def health(self, value: Any) -> Slo:
+        """The `health:` SLOs; a limit left out is not checked."""
+        raw = self.mapping(value, "health", (), tuple(f.name for f in dataclasses.fields(Slo)))
+        limits: dict[str, float] = {}
+        for key, limit in raw.items():
+            integral = key == "max_lag_records"
+            if isinstance(limit, bool) or not isinstance(limit, int if integral else int | float) or limit < 0:
+                kind = "a whole number" if integral else "a number"
+                raise self.error(f"health.{key}", f"must be {kind} >= 0, got {_type_name(limit)} {limit!r}")
+            limits[key] = limit
+        return Slo(**limits)
 
     def restart_command(self, value: Any, path: str) -> str:
         """A command template whose only placeholders are {cluster}, {kafkastore} and {leader_eligible}."""
@@ -394,8 +414,11 @@ class _Parser:
             raise self.error(path, f"bad template {template!r}: {exc}") from None
         unknown = fields - {"cluster", "kafkastore", "leader_eligible"}
         if unknown:
-            raise self.error(path, f"unknown placeholder {{{sorted(unknown)[0]}}} (allowed: {{cluster}}, "
-                                   "{kafkastore}, {leader_eligible})")
+            raise self.error(
+                path,
+                f"unknown placeholder {{{sorted(unknown)[0]}}} (allowed: {{cluster}}, "
+                "{kafkastore}, {leader_eligible})",
+            )
         return template
 
     def client(self, name: Any, value: Any, clusters: Mapping[str, Cluster]) -> ClientAlias:

@@ -8,10 +8,25 @@ from pathlib import Path
 import pytest
 from airflow.dag_processing.dagbag import DagBag
 
-DESIGN_DAG_IDS = {"dr_bringup", "dr_replication_health", "dr_failover", "dr_schema_redirect", "dr_failback",
-                  "dr_backfill"}
-BRINGUP_ORDER = ["validate_topology", "clusters_reachable", "internal_topics", "destination_topics_synced",
-                 "schema_registries_checked", "replicators_started", "lag_gate", "heartbeat_round_trip", "report"]
+DESIGN_DAG_IDS = {
+    "dr_bringup",
+    "dr_replication_health",
+    "dr_failover",
+    "dr_schema_redirect",
+    "dr_failback",
+    "dr_backfill",
+}
+BRINGUP_ORDER = [
+    "validate_topology",
+    "clusters_reachable",
+    "internal_topics",
+    "destination_topics_synced",
+    "schema_registries_checked",
+    "replicators_started",
+    "lag_gate",
+    "heartbeat_round_trip",
+    "report",
+]
 
 
 @pytest.fixture(scope="module")
@@ -42,8 +57,24 @@ def test_dr_bringup_runs_the_designed_steps_in_order(dagbag: DagBag) -> None:
     assert dag.params["flows"] == []
 
 
-@pytest.mark.parametrize("dag_id, first", [("dr_failover", "validate_failover"),
-                                           ("dr_schema_redirect", "validate_redirect")])
+def test_dr_replication_health_is_scheduled_one_run_at_a_time(dagbag: DagBag, monkeypatch: pytest.MonkeyPatch) -> None:
+    dag = dagbag.dags["dr_replication_health"]
+    assert (dag.schedule, dag.catchup, dag.max_active_runs) == ("*/5 * * * *", False, 1)
+    assert [t.task_id for t in dag.topological_sort()] == ["validate_flows", "check", "self_heal", "report"]
+    assert dag.task_dict["check"].is_mapped, "one mapped check per flow: an outage cannot hide another flow"
+    monkeypatch.setenv("KDR_HEALTH_SCHEDULE", "@hourly")  # the schedule is set where the DAG runs, not in its file
+    rescheduled = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"]).dags["dr_replication_health"]
+    assert rescheduled.schedule == "@hourly"
+
+
+@pytest.mark.parametrize(
+    "dag_id, first",
+    [
+        ("dr_failover", "validate_failover"),
+        ("dr_schema_redirect", "validate_redirect"),
+        ("dr_replication_health", "validate_flows"),
+    ],
+)
 def test_trigger_forms_explain_themselves_and_validate_first(dagbag: DagBag, dag_id: str, first: str) -> None:
     dag = dagbag.dags[dag_id]
     for name in dag.params:

@@ -7,29 +7,30 @@ Also: bad params fail the run at its first task with one line, and nothing else 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
-from airflow.dag_processing.dagbag import DagBag
 from airflow.sdk.exceptions import AirflowFailException
 from airflow.utils.state import DagRunState, TaskInstanceState
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from support.airflow import load_dag
 
+from kafka_dr.airflow.bringup import validate_topology
 from kafka_dr.airflow.operators.replication import ReplicationOperator
-from kafka_dr.airflow.tasks import validate_topology
+from kafka_dr.paths import SPARK_JOBS
 from kafka_dr.replication import replicators
 from kafka_dr.replication.provenance import hops
 from kafka_dr.state import state_dir
 
 if TYPE_CHECKING:
-    from conftest import Stack
+    from support.stack import Stack
 
-REPLICATE_JOB = Path(__file__).resolve().parents[2] / "spark_jobs" / "replicate.py"
+REPLICATE_JOB = SPARK_JOBS / "replicate.py"
 FLOWS = ("dc1-to-dc2", "dc2-to-dc1")
 DEMO_FLOWS = """flows:
   - name: dc1-to-dc2
@@ -52,9 +53,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def dag(airflow_db: Path) -> Any:
-    bag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
-    assert not bag.import_errors, bag.import_errors
-    return bag.dags["dr_bringup"]
+    return load_dag("dr_bringup")
 
 
 @pytest.fixture
@@ -63,21 +62,26 @@ def demo(stack: Stack) -> Iterator[Path]:
     path = stack.write_topology("demo", DEMO_FLOWS)
     for dc, topics in (("dc1", ("topic1", "topic2")), ("dc2", ("topic1",))):
         admin = AdminClient({"bootstrap.servers": stack.bootstrap(dc)})
-        for future in admin.create_topics([NewTopic(t, 2, 1, config={"retention.ms": "604800000"})
-                                           for t in topics]).values():
+        for future in admin.create_topics(
+            [NewTopic(t, 2, 1, config={"retention.ms": "604800000"}) for t in topics]
+        ).values():
             future.result(10)
         producer = Producer({"bootstrap.servers": stack.bootstrap(dc)})
         for topic in topics:
             for i in range(RECORDS):
-                producer.produce(topic, key=f"{dc}-{i}".encode(), value=f"{dc} {topic} {i}".encode(),
-                                 headers=[("origin", dc.encode())])
+                producer.produce(
+                    topic,
+                    key=f"{dc}-{i}".encode(),
+                    value=f"{dc} {topic} {i}".encode(),
+                    headers=[("origin", dc.encode())],
+                )
         assert producer.flush(10) == 0
     schema = {"schema": json.dumps({"type": "record", "name": "U", "fields": [{"name": "a", "type": "int"}]})}
     response = httpx.post(f"{stack.local.config.dc('dc1').registry_url}/subjects/users-value/versions", json=schema)
     assert response.status_code == 200, response.text
     yield path
-    for flow in FLOWS:
-        replicators.stop(flow, timeout=30)
+    with ThreadPoolExecutor(len(FLOWS)) as pool:  # each stop waits for its replicator's epoch to end
+        list(pool.map(replicators.stop, FLOWS))
 
 
 def test_dr_bringup_brings_replication_up_and_reports(dag: Any, stack: Stack, demo: Path) -> None:
@@ -88,7 +92,8 @@ def test_dr_bringup_brings_replication_up_and_reports(dag: Any, stack: Stack, de
     assert run.state == DagRunState.SUCCESS, f"{states}; replicator logs: {_logs()}"
     assert all(state == TaskInstanceState.SUCCESS for state in states.values()), states
     assert {key for key in states if key[0] in ("replicators_started", "lag_gate")} == {
-        (task, i) for task in ("replicators_started", "lag_gate") for i in range(len(FLOWS))}
+        (task, i) for task in ("replicators_started", "lag_gate") for i in range(len(FLOWS))
+    }
 
     for flow in FLOWS:
         assert replicators.is_running(flow), f"{flow}: the continuous replicator should keep running"
@@ -99,9 +104,9 @@ def test_dr_bringup_brings_replication_up_and_reports(dag: Any, stack: Stack, de
     assert set(report["cluster_ids"]) == {"dc1", "dc2"}
     assert len(set(report["cluster_ids"].values())) == 2
     assert {e["url"] for e in report["schema_registries"].values()} == {
-        dc.registry_url for dc in stack.local.config.dcs}
-    assert {e["leader"] for e in report["schema_registries"].values()} == {
-        stack.local.config.dc("dc1").registry_url}
+        dc.registry_url for dc in stack.local.config.dcs
+    }
+    assert {e["leader"] for e in report["schema_registries"].values()} == {stack.local.config.dc("dc1").registry_url}
     assert {lag["flow"]: lag["total_records"] for lag in report["lag"]} == {flow: 0 for flow in FLOWS}
     assert set(report["heartbeat_latency_s"]) == set(FLOWS)
     assert all(0 <= latency < 30 for latency in report["heartbeat_latency_s"].values())
@@ -111,16 +116,19 @@ def test_dr_bringup_brings_replication_up_and_reports(dag: Any, stack: Stack, de
     dc1_topic1 = _read(stack.bootstrap("dc2"), "topic1", origin="dc1")
     assert sorted(dc1_topic1) == sorted(f"dc1 topic1 {i}" for i in range(RECORDS))
     assert sorted(_read(stack.bootstrap("dc2"), "topic2.replica", origin="dc1")) == sorted(
-        f"dc1 topic2 {i}" for i in range(RECORDS))
+        f"dc1 topic2 {i}" for i in range(RECORDS)
+    )
     assert sorted(_read(stack.bootstrap("dc1"), "topic1", origin="dc2")) == sorted(
-        f"dc2 topic1 {i}" for i in range(RECORDS))
+        f"dc2 topic1 {i}" for i in range(RECORDS)
+    )
 
 
 def test_bad_params_fail_the_first_task_with_one_line_and_change_nothing(dag: Any, stack: Stack) -> None:
     path = stack.write_topology("bad-params", DEMO_FLOWS)
     with pytest.raises(AirflowFailException) as excinfo:
-        validate_topology.function(params={"topology": str(path), "flows": ["dc1-to-dc3"],
-                                           "max_lag_records": 0, "max_lag_seconds": None})
+        validate_topology.function(
+            params={"topology": str(path), "flows": ["dc1-to-dc3"], "max_lag_records": 0, "max_lag_seconds": None}
+        )
     assert str(excinfo.value) == "unknown flow 'dc1-to-dc3' (known: dc1-to-dc2, dc2-to-dc1)"
     with pytest.raises(AirflowFailException, match=r"^.*missing\.yaml: file not found$"):
         validate_topology.function(params={"topology": str(path.with_name("missing.yaml")), "flows": []})
@@ -138,8 +146,14 @@ def _read(bootstrap: str, topic: str, origin: str) -> list[str]:
     """Values of `topic` whose `origin` header is `origin`, checking each carries exactly one provenance hop."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kdr-bringup-check",
-                         "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "kdr-bringup-check",
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+        }
+    )
     consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
     values, open_partitions = [], set(partitions)
     try:

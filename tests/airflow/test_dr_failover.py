@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
-import sys
+import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,10 +23,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-from conftest import SESSION_DIR, _free_ports  # noqa: I001 - the harness of tests/airflow
+from support.spark import submit
+from support.stack import running_stack
+from support.topology import restart_registry_command
 
 from kafka_dr import client_switch
-from kafka_dr.local.stack import LocalStack, StackConfig
+from kafka_dr.local.stack import LocalStack
 from kafka_dr.replication import replicators
 from kafka_dr.replication.copier import close_clients, copy_ranges
 from kafka_dr.replication.planner import FlowContext
@@ -46,15 +48,10 @@ def dags(airflow_db: Path) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def dr_stack() -> Iterator[LocalStack]:
-    ports = _free_ports(4)
-    local = LocalStack(SESSION_DIR / "failover-stack", StackConfig.default(broker_ports=ports[:2],
-                                                                          registry_ports=ports[2:]))
-    try:
-        local.up()
-        yield local
-    finally:
-        local.down()
+def dr_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    """A stack of this module's own: its failovers stop dc1 and redirect the registries."""
+    with running_stack(tmp_path_factory.mktemp("failover-stack")) as running:
+        yield running.local
 
 
 @pytest.fixture
@@ -65,9 +62,9 @@ def state(tmp_path, monkeypatch) -> Path:
 
 def write_topology(local: LocalStack, path: Path, topic: str, registry: bool = True) -> Path:
     dc1, dc2 = local.config.dc("dc1"), local.config.dc("dc2")
-    restart = (f"{shlex.quote(sys.executable)} -m kafka_dr.cli local restart-registry {{cluster}} --data-dir "
-               f"{shlex.quote(str(local.data_dir))} --kafkastore {{kafkastore}} --leader-eligible {{leader_eligible}}")
-    path.write_text(f"""clusters:
+    restart = restart_registry_command(local.data_dir)
+    path.write_text(
+        f"""clusters:
   dc1: {{bootstrap_servers: "{dc1.broker_address}", schema_registry: "{dc1.registry_url}"}}
   dc2: {{bootstrap_servers: "{dc2.broker_address}", schema_registry: "{dc2.registry_url}"}}
 flows:
@@ -75,7 +72,9 @@ flows:
 clients:
   orders-producer: {{cluster: dc1, role: producer}}
   billing: {{cluster: dc1, role: consumer}}
-""" + (f"schema_registry: {{primary: dc1, restart_command: {json.dumps(restart)}}}\n" if registry else ""))
+"""
+        + (f"schema_registry: {{primary: dc1, restart_command: {json.dumps(restart)}}}\n" if registry else "")
+    )
     return path
 
 
@@ -99,8 +98,15 @@ def committed(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
 
 def read_rest(bootstrap: str, group: str, topic: str) -> list[int]:
     """Origin offsets a consumer of `group` reads from its committed offset to the end."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.partition.eof": True,
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     consumer.subscribe([topic])
     origins, deadline = [], time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -117,9 +123,16 @@ def read_rest(bootstrap: str, group: str, topic: str) -> list[int]:
 
 def fail_over(dags: dict[str, Any], topology: Path, mode: str, groups: str) -> Any:
     """dr_failover from dc1 to dc2 with every param given: dag.test() keeps params of an earlier run's conf."""
-    return dags["dr_failover"].test(run_conf={"topology": str(topology), "failed_cluster": "dc1",
-                                              "target_cluster": "dc2", "mode": mode, "groups": groups,
-                                              "reset_to_datetime": None})
+    return dags["dr_failover"].test(
+        run_conf={
+            "topology": str(topology),
+            "failed_cluster": "dc1",
+            "target_cluster": "dc2",
+            "mode": mode,
+            "groups": groups,
+            "reset_to_datetime": None,
+        }
+    )
 
 
 def states_of(run: Any) -> dict[str, Any]:
@@ -132,18 +145,30 @@ def test_bad_params_fail_at_the_first_task_and_change_nothing(dags, dr_stack, st
     admin = AdminClient({"bootstrap.servers": dc2.broker_address})  # held until its futures resolve
     admin.create_topics([NewTopic("untouched", 1)])["untouched"].result(10)
     admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions("idle-app", [TopicPartition("untouched", 0, 0)])])[
-        "idle-app"].result(15)
+        "idle-app"
+    ].result(15)
     before = (committed(dc2.broker_address, "idle-app"), dr_stack.config.dc("dc2"))
-    for conf in ({"failed_cluster": "dc1", "target_cluster": "dc1"}, {"groups": "billing("},
-                 {"reset_to_datetime": "yesterday"}):
-        run = dags["dr_failover"].test(run_conf={"topology": str(topology), "failed_cluster": "dc1",
-                                                 "target_cluster": "dc2", "mode": "disaster", **conf})
+    for conf in (
+        {"failed_cluster": "dc1", "target_cluster": "dc1"},
+        {"groups": "billing("},
+        {"reset_to_datetime": "yesterday"},
+    ):
+        run = dags["dr_failover"].test(
+            run_conf={
+                "topology": str(topology),
+                "failed_cluster": "dc1",
+                "target_cluster": "dc2",
+                "mode": "disaster",
+                **conf,
+            }
+        )
         states = states_of(run)
         assert run.state == DagRunState.FAILED and states["validate_failover"] == TaskInstanceState.FAILED, states
         assert all(s != TaskInstanceState.SUCCESS for s in states.values()), states
     with pytest.raises(ParamValidationError, match="dc9"):  # not a cluster of the trigger form: no run at all
-        dags["dr_failover"].test(run_conf={"topology": str(topology), "failed_cluster": "dc9",
-                                           "target_cluster": "dc2", "mode": "disaster"})
+        dags["dr_failover"].test(
+            run_conf={"topology": str(topology), "failed_cluster": "dc9", "target_cluster": "dc2", "mode": "disaster"}
+        )
     assert (committed(dc2.broker_address, "idle-app"), LocalStack(dr_stack.data_dir).config.dc("dc2")) == before
     assert client_switch.history() == []
 
@@ -157,8 +182,10 @@ def test_planned_failover_loses_nothing_and_consumers_resume_without_duplicates(
     produce(dc1.broker_address, "payments", 0, 5_000)
     ledger = ConsumerGroupTopicPartitions("ledger", [TopicPartition("payments", 0, 3_000)])
     admin.alter_consumer_group_offsets([ledger])["ledger"].result(15)
-    command = spark_submit_command("replicate", ["--topology", str(topology), "--flow", "wp-dc1-to-dc2",
-                                                 "--mode", "continuous", "--checkpoint-interval", "0"])
+    command = spark_submit_command(
+        "replicate",
+        ["--topology", str(topology), "--flow", "wp-dc1-to-dc2", "--mode", "continuous", "--checkpoint-interval", "0"],
+    )
     replicators.start("wp-dc1-to-dc2", command, env=spark_env())
     produce(dc1.broker_address, "payments", 5_000, 100)  # still arriving when the failover starts
 
@@ -173,6 +200,38 @@ def test_planned_failover_loses_nothing_and_consumers_resume_without_duplicates(
     assert report["schema_registry"]["skipped"].startswith("the primary registry is not set")
     assert committed(dc2.broker_address, "ledger") == {("payments", 0): 3_000}
     assert read_rest(dc2.broker_address, "ledger", "payments") == list(range(3_000, 5_100))  # none lost, none twice
+
+
+def test_failover_fails_while_a_replicator_the_tracker_does_not_know_still_copies(
+    dags, dr_stack, state, tmp_path, capfd
+):
+    """A replicator of the failed side started outside this host's tracker (another host, a lost state dir):
+    stop_replication finds nothing to stop, and verify sees its progress in dc2 and fails the run naming it."""
+    dc1 = dr_stack.config.dc("dc1")
+    topology = write_topology(dr_stack, tmp_path / "t.yaml", "refunds", registry=False)
+    admin = AdminClient({"bootstrap.servers": dc1.broker_address})  # held until its futures resolve
+    admin.create_topics([NewTopic("refunds", 1)])["refunds"].result(10)
+    produce(dc1.broker_address, "refunds", 0, 100)
+    command = spark_submit_command(
+        "replicate",
+        ["--topology", str(topology), "--flow", "wp-dc1-to-dc2", "--mode", "continuous", "--checkpoint-interval", "0"],
+    )
+    elsewhere = subprocess.Popen(
+        command, env=spark_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+        run = fail_over(dags, topology, "planned", groups="none")
+        states = states_of(run)
+        assert elsewhere.poll() is None, "the untracked replicator ran through the whole failover"
+    finally:
+        os.killpg(elsewhere.pid, signal.SIGKILL)
+        elsewhere.wait()
+    assert (
+        states["stop_replication"] == TaskInstanceState.SUCCESS
+        and states["verify_failover"] == TaskInstanceState.FAILED
+    ), states
+    assert run.state == DagRunState.FAILED
+    assert "AirflowFailException: flow wp-dc1-to-dc2 still copies into dc2" in "".join(capfd.readouterr())
 
 
 def test_white_paper_disaster_failover(dags, dr_stack, state, tmp_path):
@@ -193,7 +252,8 @@ def test_white_paper_disaster_failover(dags, dr_stack, state, tmp_path):
     close_clients()
     produce(dc1.broker_address, "orders", 9_998, 2)  # never replicated
     admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions("billing", [TopicPartition("orders", 0, 8_000)])])[
-        "billing"].result(15)
+        "billing"
+    ].result(15)
     checkpoint = subprocess_run("translate_offsets", "--topology", str(topology), "--flow", "wp-dc1-to-dc2")
     assert checkpoint["groups"]["billing"][0]["dest_offset"] == 8_000
     dr_stack.stop("dc1")  # the disaster
@@ -215,8 +275,9 @@ def test_white_paper_disaster_failover(dags, dr_stack, state, tmp_path):
     # Serializers in dc2 keep working: the old schema resolves, a new one gets an id never used before.
     registry2 = SchemaRegistryClient({"url": dc2.registry_url})
     assert json.loads(registry2.get_schema(old_id).schema_str) == json.loads(USER_SCHEMA)  # known in dc2
-    serializer = AvroSerializer(registry2, USER_SCHEMA.replace('"string"}]', '"string"}, {"name": "age", "type": '
-                                                                                 '"int", "default": 0}]'))
+    serializer = AvroSerializer(
+        registry2, USER_SCHEMA.replace('"string"}]', '"string"}, {"name": "age", "type": "int", "default": 0}]')
+    )
     ctx = SerializationContext("users", MessageField.VALUE)
     payload = serializer({"name": "ann", "age": 3}, ctx)
     assert int.from_bytes(payload[1:5], "big") > report["schema_registry"]["probe_id"] - 1
@@ -231,10 +292,6 @@ def _schema():
 
 
 def subprocess_run(job: str, *args: str) -> dict[str, Any]:
-    import subprocess
-
-    done = subprocess.run(spark_submit_command(job, list(args)), env=spark_env(), capture_output=True, text=True,
-                          timeout=300)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    assert done.returncode == 0 and lines, done.stdout[-2000:] + done.stderr[-2000:]
-    return json.loads(lines[-1])
+    code, summary, err = submit(job, *args)
+    assert code == 0 and summary, err[-3000:]
+    return summary

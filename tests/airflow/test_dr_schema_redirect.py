@@ -25,20 +25,25 @@ from kafka_dr.topology import load_topology
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from conftest import Stack
+    from support.stack import Stack
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 V1 = {"type": "record", "name": "Trade", "fields": [{"name": "id", "type": "long"}]}
-V2 = {"type": "record", "name": "Trade", "fields": [{"name": "id", "type": "long"},
-                                                    {"name": "venue", "type": "string", "default": ""}]}
+V2 = {
+    "type": "record",
+    "name": "Trade",
+    "fields": [{"name": "id", "type": "long"}, {"name": "venue", "type": "string", "default": ""}],
+}
 
 
 def test_redirect_there_and_back(airflow_db: Path, stack: Stack, tmp_path) -> None:
     dag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"]).dags["dr_schema_redirect"]
     dc1, dc2 = stack.local.config.dc("dc1"), stack.local.config.dc("dc2")
-    restart = (f"{shlex.quote(sys.executable)} -m kafka_dr.cli local restart-registry {{cluster}} --data-dir "
-               f"{shlex.quote(str(stack.local.data_dir))} --kafkastore {{kafkastore}} "
-               "--leader-eligible {leader_eligible}")
+    restart = (
+        f"{shlex.quote(sys.executable)} -m kafka_dr.cli local restart-registry {{cluster}} --data-dir "
+        f"{shlex.quote(str(stack.local.data_dir))} --kafkastore {{kafkastore}} "
+        "--leader-eligible {leader_eligible}"
+    )
     topology = tmp_path / "redirect.yaml"
     topology.write_text(f"""clusters:
   dc1: {{bootstrap_servers: "{dc1.broker_address}", schema_registry: "{dc1.registry_url}"}}
@@ -56,8 +61,9 @@ schema_registry: {{primary: dc1, restart_command: {json.dumps(restart)}}}
     context.close()
     close_clients()
 
-    run = dag.test(run_conf={"topology": str(topology), "registry_cluster": "dc2", "store_cluster": "dc2",
-                             "leader_eligible": True})
+    run = dag.test(
+        run_conf={"topology": str(topology), "registry_cluster": "dc2", "store_cluster": "dc2", "leader_eligible": True}
+    )
     assert run.state == DagRunState.SUCCESS
     result = _result(run, "redirect_registry")
     assert result["store"] == "dc2" and result["probe_id"] > old_max
@@ -68,8 +74,14 @@ schema_registry: {{primary: dc1, restart_command: {json.dumps(restart)}}}
     v2_payload = AvroSerializer(registry2, json.dumps(V2))({"id": 8, "venue": "x"}, ctx)
     assert int.from_bytes(v2_payload[1:5], "big") > result["probe_id"]  # a new version, a new id
 
-    back = dag.test(run_conf={"topology": str(topology), "registry_cluster": "dc2", "store_cluster": "dc1",
-                              "leader_eligible": False})
+    back = dag.test(
+        run_conf={
+            "topology": str(topology),
+            "registry_cluster": "dc2",
+            "store_cluster": "dc1",
+            "leader_eligible": False,
+        }
+    )
     assert back.state == DagRunState.SUCCESS
     assert _result(back, "redirect_registry")["probe_id"] is None
     saved = LocalStack(stack.local.data_dir).config.dc("dc2")

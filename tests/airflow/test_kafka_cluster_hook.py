@@ -8,13 +8,14 @@ from typing import TYPE_CHECKING
 
 import pytest
 from airflow.sdk.exceptions import AirflowNotFoundException
+from support.ports import free_port
 
 from kafka_dr.airflow.hooks.kafka_cluster import ClusterUnreachable, KafkaClusterHook
 from kafka_dr.clients import ClientConfigError
 from kafka_dr.topology import Topology, TopologyError, parse_topology
 
 if TYPE_CHECKING:
-    from conftest import Stack
+    from support.stack import Stack
 
 SECRET = "s3cret-value-never-logged"
 
@@ -34,16 +35,30 @@ def test_without_a_connection_or_variable_the_cluster_is_plaintext(monkeypatch: 
     assert hook.env_for_subprocess() == {}
 
 
-def test_connection_extras_and_login_become_librdkafka_settings(monkeypatch: pytest.MonkeyPatch,
-                                                                capsys: pytest.CaptureFixture[str]) -> None:
-    connection(monkeypatch, "kafka_dr_dc1", login="alice", password=SECRET,
-               extra={"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "ssl.key.password": SECRET})
+def test_connection_extras_and_login_become_librdkafka_settings(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    connection(
+        monkeypatch,
+        "kafka_dr_dc1",
+        login="alice",
+        password=SECRET,
+        extra={"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "ssl.key.password": SECRET},
+    )
     monkeypatch.setenv("KDR_CLUSTER_DC1_CONFIG", json.dumps({"client.id": "ignored: the connection wins"}))
     hook = KafkaClusterHook("dc1", topology=topology())
-    expected = {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "ssl.key.password": SECRET,
-                "sasl.username": "alice", "sasl.password": SECRET}
-    assert hook.client_config(enable_idempotence=True) == {"bootstrap.servers": "127.0.0.1:9091", **expected,
-                                                           "enable.idempotence": True}
+    expected = {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "PLAIN",
+        "ssl.key.password": SECRET,
+        "sasl.username": "alice",
+        "sasl.password": SECRET,
+    }
+    assert hook.client_config(enable_idempotence=True) == {
+        "bootstrap.servers": "127.0.0.1:9091",
+        **expected,
+        "enable.idempotence": True,
+    }
     assert {k: json.loads(v) for k, v in hook.env_for_subprocess().items()} == {"KDR_CLUSTER_DC1_CONFIG": expected}
     logged = "".join(capsys.readouterr())  # Airflow's structlog writes task logs to stdout
     assert "security settings from connection kafka_dr_dc1" in logged and "'sasl.username': 'alice'" in logged
@@ -76,7 +91,7 @@ def test_bad_settings_are_refused_naming_the_key_not_the_value(monkeypatch: pyte
 @pytest.mark.integration
 def test_check_reachable_returns_the_cluster_id_or_one_line_naming_the_cluster(stack: Stack) -> None:
     assert KafkaClusterHook("dc1", topology=topology(stack.bootstrap("dc1"))).check_reachable(5)
-    address = f"127.0.0.1:{stack.unused_port()}"
+    address = f"127.0.0.1:{free_port()}"
     with pytest.raises(ClusterUnreachable) as excinfo:
         KafkaClusterHook("dc1", topology=topology(address)).check_reachable(1)
     assert str(excinfo.value).startswith(f"cluster dc1 ({address}) is not reachable: ")

@@ -17,12 +17,13 @@ from airflow.sdk.serde import deserialize, serialize
 from airflow.triggers.base import TriggerEvent
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from support.ports import free_port
 
 from kafka_dr.airflow.sensors.replication_lag import ReplicationLagSensor
 from kafka_dr.airflow.triggers.replication_lag import ReplicationLagTrigger
 
 if TYPE_CHECKING:
-    from conftest import Stack
+    from support.stack import Stack
 
 FLOW = "lagtest"
 TOPIC = "lagtest-events"
@@ -33,15 +34,16 @@ CLASSPATH = "kafka_dr.airflow.triggers.replication_lag.ReplicationLagTrigger"
 pytestmark = pytest.mark.integration
 
 
+def write_lag_topology(stack: Stack, name: str) -> Path:
+    """The flow FLOW from dc1 to dc2 over the lagtest-* topics."""
+    flow = f"  - {{name: {FLOW}, source: dc1, target: dc2, topics: {{include: ['lagtest-.*']}}}}"
+    return stack.write_topology(name, flow, schema_registry=False)
+
+
 @pytest.fixture(scope="module")
 def topology(stack: Stack) -> Path:
     """A flow over TOPIC, with PER_PARTITION records in each of its partitions on dc1."""
-    path = stack.write_topology("lag", f"""flows:
-  - name: {FLOW}
-    source: dc1
-    target: dc2
-    topics: {{include: ["lagtest-.*"]}}
-""", schema_registry=False)
+    path = write_lag_topology(stack, "lag")
     bootstrap = stack.bootstrap("dc1")
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(10)
@@ -93,7 +95,8 @@ def test_trigger_waits_while_lag_is_above_the_threshold_and_fires_when_it_drops(
     lag = event.payload["lag"]
     assert lag["flow"] == FLOW and lag["max_records"] == 1 and lag["total_records"] == PARTITIONS
     assert {(p["topic"], p["next_offset"], p["end_offset"]) for p in lag["partitions"]} == {
-        (TOPIC, PER_PARTITION - 1, PER_PARTITION)}
+        (TOPIC, PER_PARTITION - 1, PER_PARTITION)
+    }
     assert "within limits" in event.payload["reason"]
 
 
@@ -105,13 +108,8 @@ def test_trigger_reports_a_timeout_with_the_reason(stack: Stack, topology: Path)
 
 
 def test_trigger_turns_an_unreachable_cluster_into_an_error_event(stack: Stack) -> None:
-    port = stack.unused_port()
-    path = stack.write_topology("unreachable", f"""flows:
-  - name: {FLOW}
-    source: dc1
-    target: dc2
-    topics: {{include: ["lagtest-.*"]}}
-""", schema_registry=False)
+    port = free_port()
+    path = write_lag_topology(stack, "unreachable")
     path.write_text(path.read_text().replace(stack.bootstrap("dc1"), f"127.0.0.1:{port}"))
     event = asyncio.run(first_event(trigger(path, lag_timeout=1.0)))
     assert event.payload["status"] == "error"
@@ -120,8 +118,9 @@ def test_trigger_turns_an_unreachable_cluster_into_an_error_event(stack: Stack) 
 
 
 def test_trigger_serializes_to_its_import_path_and_survives_airflow_serde(topology: Path) -> None:
-    original = trigger(topology, max_records=10, max_seconds=2.5, topics="lagtest-.*", deadline=1234.5,
-                       check_replicator=True)
+    original = trigger(
+        topology, max_records=10, max_seconds=2.5, topics="lagtest-.*", deadline=1234.5, check_replicator=True
+    )
     classpath, kwargs = original.serialize()
     assert classpath == CLASSPATH
     restored = ReplicationLagTrigger(**deserialize(serialize(kwargs)))
@@ -130,8 +129,9 @@ def test_trigger_serializes_to_its_import_path_and_survives_airflow_serde(topolo
 
 
 def test_deferrable_sensor_defers_to_the_trigger_with_a_deadline(topology: Path) -> None:
-    sensor = ReplicationLagSensor(task_id="gate", flow=FLOW, topology=str(topology), max_records=0, timeout=30,
-                                  poke_interval=1)
+    sensor = ReplicationLagSensor(
+        task_id="gate", flow=FLOW, topology=str(topology), max_records=0, timeout=30, poke_interval=1
+    )
     before = time.time()
     with pytest.raises(TaskDeferred) as deferred:
         sensor.execute({})
@@ -156,8 +156,16 @@ def test_sensor_without_thresholds_is_refused() -> None:
 
 
 def test_poking_sensor_measures_the_same_way(stack: Stack, topology: Path) -> None:
-    sensor = ReplicationLagSensor(task_id="gate", flow=FLOW, topology=str(topology), max_records=0,
-                                  deferrable=False, poke_interval=0.2, timeout=1, lag_timeout=5)
+    sensor = ReplicationLagSensor(
+        task_id="gate",
+        flow=FLOW,
+        topology=str(topology),
+        max_records=0,
+        deferrable=False,
+        poke_interval=0.2,
+        timeout=1,
+        lag_timeout=5,
+    )
     commit(stack, 0)
     assert not sensor.poke({})
     with pytest.raises(AirflowSensorTimeout, match=r"^flow lagtest: dc1:lagtest-events\[\d\] lags 5 records"):

@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka_dr.airflow.operators.replication import REPLICATE_JOB, ReplicationOperator
 
 if TYPE_CHECKING:
-    from conftest import Stack
+    from support.stack import Stack
 
 SECRET = "op-s3cret-value"
 RECORDS = 30
@@ -27,7 +27,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 def topology(stack: Stack) -> Path:
     if not REPLICATE_JOB.exists():
         pytest.fail(f"{REPLICATE_JOB} is missing")
-    path = stack.write_topology("bounded", """flows:
+    path = stack.write_topology(
+        "bounded",
+        """flows:
   - name: op-bounded
     source: dc1
     target: dc2
@@ -36,7 +38,9 @@ def topology(stack: Stack) -> Path:
     source: dc1
     target: dc2
     topics: {include: ["opwide"]}
-""", schema_registry=False)
+""",
+        schema_registry=False,
+    )
     new_topics = {"dc1": [NewTopic("optopic", 2, 1), NewTopic("opwide", 3, 1)], "dc2": [NewTopic("opwide", 1, 1)]}
     for dc, topics in new_topics.items():
         admin = AdminClient({"bootstrap.servers": stack.bootstrap(dc)})
@@ -50,11 +54,15 @@ def topology(stack: Stack) -> Path:
 
 
 def test_bounded_run_returns_the_job_summary_and_keeps_secrets_off_the_command_line(
-        topology: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    topology: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     # A setting plaintext librdkafka accepts (with a warning), standing in for SASL credentials.
-    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_DR_DC1", json.dumps({"conn_type": "kafka_dr", "login": "alice",
-                                                                "password": SECRET,
-                                                                "extra": {"client.id": "kdr-op-test"}}))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KAFKA_DR_DC1",
+        json.dumps(
+            {"conn_type": "kafka_dr", "login": "alice", "password": SECRET, "extra": {"client.id": "kdr-op-test"}}
+        ),
+    )
     summary = ReplicationOperator(task_id="copy", flow="op-bounded", topology=str(topology)).execute({})
     assert summary["status"] == "done" and summary["lost"] == 0
     # Flows also carry `_kdr.heartbeats`, which other tests on this shared stack may have fed.
@@ -69,6 +77,8 @@ def test_bad_input_from_the_job_fails_the_task_with_its_one_line_reason(topology
     with pytest.raises(AirflowException) as excinfo:
         ReplicationOperator(task_id="copy", flow="op-narrow", topology=str(topology)).execute({})
     message = str(excinfo.value)
-    assert message.startswith("flow op-narrow: bounded replication bad input (exit code 2): destination topic "
-                              "dc2:opwide has 1 partitions, fewer than its source dc1:opwide (3)"), message
+    assert message.startswith(
+        "flow op-narrow: bounded replication bad input (exit code 2): destination topic "
+        "dc2:opwide has 1 partitions, fewer than its source dc1:opwide (3)"
+    ), message
     assert "\n" not in message

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import textwrap
 import time
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from kafka_dr import processes
 from kafka_dr.replication import replicators
 from kafka_dr.replication.replicators import ReplicatorError
 from kafka_dr.state import state_dir
@@ -105,8 +107,18 @@ def test_a_dead_job_is_not_running_and_its_error_line_is_kept(scripts: tuple[Pat
 def test_a_recycled_pid_is_not_taken_for_the_replicator(scripts: tuple[Path, Path]) -> None:
     path = state_dir() / "replicators" / "t-reused.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"flow": "t-reused", "pid": os.getpid(), "command": command(scripts, "t-reused"),
-                                "log": "x.log", "started_at": "2026-01-01T00:00:00+00:00", "stopped_at": None}))
+    path.write_text(
+        json.dumps(
+            {
+                "flow": "t-reused",
+                "pid": os.getpid(),
+                "command": command(scripts, "t-reused"),
+                "log": "x.log",
+                "started_at": "2026-01-01T00:00:00+00:00",
+                "stopped_at": None,
+            }
+        )
+    )
     assert replicators.status("t-reused").running is False  # this pid runs pytest, not the job
     assert replicators.stop("t-reused").running is False  # and pytest is not signalled
 
@@ -115,3 +127,43 @@ def test_unknown_and_bad_flows() -> None:
     assert replicators.status("t-never") is None and replicators.stop("t-never") is None
     with pytest.raises(ReplicatorError, match="bad flow name '../x'"):
         replicators.status("../x")
+
+
+def in_another_process(code: str) -> str:
+    """Run tracker calls in a new Python process, as Airflow runs each task; returns its standard output."""
+    result = subprocess.run(
+        [sys.executable, "-c", "from kafka_dr.replication import replicators\n" + code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=os.environ,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def test_every_process_sees_the_replicator_that_one_process_started(scripts: tuple[Path, Path]) -> None:
+    """The launcher execs into a program with another command line, as spark-submit execs into the JVM."""
+    launcher, app = scripts
+    execs = [
+        "sh",
+        "-c",
+        'exec "$0" "$@"',
+        sys.executable,
+        str(launcher),
+        str(app),
+        "--flow",
+        "t-procs",
+        "--on-term",
+        "exit",
+    ]
+    pid = int(in_another_process(f"print(replicators.start('t-procs', {execs!r})[0].pid)"))
+    wait_for(lambda: "copying" in Path(replicators.status("t-procs").log).read_text(), "the application to run")
+    job = processes.tree(pid)
+    assert len(job) == 2, "the launcher and the application run"
+    assert in_another_process("print(replicators.is_running('t-procs'))") == "True"
+    assert in_another_process(f"print(replicators.start('t-procs', {execs!r})[1])") == "False", "never twice"
+    assert in_another_process("print(replicators.stop('t-procs', timeout=10).running)") == "False"
+    assert Path(f"{app}.events").read_text() == "app stopped cleanly\n"
+    assert not processes.wait_gone(job, 0), "stop returns once every process of the job is gone"
+    assert in_another_process("print(replicators.is_running('t-procs'))") == "False"

@@ -4,7 +4,8 @@ Prints records/s and MB/s for produce (acks=all) and fetch with confluent-kafka,
 ratio to a baseline measured in the same run: the same client pushing the same bytes into an
 asyncio socket sink that only discards them (what a Python server costs before any Kafka work).
 
-    .venv/bin/python tests/benchmarks/broker_throughput.py [--records 200000] [--json]
+    make bench-broker
+    PYTHONPATH=tests .venv/bin/python tests/benchmarks/broker_throughput.py [--records N] [--json]
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import argparse
 import json
 import os
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -21,31 +21,23 @@ import time
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from support.kafka import create_topic
+from support.servers import BrokerProcess
 
 RECORD = os.urandom(1024)
 PARTITIONS = 4
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port: int, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.1)
-    raise RuntimeError(f"broker on port {port} did not start")
-
-
 def produce(bootstrap: str, topic: str, count: int) -> float:
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
-                         "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "linger.ms": 5,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
     start = time.perf_counter()
     for i in range(count):
         while True:
@@ -64,8 +56,10 @@ def produce(bootstrap: str, topic: str, count: int) -> float:
 
 
 def fetch(bootstrap: str, topic: str, count: int) -> float:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
-                         "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760})
+    fetch_sizes = {"fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760}
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False, **fetch_sizes}
+    )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     start = time.perf_counter()
     seen = 0
@@ -103,7 +97,7 @@ def raw_sink_baseline(total_bytes: int) -> float:
     with socket.create_connection(("127.0.0.1", port)) as client:
         sent = 0
         while sent < total_bytes:
-            chunk = payload[:total_bytes - sent]
+            chunk = payload[: total_bytes - sent]
             client.sendall(chunk)
             sent += len(chunk)
         client.recv(1)
@@ -118,36 +112,38 @@ def main() -> int:
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--json", action="store_true", help="print one JSON line only")
     args = parser.parse_args()
-    port = free_port()
-    with tempfile.TemporaryDirectory() as data_dir:
-        proc = subprocess.Popen([sys.executable, "-m", "kafka_dr.local.broker", "--port", str(port),
-                                 "--data-dir", data_dir], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with tempfile.TemporaryDirectory() as tmp:
+        broker = BrokerProcess("bench", Path(tmp) / "data").start()
         try:
-            wait_port(port)
-            bootstrap = f"127.0.0.1:{port}"
-            admin = AdminClient({"bootstrap.servers": bootstrap})
-            admin.create_topics([NewTopic("bench", PARTITIONS)])["bench"].result(10)
-            produce_s = produce(bootstrap, "bench", args.records)
-            fetch_s = fetch(bootstrap, "bench", args.records)
-            size = sum(f.stat().st_size for f in Path(data_dir).glob("bench-*/*.log"))
+            create_topic(broker.config, "bench", PARTITIONS)
+            produce_s = produce(broker.bootstrap, "bench", args.records)
+            fetch_s = fetch(broker.bootstrap, "bench", args.records)
+            size = sum(f.stat().st_size for f in broker.data_dir.glob("bench-*/*.log"))
         finally:
-            proc.terminate()
-            proc.wait(10)
+            broker.stop()
     megabytes = args.records * len(RECORD) / 1e6
     baseline_s = raw_sink_baseline(args.records * len(RECORD))
     result = {
-        "records": args.records, "record_bytes": len(RECORD), "log_bytes": size,
-        "produce_records_per_s": round(args.records / produce_s), "produce_mb_per_s": round(megabytes / produce_s, 1),
-        "fetch_records_per_s": round(args.records / fetch_s), "fetch_mb_per_s": round(megabytes / fetch_s, 1),
+        "records": args.records,
+        "record_bytes": len(RECORD),
+        "log_bytes": size,
+        "produce_records_per_s": round(args.records / produce_s),
+        "produce_mb_per_s": round(megabytes / produce_s, 1),
+        "fetch_records_per_s": round(args.records / fetch_s),
+        "fetch_mb_per_s": round(megabytes / fetch_s, 1),
         "raw_socket_mb_per_s": round(megabytes / baseline_s, 1),
         "produce_vs_raw_socket": round(baseline_s / produce_s, 3),
         "fetch_vs_raw_socket": round(baseline_s / fetch_s, 3),
     }
     if not args.json:
-        print(f"produce: {result['produce_records_per_s']:>9,} records/s  {result['produce_mb_per_s']:>7} MB/s  "
-              f"({result['produce_vs_raw_socket']} x raw socket)")
-        print(f"fetch:   {result['fetch_records_per_s']:>9,} records/s  {result['fetch_mb_per_s']:>7} MB/s  "
-              f"({result['fetch_vs_raw_socket']} x raw socket)")
+        print(
+            f"produce: {result['produce_records_per_s']:>9,} records/s  {result['produce_mb_per_s']:>7} MB/s  "
+            f"({result['produce_vs_raw_socket']} x raw socket)"
+        )
+        print(
+            f"fetch:   {result['fetch_records_per_s']:>9,} records/s  {result['fetch_mb_per_s']:>7} MB/s  "
+            f"({result['fetch_vs_raw_socket']} x raw socket)"
+        )
         print(f"raw loopback socket baseline: {result['raw_socket_mb_per_s']} MB/s")
     print(json.dumps(result))
     return 0

@@ -7,7 +7,8 @@ throughput: bounded copy of --records records (--size bytes, 4 partitions) by sp
 latency: continuous mode while a producer writes --rate records/s for --seconds; latency per record =
   arrival in the destination minus its CreateTime (which replication preserves); p50/p99 printed.
 
-    .venv/bin/python tests/benchmarks/replication_benchmark.py throughput|latency|all [--json]
+    make bench-replication
+    PYTHONPATH=tests .venv/bin/python tests/benchmarks/replication_benchmark.py throughput|latency|all [--json]
 """
 
 from __future__ import annotations
@@ -15,34 +16,32 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+from support.kafka import create_topic
+from support.servers import BrokerProcess, temporary_brokers
+from support.spark import submit, submit_in_background
+from support.topology import write_topology as write_clusters_topology
 
 from kafka_dr.clients import next_batch
-from kafka_dr.spark_env import spark_env, spark_submit_command
-
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
-from integration.conftest import Broker, free_port  # noqa: E402
 
 PARTITIONS = 4
 
 
-def create(broker: Broker, topic: str) -> None:
-    admin = AdminClient(broker.config)  # held until the future resolves
-    admin.create_topics([NewTopic(topic, PARTITIONS)])[topic].result(15)
+def create(broker: BrokerProcess, topic: str) -> None:
+    create_topic(broker.config, topic, PARTITIONS)
 
 
-def fill(broker: Broker, topic: str, count: int, size: int) -> None:
+def fill(broker: BrokerProcess, topic: str, count: int, size: int) -> None:
     producer = Producer({**broker.config, "linger.ms": 20, "batch.size": 1_000_000})
     value = os.urandom(size)
     for i in range(count):
@@ -55,12 +54,19 @@ def fill(broker: Broker, topic: str, count: int, size: int) -> None:
     assert producer.flush(120) == 0
 
 
-def plain_copy(source: Broker, target: Broker, topic: str, dest: str, count: int) -> float:
+def plain_copy(source: BrokerProcess, target: BrokerProcess, topic: str, dest: str, count: int) -> float:
     """The baseline: one consumer, one producer, records copied as they come."""
-    consumer = Consumer({**source.config, "group.id": "plain-copy", "enable.auto.commit": False,
-                         "isolation.level": "read_committed", "fetch.max.bytes": 52_428_800})
-    producer = Producer({**target.config, "enable.idempotence": True, "linger.ms": 5, "batch.size": 1_000_000,
-                         "queue.buffering.max.messages": 500_000})
+    reading = {"group.id": "plain-copy", "enable.auto.commit": False, "isolation.level": "read_committed"}
+    consumer = Consumer({**source.config, **reading, "fetch.max.bytes": 52_428_800})
+    producer = Producer(
+        {
+            **target.config,
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 500_000,
+        }
+    )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     start = time.perf_counter()
     copied = 0
@@ -70,8 +76,14 @@ def plain_copy(source: Broker, target: Broker, topic: str, dest: str, count: int
                 continue
             while True:
                 try:
-                    producer.produce(dest, m.value(), key=m.key(), headers=m.headers(), partition=m.partition(),
-                                     timestamp=m.timestamp()[1])
+                    producer.produce(
+                        dest,
+                        m.value(),
+                        key=m.key(),
+                        headers=m.headers(),
+                        partition=m.partition(),
+                        timestamp=m.timestamp()[1],
+                    )
                     break
                 except BufferError:
                     producer.poll(0.05)
@@ -82,44 +94,59 @@ def plain_copy(source: Broker, target: Broker, topic: str, dest: str, count: int
     return elapsed
 
 
-def write_topology(path: Path, dc1: Broker, dc2: Broker, topic: str) -> Path:
-    path.write_text(f"""clusters:
-  dc1: {{bootstrap_servers: "{dc1.bootstrap}"}}
-  dc2: {{bootstrap_servers: "{dc2.bootstrap}"}}
-flows:
-  - {{name: bench, source: dc1, target: dc2, topics: {{include: ["{topic}"]}}, rename: {{".*": "{{topic}}.copy"}}}}
-""")
-    return path
+def write_topology(path: Path, dc1: BrokerProcess, dc2: BrokerProcess, topic: str) -> Path:
+    return write_clusters_topology(
+        path,
+        {"dc1": dc1.bootstrap, "dc2": dc2.bootstrap},
+        f'  - {{name: bench, source: dc1, target: dc2, topics: {{include: ["{topic}"]}}, '
+        f'rename: {{".*": "{{topic}}.copy"}}}}',
+    )
 
 
-def throughput(dc1: Broker, dc2: Broker, root: Path, records: int, size: int) -> dict:
+def throughput(dc1: BrokerProcess, dc2: BrokerProcess, root: Path, records: int, size: int) -> dict:
     create(dc1, "bench")
     fill(dc1, "bench", records, size)
     create(dc2, "bench.plain")
     plain_s = plain_copy(dc1, dc2, "bench", "bench.plain", records)
     topology = write_topology(root / "topology.yaml", dc1, dc2, "bench")
     started = time.perf_counter()
-    proc = subprocess.run(spark_submit_command("replicate", ["--topology", str(topology), "--flow", "bench"]),
-                          env=spark_env(), capture_output=True, text=True, timeout=900)
+    code, summary, err = submit("replicate", "--topology", str(topology), "--flow", "bench", timeout=900)
     wall_s = time.perf_counter() - started
-    print("\n".join(line for line in proc.stdout.splitlines() if "kafka_dr" in line))
-    summary = json.loads([line for line in proc.stdout.splitlines() if line.startswith("{")][-1])
-    assert summary["records"] == records, summary
+    assert code == 0 and summary["records"] == records, (summary, err[-3000:])
     copy_s, job_s = summary["copy_seconds"], summary["seconds"]
-    return {"records": records, "record_bytes": size, "plain_copy_records_per_s": round(records / plain_s),
-            "kdr_copy_records_per_s": round(records / copy_s), "kdr_job_records_per_s": round(records / job_s),
-            "kdr_wall_records_per_s": round(records / wall_s), "ratio_copy_phase": round(plain_s / copy_s, 3),
-            "ratio_job": round(plain_s / job_s, 3), "ratio_wall": round(plain_s / wall_s, 3),
-            "plain_s": round(plain_s, 2), "kdr_copy_s": copy_s, "kdr_job_s": job_s, "kdr_wall_s": round(wall_s, 2)}
+    return {
+        "records": records,
+        "record_bytes": size,
+        "plain_copy_records_per_s": round(records / plain_s),
+        "kdr_copy_records_per_s": round(records / copy_s),
+        "kdr_job_records_per_s": round(records / job_s),
+        "kdr_wall_records_per_s": round(records / wall_s),
+        "ratio_copy_phase": round(plain_s / copy_s, 3),
+        "ratio_job": round(plain_s / job_s, 3),
+        "ratio_wall": round(plain_s / wall_s, 3),
+        "plain_s": round(plain_s, 2),
+        "kdr_copy_s": copy_s,
+        "kdr_job_s": job_s,
+        "kdr_wall_s": round(wall_s, 2),
+    }
 
 
-def latency(dc1: Broker, dc2: Broker, root: Path, rate: int, seconds: int) -> dict:
+def latency(dc1: BrokerProcess, dc2: BrokerProcess, root: Path, rate: int, seconds: int) -> dict:
     create(dc1, "live")
     topology = write_topology(root / "live.yaml", dc1, dc2, "live")
     log = open(root / "continuous.log", "w")  # noqa: SIM115 - handed to the child
-    proc = subprocess.Popen(spark_submit_command("replicate", ["--topology", str(topology), "--flow", "bench",
-                                                               "--mode", "continuous"]),
-                            env=spark_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = submit_in_background(
+        "replicate",
+        "--topology",
+        str(topology),
+        "--flow",
+        "bench",
+        "--mode",
+        "continuous",
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 120
         admin = AdminClient(dc2.config)
@@ -155,12 +182,28 @@ def latency(dc1: Broker, dc2: Broker, root: Path, rate: int, seconds: int) -> di
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(60)
     latencies.sort()
-    return {"rate": rate, "seconds": seconds, "received": len(latencies), "sent": total,
-            "p50_ms": round(statistics.median(latencies)), "p99_ms": round(latencies[int(len(latencies) * 0.99)]),
-            "max_ms": round(latencies[-1])}
+    # Each epoch's Spark job minus its tasks' copying time: the hand-over between epochs, when nothing copies.
+    epochs = [
+        float(job) - float(tasks)
+        for job, tasks in re.findall(
+            r"epoch \d+ copied .* in ([0-9.]+)s \(tasks copying ([0-9.]+)s\)", (root / "continuous.log").read_text()
+        )
+    ]
+    return {
+        "rate": rate,
+        "seconds": seconds,
+        "received": len(latencies),
+        "sent": total,
+        "p50_ms": round(statistics.median(latencies)),
+        "p99_ms": round(latencies[int(len(latencies) * 0.99)]),
+        "max_ms": round(latencies[-1]),
+        "epochs": len(epochs),
+        "handover_ms_median": round(1000 * statistics.median(epochs)) if epochs else None,
+        "handover_ms_max": round(1000 * max(epochs)) if epochs else None,
+    }
 
 
-def _measure(broker: Broker, topic: str, total: int, out: list[float]) -> None:
+def _measure(broker: BrokerProcess, topic: str, total: int, out: list[float]) -> None:
     consumer = Consumer({**broker.config, "group.id": "latency", "fetch.wait.max.ms": 10, "fetch.min.bytes": 1})
     consumer.assign([TopicPartition(topic, p, 1 if p == 0 else 0) for p in range(PARTITIONS)])  # after warm-up
     deadline = time.monotonic() + total / 100 + 120
@@ -173,6 +216,22 @@ def _measure(broker: Broker, topic: str, total: int, out: list[float]) -> None:
     consumer.close()
 
 
+def describe_throughput(t: dict) -> str:
+    return (
+        f"throughput: kafka-dr {t['kdr_copy_records_per_s']:,} records/s in its Spark tasks vs plain "
+        f"loop {t['plain_copy_records_per_s']:,} records/s -> ratio {t['ratio_copy_phase']}; with "
+        f"driver planning {t['ratio_job']}; whole spark-submit incl. JVM start {t['ratio_wall']}"
+    )
+
+
+def describe_latency(lat: dict) -> str:
+    return (
+        f"latency at {lat['rate']} records/s: p50 {lat['p50_ms']} ms, p99 {lat['p99_ms']} ms, "
+        f"max {lat['max_ms']} ms ({lat['received']}/{lat['sent']} records); {lat['epochs']} epochs, "
+        f"hand-over median {lat['handover_ms_median']} ms, max {lat['handover_ms_max']} ms"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("which", choices=["throughput", "latency", "all"], nargs="?", default="all")
@@ -182,25 +241,14 @@ def main() -> int:
     parser.add_argument("--seconds", type=int, default=30)
     args = parser.parse_args()
     results = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        dc1 = Broker("dc1", root / "dc1", free_port()).start()
-        dc2 = Broker("dc2", root / "dc2", free_port()).start()
-        try:
-            if args.which in ("throughput", "all"):
-                results["throughput"] = throughput(dc1, dc2, root, args.records, args.size)
-                t = results["throughput"]
-                print(f"throughput: kafka-dr {t['kdr_copy_records_per_s']:,} records/s in its Spark tasks vs plain "
-                      f"loop {t['plain_copy_records_per_s']:,} records/s -> ratio {t['ratio_copy_phase']}; with "
-                      f"driver planning {t['ratio_job']}; whole spark-submit incl. JVM start {t['ratio_wall']}")
-            if args.which in ("latency", "all"):
-                results["latency"] = latency(dc1, dc2, root, args.rate, args.seconds)
-                lat = results["latency"]
-                print(f"latency at {lat['rate']} records/s: p50 {lat['p50_ms']} ms, p99 {lat['p99_ms']} ms, "
-                      f"max {lat['max_ms']} ms ({lat['received']}/{lat['sent']} records)")
-        finally:
-            dc1.stop()
-            dc2.stop()
+    with temporary_brokers("dc1", "dc2") as (root, brokers):
+        dc1, dc2 = brokers["dc1"], brokers["dc2"]
+        if args.which in ("throughput", "all"):
+            results["throughput"] = throughput(dc1, dc2, root, args.records, args.size)
+            print(describe_throughput(results["throughput"]))
+        if args.which in ("latency", "all"):
+            results["latency"] = latency(dc1, dc2, root, args.rate, args.seconds)
+            print(describe_latency(results["latency"]))
     print(json.dumps(results))
     return 0
 

@@ -8,7 +8,8 @@ baseline that any exact translation without an index needs: one plain read of ev
 The same translation is also run in process (what a continuous replicator's checkpoint thread does), which
 shows how much of the job is Spark start-up.
 
-    .venv/bin/python tests/benchmarks/translation_benchmark.py [--groups 1000] [--records 20000] [--json]
+    make bench-translation
+    PYTHONPATH=tests .venv/bin/python tests/benchmarks/translation_benchmark.py [--groups N] [--json]
 """
 
 from __future__ import annotations
@@ -17,32 +18,28 @@ import argparse
 import json
 import random
 import re
-import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+from support.kafka import create_topic
+from support.servers import BrokerProcess, temporary_brokers
+from support.spark import submit
+from support.topology import write_topology
 
 from kafka_dr.replication.copier import close_clients, copy_ranges
 from kafka_dr.replication.planner import FlowContext
 from kafka_dr.replication.provenance import hops
-from kafka_dr.spark_env import spark_env, spark_submit_command
 from kafka_dr.topology import load_topology
 from kafka_dr.translation.checkpoints import checkpoint_groups
 from kafka_dr.translation.offsets import close_readers
-
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
-from integration.conftest import Broker, free_port  # noqa: E402
 
 PARTITIONS = 6
 TOPIC = "fleet"
 
 
-def fill(broker: Broker, count: int, tag: str) -> None:
+def fill(broker: BrokerProcess, count: int, tag: str) -> None:
     producer = Producer({**broker.config, "linger.ms": 20, "batch.size": 1_000_000})
     for p in range(PARTITIONS):
         for i in range(count):
@@ -55,11 +52,12 @@ def fill(broker: Broker, count: int, tag: str) -> None:
     assert producer.flush(120) == 0
 
 
-def ground_truth(broker: Broker, source_cluster_id: str) -> tuple[dict[tuple[int, int], int], dict[int, int], float]:
+def ground_truth(
+    broker: BrokerProcess, source_cluster_id: str
+) -> tuple[dict[tuple[int, int], int], dict[int, int], float]:
     """(partition, origin offset) -> destination offset, the offset after each partition's last copy, and
     how long one plain read of every destination partition took (the baseline)."""
-    consumer = Consumer({**broker.config, "group.id": "truth", "enable.partition.eof": True,
-                         "fetch.wait.max.ms": 10})
+    consumer = Consumer({**broker.config, "group.id": "truth", "enable.partition.eof": True, "fetch.wait.max.ms": 10})
     consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
     truth: dict[tuple[int, int], int] = {}
     after: dict[int, int] = {}
@@ -86,79 +84,90 @@ def main() -> int:
     parser.add_argument("--records", type=int, default=20_000, help="records per source partition")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        dc1 = Broker("dc1", root / "dc1", free_port()).start()
-        dc2 = Broker("dc2", root / "dc2", free_port()).start()
-        try:
-            for broker in (dc1, dc2):
-                admin = AdminClient(broker.config)
-                admin.create_topics([NewTopic(TOPIC, PARTITIONS)])[TOPIC].result(15)
-            fill(dc2, 500, "local")  # destination offsets differ from source offsets
-            fill(dc1, args.records, "origin")
-            topology_file = root / "topology.yaml"
-            topology_file.write_text(f'clusters:\n  dc1: {{bootstrap_servers: "{dc1.bootstrap}"}}\n'
-                                     f'  dc2: {{bootstrap_servers: "{dc2.bootstrap}"}}\nflows:\n'
-                                     f"  - {{name: fleet-flow, source: dc1, target: dc2, "
-                                     f"topics: {{include: ['{TOPIC}']}}}}\n")
-            topology = load_topology(topology_file)
-            context = FlowContext(topology, topology.flow("fleet-flow"))
-            copy_ranges(context.plan().tasks)
-            context.close()
-            close_clients()
-            fill(dc1, 200, "late")  # produced after replication: groups there resume after the last copy
-            rng = random.Random(42)
-            expected_commits: dict[str, dict[int, int]] = {}
-            admin = AdminClient(dc1.config)
-            futures = []
-            for g in range(args.groups):
-                group = f"fleet-{g:04d}"
-                offsets = {p: rng.randrange(args.records + 200 + 1) for p in range(PARTITIONS)}
-                expected_commits[group] = offsets
-                request = ConsumerGroupTopicPartitions(group, [TopicPartition(TOPIC, p, o) for p, o in offsets.items()])
-                futures.append(admin.alter_consumer_group_offsets([request])[group])
-            for future in futures:
-                future.result(60)
-            started = time.perf_counter()
-            done = subprocess.run(spark_submit_command("translate_offsets", [
-                "--topology", str(topology_file), "--flow", "fleet-flow", "--groups", "fleet-.*"]),
-                env=spark_env(), capture_output=True, text=True, timeout=1200)
-            wall = time.perf_counter() - started
-            lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-            if done.returncode != 0 or not lines:
-                print(done.stdout[-3000:], done.stderr[-3000:], file=sys.stderr)
-                return 1
-            summary = json.loads(lines[-1])
-            started = time.perf_counter()
-            in_process = checkpoint_groups(topology, topology.flow("fleet-flow"), re.compile("fleet-.*"))
-            in_process_s = time.perf_counter() - started
-            close_readers()
-            truth, after, baseline_s = ground_truth(dc2, dc1.cluster_id)
-            exact, partitions_ok = score(expected_commits, summary["groups"], truth, after)
-            as_dicts = {g: [t.to_dict() for t in ts] for g, ts in in_process.items()}
-            exact_in_process, _ = score(expected_commits, as_dicts, truth, after)
-        finally:
-            dc1.stop()
-            dc2.stop()
-    result = {"groups": args.groups, "partitions_per_group": PARTITIONS, "records_per_partition": args.records,
-              "groups_translated_exactly": exact, "group_partitions_exact": partitions_ok,
-              "job_seconds": summary["seconds"], "spark_submit_seconds": round(wall, 2),
-              "baseline_read_seconds": round(baseline_s, 2),
-              "ratio_read_over_job": round(baseline_s / summary["seconds"], 3),
-              "in_process_seconds": round(in_process_s, 2), "groups_exact_in_process": exact_in_process,
-              "ratio_read_over_in_process": round(baseline_s / in_process_s, 3)}
-    print(f"translation: {exact}/{args.groups} groups ({partitions_ok}/{args.groups * PARTITIONS} group-partitions) "
-          f"exact; job {summary['seconds']} s (spark-submit {wall:.1f} s incl. JVM start); one plain read of the "
-          f"destination {baseline_s:.2f} s -> ratio {result['ratio_read_over_job']}; in process "
-          f"{in_process_s:.2f} s ({exact_in_process}/{args.groups} exact) -> ratio "
-          f"{result['ratio_read_over_in_process']}")
+    with temporary_brokers("dc1", "dc2") as (root, brokers):
+        dc1, dc2 = brokers["dc1"], brokers["dc2"]
+        for broker in (dc1, dc2):
+            create_topic(broker.config, TOPIC, PARTITIONS)
+        fill(dc2, 500, "local")  # destination offsets differ from source offsets
+        fill(dc1, args.records, "origin")
+        topology_file = write_topology(
+            root / "topology.yaml",
+            {"dc1": dc1.bootstrap, "dc2": dc2.bootstrap},
+            f"  - {{name: fleet-flow, source: dc1, target: dc2, topics: {{include: ['{TOPIC}']}}}}",
+        )
+        topology = load_topology(topology_file)
+        context = FlowContext(topology, topology.flow("fleet-flow"))
+        copy_ranges(context.plan().tasks)
+        context.close()
+        close_clients()
+        fill(dc1, 200, "late")  # produced after replication: groups there resume after the last copy
+        rng = random.Random(42)
+        expected_commits: dict[str, dict[int, int]] = {}
+        admin = AdminClient(dc1.config)
+        futures = []
+        for g in range(args.groups):
+            group = f"fleet-{g:04d}"
+            offsets = {p: rng.randrange(args.records + 200 + 1) for p in range(PARTITIONS)}
+            expected_commits[group] = offsets
+            request = ConsumerGroupTopicPartitions(group, [TopicPartition(TOPIC, p, o) for p, o in offsets.items()])
+            futures.append(admin.alter_consumer_group_offsets([request])[group])
+        for future in futures:
+            future.result(60)
+        started = time.perf_counter()
+        code, summary, err = submit(
+            "translate_offsets",
+            "--topology",
+            str(topology_file),
+            "--flow",
+            "fleet-flow",
+            "--groups",
+            "fleet-.*",
+            timeout=1200,
+        )
+        wall = time.perf_counter() - started
+        if code != 0 or not summary:
+            print(err[-3000:], file=sys.stderr)
+            return 1
+        started = time.perf_counter()
+        in_process = checkpoint_groups(topology, topology.flow("fleet-flow"), re.compile("fleet-.*"))
+        in_process_s = time.perf_counter() - started
+        close_readers()
+        truth, after, baseline_s = ground_truth(dc2, dc1.cluster_id)
+        exact, partitions_ok = score(expected_commits, summary["groups"], truth, after)
+        as_dicts = {g: [t.to_dict() for t in ts] for g, ts in in_process.items()}
+        exact_in_process, _ = score(expected_commits, as_dicts, truth, after)
+    result = {
+        "groups": args.groups,
+        "partitions_per_group": PARTITIONS,
+        "records_per_partition": args.records,
+        "groups_translated_exactly": exact,
+        "group_partitions_exact": partitions_ok,
+        "job_seconds": summary["seconds"],
+        "spark_submit_seconds": round(wall, 2),
+        "baseline_read_seconds": round(baseline_s, 2),
+        "ratio_read_over_job": round(baseline_s / summary["seconds"], 3),
+        "in_process_seconds": round(in_process_s, 2),
+        "groups_exact_in_process": exact_in_process,
+        "ratio_read_over_in_process": round(baseline_s / in_process_s, 3),
+    }
+    print(
+        f"translation: {exact}/{args.groups} groups ({partitions_ok}/{args.groups * PARTITIONS} group-partitions) "
+        f"exact; job {summary['seconds']} s (spark-submit {wall:.1f} s incl. JVM start); one plain read of the "
+        f"destination {baseline_s:.2f} s -> ratio {result['ratio_read_over_job']}; in process "
+        f"{in_process_s:.2f} s ({exact_in_process}/{args.groups} exact) -> ratio "
+        f"{result['ratio_read_over_in_process']}"
+    )
     if args.json:
         print(json.dumps(result))
     return 0 if exact == exact_in_process == args.groups else 1
 
 
-def score(commits: dict[str, dict[int, int]], translated: dict[str, list[dict]], truth: dict[tuple[int, int], int],
-          after: dict[int, int]) -> tuple[int, int]:
+def score(
+    commits: dict[str, dict[int, int]],
+    translated: dict[str, list[dict]],
+    truth: dict[tuple[int, int], int],
+    after: dict[int, int],
+) -> tuple[int, int]:
     """Groups with every partition exact, and exact group-partitions, against the ground truth."""
     exact = partitions_ok = 0
     for group, offsets in commits.items():

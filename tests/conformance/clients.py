@@ -122,8 +122,9 @@ class ClientAdapter:
         self.bootstrap = bootstrap
 
     # -- topics -------------------------------------------------------------------------------------
-    def create_topic(self, name: str, partitions: int = 1, configs: dict[str, str] | None = None,
-                     replication_factor: int = 1) -> None:
+    def create_topic(
+        self, name: str, partitions: int = 1, configs: dict[str, str] | None = None, replication_factor: int = 1
+    ) -> None:
         raise NotImplementedError
 
     def partition_count(self, topic: str) -> int:
@@ -159,13 +160,23 @@ class ClientAdapter:
         raise NotImplementedError
 
     def wait_for_partitions(self, topic: str, count: int, timeout: float = 15.0) -> None:
-        wait_until(lambda: self.partition_count(topic) == count, timeout,
-                   message=f"{topic} to have {count} partitions with leaders")
+        wait_until(
+            lambda: self.partition_count(topic) == count,
+            timeout,
+            message=f"{topic} to have {count} partitions with leaders",
+        )
 
     # -- produce ------------------------------------------------------------------------------------
-    def produce(self, topic: str, records: Sequence[Record], *, compression: str | None = None,
-                batch_records: int | None = None, idempotent: bool = False,
-                linger_ms: int = 1000) -> list[tuple[int, int]]:
+    def produce(
+        self,
+        topic: str,
+        records: Sequence[Record],
+        *,
+        compression: str | None = None,
+        batch_records: int | None = None,
+        idempotent: bool = False,
+        linger_ms: int = 1000,
+    ) -> list[tuple[int, int]]:
         """Produce ``records`` in order; return the (partition, offset) of each one, in order.
 
         With ``batch_records=N`` the client lingers (``linger_ms``) and is flushed after every N
@@ -187,8 +198,9 @@ class ClientAdapter:
         """Consumer API: earliest offset whose timestamp >= ``timestamp_ms``, or -1 if there is none."""
         raise NotImplementedError
 
-    def list_offsets(self, topic: str, partition: int, spec: str | int,
-                     isolation_level: str = "read_uncommitted") -> int:
+    def list_offsets(
+        self, topic: str, partition: int, spec: str | int, isolation_level: str = "read_uncommitted"
+    ) -> int:
         """Admin ListOffsets: ``spec`` is "earliest" (-2), "latest" (-1) or a timestamp (>= 0).
 
         Returns the offset (-1 when no record has a timestamp >= the given one).
@@ -196,15 +208,26 @@ class ClientAdapter:
         raise NotImplementedError
 
     # -- consume ------------------------------------------------------------------------------------
-    def consume(self, topic: str, partition: int, from_offset: int, count: int | None, *,
-                isolation_level: str = "read_uncommitted", reset: str = "earliest",
-                timeout: float = 30.0) -> list[Consumed]:
+    def consume(
+        self,
+        topic: str,
+        partition: int,
+        from_offset: int,
+        count: int | None,
+        *,
+        isolation_level: str = "read_uncommitted",
+        reset: str = "earliest",
+        timeout: float = 30.0,
+    ) -> list[Consumed]:
         """Assign one partition at ``from_offset`` and read ``count`` records.
 
         ``count=None`` reads until the end of the partition (high watermark, or the last stable
         offset under read_committed).  ``reset`` is what happens on an out-of-range position:
         "earliest", "latest", or "none" (raise OffsetOutOfRange).
         """
+        return self._consume(topic, partition, from_offset, count, isolation_level, reset, timeout)
+
+    def _consume(self, topic, partition, from_offset, count, isolation_level, reset, timeout) -> list[Consumed]:
         raise NotImplementedError
 
     # -- groups -------------------------------------------------------------------------------------
@@ -294,14 +317,16 @@ class ConfluentClient(ClientAdapter):
 
     def _consumer_conf(self, group: str | None = None, **extra) -> dict:
         conf = self._base()
-        conf.update({
-            "group.id": group or unique("conf-helper"),
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "fetch.wait.max.ms": 100,
-            "topic.metadata.refresh.interval.ms": 1000,
-            "isolation.level": "read_uncommitted",  # librdkafka defaults to read_committed
-        })
+        conf.update(
+            {
+                "group.id": group or unique("conf-helper"),
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "fetch.wait.max.ms": 100,
+                "topic.metadata.refresh.interval.ms": 1000,
+                "isolation.level": "read_uncommitted",  # librdkafka defaults to read_committed
+            }
+        )
         conf.update(extra)
         return conf
 
@@ -320,8 +345,9 @@ class ConfluentClient(ClientAdapter):
     def create_topic(self, name, partitions=1, configs=None, replication_factor=1):
         from confluent_kafka.admin import NewTopic
 
-        topic = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor,
-                         config=dict(configs or {}))
+        topic = NewTopic(
+            name, num_partitions=partitions, replication_factor=replication_factor, config=dict(configs or {})
+        )
         self._result(self._admin.create_topics([topic], operation_timeout=30))
         self.wait_for_partitions(name, partitions)
 
@@ -345,23 +371,32 @@ class ConfluentClient(ClientAdapter):
 
         [entries] = self._result(self._admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)]))
         return {
-            name: ConfigValue(name=name, value=e.value, source=_source_name(ConfigSource(e.source).name),
-                              is_default=bool(e.is_default), read_only=bool(e.is_read_only))
+            name: ConfigValue(
+                name=name,
+                value=e.value,
+                source=_source_name(ConfigSource(e.source).name),
+                is_default=bool(e.is_default),
+                read_only=bool(e.is_read_only),
+            )
             for name, e in entries.items()
         }
 
     def alter_config(self, topic, key, value):
         from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-        resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
-            ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)])
+        resource = ConfigResource(
+            ResourceType.TOPIC,
+            topic,
+            incremental_configs=[ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)],
+        )
         self._result(self._admin.incremental_alter_configs([resource]))
 
     def delete_records(self, topic, partition, before_offset):
         from confluent_kafka import TopicPartition
 
-        [deleted] = self._result(self._admin.delete_records([TopicPartition(topic, partition, before_offset)],
-                                                            operation_timeout=30))
+        [deleted] = self._result(
+            self._admin.delete_records([TopicPartition(topic, partition, before_offset)], operation_timeout=30)
+        )
         return deleted.low_watermark
 
     def cluster_id(self):
@@ -384,20 +419,21 @@ class ConfluentClient(ClientAdapter):
         return {b.id: (b.host, b.port) for b in md.brokers.values()}
 
     # -- produce ------------------------------------------------------------------------------------
-    def produce(self, topic, records, *, compression=None, batch_records=None, idempotent=False,
-                linger_ms=1000):
+    def produce(self, topic, records, *, compression=None, batch_records=None, idempotent=False, linger_ms=1000):
         from confluent_kafka import Producer
 
         conf = self._base()
-        conf.update({
-            "acks": "all",
-            "linger.ms": linger_ms if batch_records else 5,
-            "batch.num.messages": 100000,
-            "batch.size": 1000000,
-            "compression.type": compression or "none",
-            "enable.idempotence": idempotent,
-            "message.timeout.ms": 30000,
-        })
+        conf.update(
+            {
+                "acks": "all",
+                "linger.ms": linger_ms if batch_records else 5,
+                "batch.num.messages": 100000,
+                "batch.size": 1000000,
+                "compression.type": compression or "none",
+                "enable.idempotence": idempotent,
+                "message.timeout.ms": 30000,
+            }
+        )
         producer = Producer(conf)
         results: list[tuple[int, int] | None] = [None] * len(records)
         errors: list[str] = []
@@ -408,6 +444,7 @@ class ConfluentClient(ClientAdapter):
                     errors.append(f"record {index}: {err}")
                 else:
                     results[index] = (msg.partition(), msg.offset())
+
             return cb
 
         for i, r in enumerate(records):
@@ -433,14 +470,12 @@ class ConfluentClient(ClientAdapter):
     def watermarks(self, topic, partition):
         from confluent_kafka import TopicPartition
 
-        return self._helper_consumer().get_watermark_offsets(TopicPartition(topic, partition), timeout=10,
-                                                             cached=False)
+        return self._helper_consumer().get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False)
 
     def offsets_for_times(self, topic, partition, timestamp_ms):
         from confluent_kafka import TopicPartition
 
-        [tp] = self._helper_consumer().offsets_for_times([TopicPartition(topic, partition, timestamp_ms)],
-                                                         timeout=10)
+        [tp] = self._helper_consumer().offsets_for_times([TopicPartition(topic, partition, timestamp_ms)], timeout=10)
         if tp.error is not None:
             raise RuntimeError(f"offsets_for_times: {tp.error}")
         return tp.offset  # librdkafka reports "no such offset" as -1 (OFFSET_END), Kafka's own answer
@@ -455,23 +490,28 @@ class ConfluentClient(ClientAdapter):
             ospec = OffsetSpec.latest()
         else:
             ospec = OffsetSpec.for_timestamp(int(spec))
-        level = IsolationLevel.READ_COMMITTED if isolation_level == "read_committed" else \
-            IsolationLevel.READ_UNCOMMITTED
-        futures = self._admin.list_offsets({TopicPartition(topic, partition): ospec}, isolation_level=level,
-                                           request_timeout=10)
+        level = (
+            IsolationLevel.READ_COMMITTED if isolation_level == "read_committed" else IsolationLevel.READ_UNCOMMITTED
+        )
+        futures = self._admin.list_offsets(
+            {TopicPartition(topic, partition): ospec}, isolation_level=level, request_timeout=10
+        )
         [info] = self._result(futures)
         return info.offset
 
     # -- consume ------------------------------------------------------------------------------------
-    def consume(self, topic, partition, from_offset, count, *, isolation_level="read_uncommitted",
-                reset="earliest", timeout=30.0):
+    def _consume(self, topic, partition, from_offset, count, isolation_level, reset, timeout):
         from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-        consumer = Consumer(self._consumer_conf(**{
-            "auto.offset.reset": {"none": "error"}.get(reset, reset),
-            "isolation.level": isolation_level,
-            "enable.partition.eof": True,
-        }))
+        consumer = Consumer(
+            self._consumer_conf(
+                **{
+                    "auto.offset.reset": {"none": "error"}.get(reset, reset),
+                    "isolation.level": isolation_level,
+                    "enable.partition.eof": True,
+                }
+            )
+        )
         out: list[Consumed] = []
         try:
             consumer.assign([TopicPartition(topic, partition, from_offset)])
@@ -492,10 +532,18 @@ class ConfluentClient(ClientAdapter):
                         raise OffsetOutOfRange(str(err))
                     raise RuntimeError(f"confluent consume error: {err}")
                 ts_type, ts = msg.timestamp()
-                out.append(Consumed(
-                    topic=msg.topic(), partition=msg.partition(), offset=msg.offset(), key=msg.key(),
-                    value=msg.value(), headers=tuple(msg.headers() or ()), timestamp_ms=ts,
-                    timestamp_type={1: CREATE_TIME, 2: LOG_APPEND_TIME}.get(ts_type, NO_TIMESTAMP)))
+                out.append(
+                    Consumed(
+                        topic=msg.topic(),
+                        partition=msg.partition(),
+                        offset=msg.offset(),
+                        key=msg.key(),
+                        value=msg.value(),
+                        headers=tuple(msg.headers() or ()),
+                        timestamp_ms=ts,
+                        timestamp_type={1: CREATE_TIME, 2: LOG_APPEND_TIME}.get(ts_type, NO_TIMESTAMP),
+                    )
+                )
         finally:
             consumer.close()
         return out
@@ -531,8 +579,7 @@ class ConfluentClient(ClientAdapter):
     def group_offsets(self, group):
         from confluent_kafka import ConsumerGroupTopicPartitions
 
-        futures = self._admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
-                                                          request_timeout=15)
+        futures = self._admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=15)
         [result] = self._result(futures)
         out = {}
         for tp in result.topic_partitions:
@@ -552,13 +599,19 @@ class ConfluentClient(ClientAdapter):
         return desc.state.name.upper(), len(desc.members)
 
     def group_member(self, group, topic, *, session_timeout_ms=6000):
-        return ConfluentGroupMember(self._consumer_conf(group, **{
-            "group.protocol": "classic",
-            "partition.assignment.strategy": "range",
-            "session.timeout.ms": session_timeout_ms,
-            "heartbeat.interval.ms": 500,
-            "auto.offset.reset": "earliest",
-        }), topic).start()
+        return ConfluentGroupMember(
+            self._consumer_conf(
+                group,
+                **{
+                    "group.protocol": "classic",
+                    "partition.assignment.strategy": "range",
+                    "session.timeout.ms": session_timeout_ms,
+                    "heartbeat.interval.ms": 500,
+                    "auto.offset.reset": "earliest",
+                },
+            ),
+            topic,
+        ).start()
 
     def close(self):
         if self._helper is not None:
@@ -627,9 +680,15 @@ class KafkaPythonClient(ClientAdapter):
     # -- topics -------------------------------------------------------------------------------------
     def create_topic(self, name, partitions=1, configs=None, replication_factor=1):
         self._admin.create_topics(
-            {name: {"num_partitions": partitions, "replication_factor": replication_factor,
-                    "configs": dict(configs or {})}},
-            timeout_ms=30000)
+            {
+                name: {
+                    "num_partitions": partitions,
+                    "replication_factor": replication_factor,
+                    "configs": dict(configs or {}),
+                }
+            },
+            timeout_ms=30000,
+        )
         self.wait_for_partitions(name, partitions)
 
     def partition_count(self, topic):
@@ -648,21 +707,25 @@ class KafkaPythonClient(ClientAdapter):
     def describe_configs(self, topic):
         from kafka.admin import ConfigResource, ConfigResourceType
 
-        result = self._admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)],
-                                              config_filter="all")
+        result = self._admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)], config_filter="all")
         entries = result["topic"][topic]
         return {
-            name: ConfigValue(name=name, value=e["value"], source=_source_name(e["config_source"]),
-                              is_default=e["config_source"] == "DEFAULT_CONFIG",
-                              read_only=bool(e["read_only"]))
+            name: ConfigValue(
+                name=name,
+                value=e["value"],
+                source=_source_name(e["config_source"]),
+                is_default=e["config_source"] == "DEFAULT_CONFIG",
+                read_only=bool(e["read_only"]),
+            )
             for name, e in entries.items()
         }
 
     def alter_config(self, topic, key, value):
         from kafka.admin import ConfigResource, ConfigResourceType
 
-        result = self._admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, {key: value})],
-                                           incremental=True)
+        result = self._admin.alter_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, topic, {key: value})], incremental=True
+        )
         assert result["topic"][topic] == "OK", result
 
     def delete_records(self, topic, partition, before_offset):
@@ -690,8 +753,7 @@ class KafkaPythonClient(ClientAdapter):
         return {b["broker_id"]: (b["host"], b["port"]) for b in self._admin.describe_cluster()["brokers"]}
 
     # -- produce ------------------------------------------------------------------------------------
-    def produce(self, topic, records, *, compression=None, batch_records=None, idempotent=False,
-                linger_ms=1000):
+    def produce(self, topic, records, *, compression=None, batch_records=None, idempotent=False, linger_ms=1000):
         from kafka import KafkaProducer
         from kafka.errors import KafkaError
 
@@ -708,8 +770,16 @@ class KafkaPythonClient(ClientAdapter):
         try:
             futures = []
             for i, r in enumerate(records):
-                futures.append(producer.send(topic, key=r.key, value=r.value, headers=list(r.headers),
-                                             partition=r.partition, timestamp_ms=r.timestamp_ms))
+                futures.append(
+                    producer.send(
+                        topic,
+                        key=r.key,
+                        value=r.value,
+                        headers=list(r.headers),
+                        partition=r.partition,
+                        timestamp_ms=r.timestamp_ms,
+                    )
+                )
                 if batch_records and (i + 1) % batch_records == 0:
                     producer.flush(60)
             producer.flush(60)
@@ -751,15 +821,15 @@ class KafkaPythonClient(ClientAdapter):
             ospec = OffsetSpec.LATEST
         else:
             ospec = OffsetTimestamp(int(spec))
-        level = IsolationLevel.READ_COMMITTED if isolation_level == "read_committed" else \
-            IsolationLevel.READ_UNCOMMITTED
+        level = (
+            IsolationLevel.READ_COMMITTED if isolation_level == "read_committed" else IsolationLevel.READ_UNCOMMITTED
+        )
         tp = TopicPartition(topic, partition)
         result = self._admin.list_partition_offsets({tp: ospec}, isolation_level=level, timeout_ms=10000)
         return result[tp].offset
 
     # -- consume ------------------------------------------------------------------------------------
-    def consume(self, topic, partition, from_offset, count, *, isolation_level="read_uncommitted",
-                reset="earliest", timeout=30.0):
+    def _consume(self, topic, partition, from_offset, count, isolation_level, reset, timeout):
         from kafka import TopicPartition
         from kafka.errors import OffsetOutOfRangeError
 
@@ -785,11 +855,18 @@ class KafkaPythonClient(ClientAdapter):
                     raise OffsetOutOfRange(str(exc)) from exc
                 for recs in batch.values():
                     for m in recs:
-                        out.append(Consumed(
-                            topic=m.topic, partition=m.partition, offset=m.offset, key=m.key, value=m.value,
-                            headers=tuple((k, v) for k, v in (m.headers or ())), timestamp_ms=m.timestamp,
-                            timestamp_type={0: CREATE_TIME, 1: LOG_APPEND_TIME}.get(m.timestamp_type,
-                                                                                    NO_TIMESTAMP)))
+                        out.append(
+                            Consumed(
+                                topic=m.topic,
+                                partition=m.partition,
+                                offset=m.offset,
+                                key=m.key,
+                                value=m.value,
+                                headers=tuple((k, v) for k, v in (m.headers or ())),
+                                timestamp_ms=m.timestamp,
+                                timestamp_type={0: CREATE_TIME, 1: LOG_APPEND_TIME}.get(m.timestamp_type, NO_TIMESTAMP),
+                            )
+                        )
         finally:
             consumer.close(autocommit=False)
         return out if count is None else out[:count]
@@ -800,8 +877,7 @@ class KafkaPythonClient(ClientAdapter):
 
         consumer = self._consumer(group)
         try:
-            consumer.commit({TopicPartition(t, p): OffsetAndMetadata(o, metadata, -1)
-                             for (t, p), o in offsets.items()})
+            consumer.commit({TopicPartition(t, p): OffsetAndMetadata(o, metadata, -1) for (t, p), o in offsets.items()})
         finally:
             consumer.close(autocommit=False)
 
@@ -822,14 +898,19 @@ class KafkaPythonClient(ClientAdapter):
         desc = self._admin.describe_groups([group])[group]
         assert desc["error"] is None, desc
         return desc["group_state"].upper().replace("COMPLETINGREBALANCE", "COMPLETING_REBALANCE").replace(
-            "PREPARINGREBALANCE", "PREPARING_REBALANCE"), len(desc["members"])
+            "PREPARINGREBALANCE", "PREPARING_REBALANCE"
+        ), len(desc["members"])
 
     def group_member(self, group, topic, *, session_timeout_ms=6000):
         from kafka.coordinator.assignors.range import RangePartitionAssignor
 
-        consumer = self._consumer(group, session_timeout_ms=session_timeout_ms, heartbeat_interval_ms=500,
-                                  auto_offset_reset="earliest",
-                                  partition_assignment_strategy=[RangePartitionAssignor])
+        consumer = self._consumer(
+            group,
+            session_timeout_ms=session_timeout_ms,
+            heartbeat_interval_ms=500,
+            auto_offset_reset="earliest",
+            partition_assignment_strategy=[RangePartitionAssignor],
+        )
         consumer.subscribe([topic])
         return KafkaPythonGroupMember(consumer).start()
 
@@ -853,9 +934,17 @@ class KafkaPythonGroupMember(GroupMember):
         self._consumer.close(autocommit=False)
 
 
-def make_records(n: int, *, base_ts: int, seed: int = 0, null_header_values: bool = True,
-                 null_key_and_value: bool = True, partition: int | None = None,
-                 value_size: int = 120, compressible: bool = False) -> list[Record]:
+def make_records(
+    n: int,
+    *,
+    base_ts: int,
+    seed: int = 0,
+    null_header_values: bool = True,
+    null_key_and_value: bool = True,
+    partition: int | None = None,
+    value_size: int = 120,
+    compressible: bool = False,
+) -> list[Record]:
     """Deterministic, awkward records: None keys, None (tombstone) and empty values, binary bytes,
     duplicate header keys, None and empty header values, non-ASCII header keys; timestamp base_ts + i.
     """
@@ -890,8 +979,7 @@ def make_records(n: int, *, base_ts: int, seed: int = 0, null_header_values: boo
                 headers.append(("", b"empty key"))
             if null_header_values and i % 2 == 1:
                 headers.append(("nullable", None))
-        out.append(Record(key=key, value=value, headers=tuple(headers), timestamp_ms=base_ts + i,
-                          partition=partition))
+        out.append(Record(key=key, value=value, headers=tuple(headers), timestamp_ms=base_ts + i, partition=partition))
     return out
 
 

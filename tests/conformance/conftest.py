@@ -13,145 +13,21 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
-import subprocess
-import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.servers import BrokerProcess, stop_all
 
 from .clients import CLIENT_NAMES, ClientAdapter, make_client
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 EXTERNAL_BOOTSTRAP = os.environ.get("KDR_CONFORMANCE_BOOTSTRAP") or None
 EXTERNAL_BOOTSTRAP_2 = os.environ.get("KDR_CONFORMANCE_BOOTSTRAP_2") or None
-BROKER_START_TIMEOUT = float(os.environ.get("KDR_CONFORMANCE_START_TIMEOUT", "30"))
 
 
 def external_mode() -> bool:
     return EXTERNAL_BOOTSTRAP is not None
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def read_meta_properties(data_dir: Path) -> dict[str, str]:
-    props = {}
-    for line in (data_dir / "meta.properties").read_text().splitlines():
-        line = line.strip()
-        if line and not line.startswith("#") and "=" in line:
-            k, v = line.split("=", 1)
-            props[k.strip()] = v.strip()
-    return props
-
-
-class EmbeddedBroker:
-    """One ``python -m kafka_dr.local.broker`` process on a fixed port and data dir."""
-
-    def __init__(self, data_dir: Path, port: int | None = None, node_id: int = 1, log_dir: Path | None = None,
-                 configs: dict[str, str] | None = None):
-        self.data_dir = Path(data_dir)
-        self.configs = dict(configs or {})
-        self.port = port or free_port()
-        self.node_id = node_id
-        self.log_path = (log_dir or self.data_dir.parent) / f"broker-{self.data_dir.name}.log"
-        self.proc: subprocess.Popen | None = None
-        self.starts = 0
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self) -> EmbeddedBroker:
-        assert self.proc is None or self.proc.poll() is not None, "already running"
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "kafka_dr.local.broker", "--host", "127.0.0.1", "--port", str(self.port),
-               "--data-dir", str(self.data_dir), "--node-id", str(self.node_id)]
-        for key, value in self.configs.items():
-            cmd += ["--config", f"{key}={value}"]
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT / "include"), env.get("PYTHONPATH")]))
-        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child, closed below
-        log.write(f"\n===== start #{self.starts + 1}: {' '.join(cmd)}\n".encode())
-        log.flush()
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT, env=env)
-        log.close()
-        self.starts += 1
-        self._wait_ready()
-        return self
-
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + BROKER_START_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"broker exited with {self.proc.returncode} during startup:\n{self.log_tail()}")
-            if _api_versions_ok("127.0.0.1", self.port):
-                return
-            time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"broker not ready after {BROKER_START_TIMEOUT}s:\n{self.log_tail()}")
-
-    def stop(self, timeout: float = 20.0) -> int | None:
-        """SIGTERM and wait; SIGKILL if it does not exit in ``timeout`` (and say so)."""
-        if self.proc is None or self.proc.poll() is not None:
-            return None if self.proc is None else self.proc.returncode
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
-            raise RuntimeError(f"broker did not exit within {timeout}s of SIGTERM:\n{self.log_tail()}") from None
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-
-    def restart(self) -> EmbeddedBroker:
-        self.stop()
-        return self.start()
-
-    def cluster_id_on_disk(self) -> str:
-        return read_meta_properties(self.data_dir)["cluster.id"]
-
-    def log_tail(self, n: int = 60) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
-        except OSError:
-            return "(no log)"
-
-
-def _api_versions_ok(host: str, port: int) -> bool:
-    """True when the port answers an ApiVersions v0 request with error 0."""
-    try:
-        with socket.create_connection((host, port), timeout=1) as s:
-            s.settimeout(2)
-            body = (18).to_bytes(2, "big") + (0).to_bytes(2, "big") + (7).to_bytes(4, "big") + \
-                (-1).to_bytes(2, "big", signed=True)
-            s.sendall(len(body).to_bytes(4, "big") + body)
-            head = _recv_exact(s, 4)
-            payload = _recv_exact(s, int.from_bytes(head, "big"))
-            return payload[:4] == (7).to_bytes(4, "big") and payload[4:6] == b"\x00\x00"
-    except OSError:
-        return False
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed")
-        buf += chunk
-    return buf
 
 
 class BrokerFactory:
@@ -159,23 +35,28 @@ class BrokerFactory:
 
     def __init__(self, root: Path):
         self.root = root
-        self.brokers: list[EmbeddedBroker] = []
+        self.brokers: list[BrokerProcess] = []
 
-    def start(self, name: str | None = None, node_id: int = 1, configs: dict[str, str] | None = None
-              ) -> EmbeddedBroker:
+    def start(self, name: str | None = None, node_id: int = 1, configs: dict[str, str] | None = None) -> BrokerProcess:
         """A new broker in a fresh data dir; ``configs`` are broker configs (``--config KEY=VALUE``)."""
         name = name or f"broker{len(self.brokers) + 1}"
         data_dir = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=self.root))
-        broker = EmbeddedBroker(data_dir, node_id=node_id, log_dir=self.root, configs=configs)
+        broker = BrokerProcess(f"broker-{data_dir.name}", data_dir, node_id=node_id, configs=configs, log_dir=self.root)
         self.brokers.append(broker)
         return broker.start()
 
+    def start_configured(self, name: str, configs: dict[str, str]) -> BrokerProcess:
+        """A broker started with broker `configs` the check depends on; skipped in external mode, where the suite
+        does not configure the cluster."""
+        if external_mode():
+            pytest.skip(
+                f"needs a broker started with {', '.join(configs)}; an external cluster "
+                "(KDR_CONFORMANCE_BOOTSTRAP) is not configured by the suite"
+            )
+        return self.start(name, configs=configs)
+
     def stop_all(self) -> None:
-        for b in self.brokers:
-            try:
-                b.stop()
-            except RuntimeError:
-                b.kill()
+        stop_all(self.brokers)
 
 
 @pytest.fixture(scope="session")
@@ -195,7 +76,7 @@ def broker_factory(conformance_root) -> Iterator[BrokerFactory]:
 
 
 @pytest.fixture(scope="session")
-def broker(broker_factory) -> EmbeddedBroker | None:
+def broker(broker_factory) -> BrokerProcess | None:
     """The shared embedded broker (None in external mode)."""
     if external_mode():
         return None
@@ -212,11 +93,13 @@ def bootstrap(broker) -> str:
 
 
 @pytest.fixture
-def restartable_broker(broker_factory) -> EmbeddedBroker:
+def restartable_broker(broker_factory) -> BrokerProcess:
     """A dedicated embedded broker the test may stop and restart on its data dir."""
     if external_mode():
-        pytest.skip("needs an embedded broker to restart; an external cluster (KDR_CONFORMANCE_BOOTSTRAP) "
-                    "cannot be restarted by the suite")
+        pytest.skip(
+            "needs an embedded broker to restart; an external cluster (KDR_CONFORMANCE_BOOTSTRAP) "
+            "cannot be restarted by the suite"
+        )
     return broker_factory.start("restartable")
 
 

@@ -17,8 +17,9 @@ def connect(bootstrap: str, timeout: float = 10.0) -> socket.socket:
     return s
 
 
-def request_header(api_key: int, version: int, correlation_id: int, client_id: str | None = "conformance",
-                   flexible: bool = False) -> bytes:
+def request_header(
+    api_key: int, version: int, correlation_id: int, client_id: str | None = "conformance", flexible: bool = False
+) -> bytes:
     """Request header v1 (v2 when ``flexible``: an empty tagged-field section follows the client id)."""
     out = struct.pack(">hhi", api_key, version, correlation_id)
     if client_id is None:
@@ -157,16 +158,42 @@ def crc32c(data: bytes) -> int:
         return calc_crc32c(data)
 
 
-def encode_batch(values: list[bytes], *, base_timestamp: int, producer_id: int = -1, producer_epoch: int = -1,
-                 base_sequence: int = -1, base_offset: int = 0) -> bytes:
+def encode_batch(
+    values: list[bytes],
+    *,
+    base_timestamp: int,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    base_offset: int = 0,
+) -> bytes:
     """An uncompressed magic-v2 record batch of key-less records with the given values."""
     records = b""
     for i, v in enumerate(values):
-        body = b"\x00" + _zigzag_varint(0) + _zigzag_varint(i) + _zigzag_varint(-1) + \
-            _zigzag_varint(len(v)) + v + _zigzag_varint(0)
+        body = (
+            b"\x00"
+            + _zigzag_varint(0)
+            + _zigzag_varint(i)
+            + _zigzag_varint(-1)
+            + _zigzag_varint(len(v))
+            + v
+            + _zigzag_varint(0)
+        )
         records += _zigzag_varint(len(body)) + body
-    after_crc = struct.pack(">hiqqqhii", 0, len(values) - 1, base_timestamp, base_timestamp, producer_id,
-                            producer_epoch, base_sequence, len(values)) + records
+    after_crc = (
+        struct.pack(
+            ">hiqqqhii",
+            0,
+            len(values) - 1,
+            base_timestamp,
+            base_timestamp,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            len(values),
+        )
+        + records
+    )
     crc = crc32c(after_crc)
     after_length = struct.pack(">ibI", -1, 2, crc) + after_crc
     return struct.pack(">qi", base_offset, len(after_length)) + after_length
@@ -182,16 +209,26 @@ def decode_batch_headers(data: bytes) -> list[dict]:
             break
         assert magic == 2, f"magic {magic} at offset {base_offset}"
         (crc,) = struct.unpack_from(">I", data, pos + 17)
-        (attributes, last_delta, first_ts, max_ts, pid, pepoch, base_seq, count) = \
-            struct.unpack_from(">hiqqqhii", data, pos + 21)
-        out.append({
-            "base_offset": base_offset, "last_offset": base_offset + last_delta, "count": count,
-            "codec": attributes & 0x7, "timestamp_type": (attributes >> 3) & 1,
-            "transactional": bool(attributes & 0x10), "control": bool(attributes & 0x20),
-            "first_timestamp": first_ts, "max_timestamp": max_ts,
-            "producer_id": pid, "producer_epoch": pepoch, "base_sequence": base_seq,
-            "crc_ok": crc == crc32c(data[pos + 21:end]),
-        })
+        (attributes, last_delta, first_ts, max_ts, pid, pepoch, base_seq, count) = struct.unpack_from(
+            ">hiqqqhii", data, pos + 21
+        )
+        out.append(
+            {
+                "base_offset": base_offset,
+                "last_offset": base_offset + last_delta,
+                "count": count,
+                "codec": attributes & 0x7,
+                "timestamp_type": (attributes >> 3) & 1,
+                "transactional": bool(attributes & 0x10),
+                "control": bool(attributes & 0x20),
+                "first_timestamp": first_ts,
+                "max_timestamp": max_ts,
+                "producer_id": pid,
+                "producer_epoch": pepoch,
+                "base_sequence": base_seq,
+                "crc_ok": crc == crc32c(data[pos + 21 : end]),
+            }
+        )
         pos = end
     return out
 
@@ -208,13 +245,21 @@ def _read_string(buf: bytes, pos: int) -> tuple[str | None, int]:
     pos += 2
     if n < 0:
         return None, pos
-    return buf[pos:pos + n].decode(), pos + n
+    return buf[pos : pos + n].decode(), pos + n
 
 
-def produce_v3(topic: str, partition: int, batch: bytes, correlation_id: int, acks: int = -1,
-               transactional_id: str | None = None) -> bytes:
-    body = _string(transactional_id) + struct.pack(">hi", acks, 30000) + struct.pack(">i", 1) + _string(topic) + \
-        struct.pack(">i", 1) + struct.pack(">ii", partition, len(batch)) + batch
+def produce_v3(
+    topic: str, partition: int, batch: bytes, correlation_id: int, acks: int = -1, transactional_id: str | None = None
+) -> bytes:
+    body = (
+        _string(transactional_id)
+        + struct.pack(">hi", acks, 30000)
+        + struct.pack(">i", 1)
+        + _string(topic)
+        + struct.pack(">i", 1)
+        + struct.pack(">ii", partition, len(batch))
+        + batch
+    )
     return frame(request_header(PRODUCE, 3, correlation_id) + body)
 
 
@@ -228,10 +273,16 @@ def parse_produce_v3(payload: bytes) -> tuple[int, int, int]:
     return corr, err, base_offset
 
 
-def fetch_v4(topic: str, partition: int, offset: int, correlation_id: int, max_bytes: int = 4 << 20,
-             isolation_level: int = 0) -> bytes:
-    body = struct.pack(">iiiib", -1, 100, 1, max_bytes, isolation_level) + struct.pack(">i", 1) + _string(topic) + \
-        struct.pack(">i", 1) + struct.pack(">iqi", partition, offset, max_bytes)
+def fetch_v4(
+    topic: str, partition: int, offset: int, correlation_id: int, max_bytes: int = 4 << 20, isolation_level: int = 0
+) -> bytes:
+    body = (
+        struct.pack(">iiiib", -1, 100, 1, max_bytes, isolation_level)
+        + struct.pack(">i", 1)
+        + _string(topic)
+        + struct.pack(">i", 1)
+        + struct.pack(">iqi", partition, offset, max_bytes)
+    )
     return frame(request_header(FETCH, 4, correlation_id) + body)
 
 
@@ -251,9 +302,16 @@ def parse_fetch_v4(payload: bytes) -> dict:
         pos += 16
     (size,) = struct.unpack_from(">i", payload, pos)
     pos += 4
-    records = payload[pos:pos + max(size, 0)]
-    return {"correlation_id": corr, "partition": partition, "error_code": err, "high_watermark": hw,
-            "last_stable_offset": lso, "aborted": aborted, "records": records}
+    records = payload[pos : pos + max(size, 0)]
+    return {
+        "correlation_id": corr,
+        "partition": partition,
+        "error_code": err,
+        "high_watermark": hw,
+        "last_stable_offset": lso,
+        "aborted": aborted,
+        "records": records,
+    }
 
 
 def init_producer_id_v0(correlation_id: int, transactional_id: str | None = None) -> bytes:
@@ -272,8 +330,9 @@ def call(sock: socket.socket, request: bytes) -> bytes:
     return recv_frame(sock)
 
 
-def fetch_all_batches(bootstrap: str, topic: str, partition: int, start: int = 0, end: int | None = None,
-                      isolation_level: int = 0) -> list[dict]:
+def fetch_all_batches(
+    bootstrap: str, topic: str, partition: int, start: int = 0, end: int | None = None, isolation_level: int = 0
+) -> list[dict]:
     """Batch headers from ``start`` until ``end`` (default: the high watermark) via raw Fetch v4."""
     out: list[dict] = []
     with connect(bootstrap) as s:
@@ -296,11 +355,27 @@ def fetch_all_batches(bootstrap: str, topic: str, partition: int, start: int = 0
 OFFSET_COMMIT = 8
 
 
-def offset_commit_v2(group: str, generation: int, member: str, topic: str, partition: int, offset: int,
-                     correlation_id: int, metadata: str | None = "") -> bytes:
-    body = _string(group) + struct.pack(">i", generation) + _string(member) + struct.pack(">q", -1) + \
-        struct.pack(">i", 1) + _string(topic) + struct.pack(">i", 1) + struct.pack(">iq", partition, offset) + \
-        _string(metadata)
+def offset_commit_v2(
+    group: str,
+    generation: int,
+    member: str,
+    topic: str,
+    partition: int,
+    offset: int,
+    correlation_id: int,
+    metadata: str | None = "",
+) -> bytes:
+    body = (
+        _string(group)
+        + struct.pack(">i", generation)
+        + _string(member)
+        + struct.pack(">q", -1)
+        + struct.pack(">i", 1)
+        + _string(topic)
+        + struct.pack(">i", 1)
+        + struct.pack(">iq", partition, offset)
+        + _string(metadata)
+    )
     return frame(request_header(OFFSET_COMMIT, 2, correlation_id) + body)
 
 

@@ -63,8 +63,14 @@ def test_describe_and_alter_configs(client, all_clients):
         assert (mmb.value, mmb.source, mmb.is_default) == ("2000000", "DYNAMIC_TOPIC_CONFIG", False), (name, mmb)
         dynamic = {k for k, v in configs.items() if v.source == "DYNAMIC_TOPIC_CONFIG"}
         assert dynamic == {"retention.ms", "max.message.bytes"}, (name, dynamic)
-        for key in ("cleanup.policy", "compression.type", "message.timestamp.type", "segment.bytes",
-                    "retention.bytes", "min.insync.replicas"):
+        for key in (
+            "cleanup.policy",
+            "compression.type",
+            "message.timestamp.type",
+            "segment.bytes",
+            "retention.bytes",
+            "min.insync.replicas",
+        ):
             assert key in configs, (name, key)
             assert configs[key].source in ("DEFAULT_CONFIG", "STATIC_BROKER_CONFIG"), (name, configs[key])
         for key, cv in configs.items():

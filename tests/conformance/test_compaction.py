@@ -12,7 +12,6 @@ import pytest
 
 from . import kafka_wire as wire
 from .clients import CLIENT_NAMES, ProduceError, Record, make_client, past_ts, unique, wait_for_value
-from .conftest import external_mode
 
 pytestmark = pytest.mark.integration
 
@@ -21,10 +20,7 @@ CORRUPT_MESSAGE, INVALID_RECORD = 2, 87
 
 @pytest.fixture(scope="module")
 def cleaner_broker(broker_factory):
-    if external_mode():
-        pytest.skip("needs a broker started with a short log.cleaner.backoff.ms; an external cluster "
-                    "(KDR_CONFORMANCE_BOOTSTRAP) is not configured by the suite")
-    return broker_factory.start("cleaner", configs={"log.cleaner.backoff.ms": "100"})
+    return broker_factory.start_configured("cleaner", {"log.cleaner.backoff.ms": "100"})
 
 
 def test_compacted_topic_refuses_records_without_key(client, bootstrap):
@@ -48,11 +44,16 @@ def test_compaction_keeps_the_newest_record_per_key(cleaner_broker, client_name)
     c = make_client(client_name, cleaner_broker.bootstrap)
     topic = unique("compact")
     try:
-        c.create_topic(topic, 1, configs={"cleanup.policy": "compact", "segment.bytes": "1048576",
-                                          "min.cleanable.dirty.ratio": "0.01"})
+        c.create_topic(
+            topic,
+            1,
+            configs={"cleanup.policy": "compact", "segment.bytes": "1048576", "min.cleanable.dirty.ratio": "0.01"},
+        )
         ts = past_ts()
-        records = [Record(key=b"k%d" % (i % 5), value=bytes([i]) * 100_000, timestamp_ms=ts + i, partition=0)
-                   for i in range(25)]
+        records = [
+            Record(key=b"k%d" % (i % 5), value=bytes([i]) * 100_000, timestamp_ms=ts + i, partition=0)
+            for i in range(25)
+        ]
         assert c.produce(topic, records, batch_records=1) == [(0, i) for i in range(25)]
         survivors = list(range(15, 25))
 

@@ -41,14 +41,14 @@ def test_members_share_partitions_and_rebalance_on_leave(client):
     try:
         wait_until(lambda: m1.assignment == all_partitions(topic), 30, message="m1 to own all 4 partitions")
         m2 = client.group_member(group, topic, session_timeout_ms=SESSION_TIMEOUT_MS)
-        wait_until(lambda: balanced(topic, m1.assignment, m2.assignment), 30,
-                   message="2 + 2 split between the members")
+        wait_until(lambda: balanced(topic, m1.assignment, m2.assignment), 30, message="2 + 2 split between the members")
         assert m1.assignment.isdisjoint(m2.assignment)
         assert client.describe_group(group) == ("STABLE", 2)
         m2.close()
         t0 = time.monotonic()
-        wait_until(lambda: m1.assignment == all_partitions(topic), 15,
-                   message="m1 to get all partitions back after m2 left")
+        wait_until(
+            lambda: m1.assignment == all_partitions(topic), 15, message="m1 to get all partitions back after m2 left"
+        )
         # A clean leave triggers the rebalance at once; it must not wait for the session timeout.
         assert time.monotonic() - t0 < SESSION_TIMEOUT_MS / 1000, "rebalance waited for the session timeout"
         assert not m1.errors and not m2.errors, (m1.errors, m2.errors)
@@ -62,8 +62,20 @@ class SubprocessMember:
     """A group member in another process, so it can be SIGKILLed (no LeaveGroup, no more heartbeats)."""
 
     def __init__(self, client_name, bootstrap, group, topic):
-        cmd = [sys.executable, str(HERE / "clients.py"), "--client", client_name, "--bootstrap", bootstrap,
-               "--group", group, "--topic", topic, "--session-timeout-ms", str(SESSION_TIMEOUT_MS)]
+        cmd = [
+            sys.executable,
+            str(HERE / "clients.py"),
+            "--client",
+            client_name,
+            "--bootstrap",
+            bootstrap,
+            "--group",
+            group,
+            "--topic",
+            topic,
+            "--session-timeout-ms",
+            str(SESSION_TIMEOUT_MS),
+        ]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.assignment: frozenset = frozenset()
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -80,18 +92,24 @@ class SubprocessMember:
         self.proc.wait(10)
 
 
+def wait_balanced(topic, a, b, who: str) -> None:
+    wait_until(lambda: balanced(topic, a.assignment, b.assignment), 40, message=f"2 + 2 split between {who}")
+
+
 def test_session_timeout_moves_partitions_of_a_dead_member(client, bootstrap):
     topic, group = unique("grp-dead"), unique("group")
     client.create_topic(topic, 4)
     local = client.group_member(group, topic, session_timeout_ms=SESSION_TIMEOUT_MS)
     remote = SubprocessMember(client.name, bootstrap, group, topic)
     try:
-        wait_until(lambda: balanced(topic, local.assignment, remote.assignment), 40,
-                   message="2 + 2 split between the local and the subprocess member")
+        wait_balanced(topic, local, remote, "the local and the subprocess member")
         remote.kill()
         t0 = time.monotonic()
-        wait_until(lambda: local.assignment == all_partitions(topic), SESSION_TIMEOUT_MS / 1000 + 15,
-                   message="the survivor to get all partitions after the session timeout")
+        wait_until(
+            lambda: local.assignment == all_partitions(topic),
+            SESSION_TIMEOUT_MS / 1000 + 15,
+            message="the survivor to get all partitions after the session timeout",
+        )
         elapsed = time.monotonic() - t0
         # Kafka only expires a member when its session times out (a closed TCP connection is not a leave).
         assert elapsed >= SESSION_TIMEOUT_MS / 1000 - 1.5, f"member expired after {elapsed:.1f}s"
@@ -109,8 +127,7 @@ def test_mixed_client_group(bootstrap):
     ma = a.group_member(group, topic, session_timeout_ms=SESSION_TIMEOUT_MS)
     mb = b.group_member(group, topic, session_timeout_ms=SESSION_TIMEOUT_MS)
     try:
-        wait_until(lambda: balanced(topic, ma.assignment, mb.assignment), 40,
-                   message="2 + 2 split between a confluent and a kafka-python member")
+        wait_balanced(topic, ma, mb, "a confluent and a kafka-python member")
         ma.close()
         wait_until(lambda: mb.assignment == all_partitions(topic), 15, message="kafka-python member to get all")
     finally:

@@ -27,8 +27,9 @@ def probe_points(timestamps: list[int]) -> list[int]:
 
 
 def produce_with_timestamps(client, topic: str, timestamps: list[int], batch_records: int) -> None:
-    records = [Record(key=None, value=f"r{i}".encode(), timestamp_ms=ts, partition=0)
-               for i, ts in enumerate(timestamps)]
+    records = [
+        Record(key=None, value=f"r{i}".encode(), timestamp_ms=ts, partition=0) for i, ts in enumerate(timestamps)
+    ]
     assert client.produce(topic, records, batch_records=batch_records) == [(0, i) for i in range(len(records))]
 
 

@@ -17,9 +17,10 @@ def assert_same_records(consumed: list[Consumed], expected: list[Record], offset
     assert len(consumed) == len(expected), f"{who}: got {len(consumed)} records, expected {len(expected)}"
     assert [c.offset for c in consumed] == offsets, f"{who}: offsets differ"
     for c, r in zip(consumed, expected, strict=True):
-        assert c.content() == (r.key, r.value, r.headers, r.timestamp_ms), \
-            f"{who}: record at offset {c.offset} differs:\n got      {c.content()!r}\n expected " \
+        assert c.content() == (r.key, r.value, r.headers, r.timestamp_ms), (
+            f"{who}: record at offset {c.offset} differs:\n got      {c.content()!r}\n expected "
             f"{(r.key, r.value, r.headers, r.timestamp_ms)!r}"
+        )
         assert c.timestamp_type == CREATE_TIME, f"{who}: offset {c.offset}: {c.timestamp_type}"
 
 
@@ -44,7 +45,7 @@ def test_many_batches_exact_high_watermark_and_bytes(client, all_clients, bootst
         # Start in the middle of a batch: the records before the fetch offset must not show up.
         mid = 4321
         got = consumer.consume(topic, 0, mid, 5)
-        assert_same_records(got, records[mid:mid + 5], list(range(mid, mid + 5)), f"{client.name}->{name} mid")
+        assert_same_records(got, records[mid : mid + 5], list(range(mid, mid + 5)), f"{client.name}->{name} mid")
         # Nothing past the end: reading "to the end" from the HW yields no record.
         assert consumer.consume(topic, 0, len(records), None) == [], name
     batches_read = wire.fetch_all_batches(bootstrap, topic, 0)
@@ -63,8 +64,9 @@ def test_partitions_have_independent_offsets(client, all_clients):
     topic = unique("parts")
     client.create_topic(topic, 3)
     base = past_ts()
-    records = [Record(key=f"k{i}".encode(), value=f"v{i}".encode(), timestamp_ms=base + i, partition=i % 3)
-               for i in range(300)]
+    records = [
+        Record(key=f"k{i}".encode(), value=f"v{i}".encode(), timestamp_ms=base + i, partition=i % 3) for i in range(300)
+    ]
     results = client.produce(topic, records, batch_records=60)
     assert results == [(i % 3, i // 3) for i in range(300)]
     for name, consumer in all_clients.items():
@@ -104,13 +106,11 @@ def test_idempotent_producer_in_order_without_duplicates(client, all_clients):
     topic = unique("idem")
     client.create_topic(topic, 2)
     base = past_ts()
-    records = [Record(key=None, value=f"{i:06d}".encode(), timestamp_ms=base + i, partition=i % 2)
-               for i in range(4000)]
+    records = [Record(key=None, value=f"{i:06d}".encode(), timestamp_ms=base + i, partition=i % 2) for i in range(4000)]
     results = client.produce(topic, records, idempotent=True, batch_records=250)
     assert results == [(i % 2, i // 2) for i in range(4000)]
     # A second idempotent producer session (new producer id) appends after the first.
-    more = [Record(key=b"k", value=f"more-{i}".encode(), timestamp_ms=base + 5000 + i, partition=0)
-            for i in range(10)]
+    more = [Record(key=b"k", value=f"more-{i}".encode(), timestamp_ms=base + 5000 + i, partition=0) for i in range(10)]
     assert client.produce(topic, more, idempotent=True) == [(0, 2000 + i) for i in range(10)]
     for name, consumer in all_clients.items():
         got = consumer.consume(topic, 0, 0, None)
@@ -137,8 +137,9 @@ def test_idempotent_duplicates_and_sequence_gaps_on_the_wire(bootstrap):
             assert (corr, err) == (1, 0) and pid >= 0 and epoch >= 0
 
             def send(values, seq, cid):
-                batch = wire.encode_batch(values, base_timestamp=ts, producer_id=pid, producer_epoch=epoch,
-                                          base_sequence=seq)
+                batch = wire.encode_batch(
+                    values, base_timestamp=ts, producer_id=pid, producer_epoch=epoch, base_sequence=seq
+                )
                 got_cid, err, base = wire.parse_produce_v3(wire.call(s, wire.produce_v3(topic, 0, batch, cid)))
                 assert got_cid == cid
                 return err, base
@@ -154,7 +155,10 @@ def test_idempotent_duplicates_and_sequence_gaps_on_the_wire(bootstrap):
         assert c.watermarks(topic, 0) == (0, 6)
         assert [g.value for g in c.consume(topic, 0, 0, None)] == [b"a0", b"a1", b"a2", b"b0", b"b1", b"c0"]
         batches = wire.fetch_all_batches(bootstrap, topic, 0)
-        assert [(b["base_offset"], b["producer_id"], b["base_sequence"]) for b in batches] == \
-            [(0, pid, 0), (3, pid, 3), (5, pid, 5)]
+        assert [(b["base_offset"], b["producer_id"], b["base_sequence"]) for b in batches] == [
+            (0, pid, 0),
+            (3, pid, 3),
+            (5, pid, 5),
+        ]
     finally:
         c.close()

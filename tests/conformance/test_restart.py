@@ -62,8 +62,9 @@ def test_acknowledged_data_survives_a_crash(restartable_broker, client_name):
         with wire.connect(broker.bootstrap) as s:
             _, err, pid, epoch = wire.parse_init_producer_id_v0(wire.call(s, wire.init_producer_id_v0(1)))
             assert err == 0
-            batch = wire.encode_batch([b"idem-0", b"idem-1"], base_timestamp=ts, producer_id=pid,
-                                      producer_epoch=epoch, base_sequence=0)
+            batch = wire.encode_batch(
+                [b"idem-0", b"idem-1"], base_timestamp=ts, producer_id=pid, producer_epoch=epoch, base_sequence=0
+            )
             assert wire.parse_produce_v3(wire.call(s, wire.produce_v3(topic, 0, batch, 2)))[1:] == (0, 1000)
     finally:
         c.close()
@@ -99,8 +100,11 @@ def test_log_and_group_state_survives_restart(restartable_broker, client_name):
     ts = past_ts()
     try:
         c.create_topic(trimmed, 1)
-        c.produce(trimmed, [Record(key=None, value=b"v%d" % i, timestamp_ms=ts + i, partition=0)
-                            for i in range(100)], batch_records=10)
+        c.produce(
+            trimmed,
+            [Record(key=None, value=b"v%d" % i, timestamp_ms=ts + i, partition=0) for i in range(100)],
+            batch_records=10,
+        )
         assert c.delete_records(trimmed, 0, 37) == 37
         c.alter_config(trimmed, "retention.ms", "7200000")
 

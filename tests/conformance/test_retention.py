@@ -10,7 +10,6 @@ from __future__ import annotations
 import pytest
 
 from .clients import CLIENT_NAMES, Record, make_client, past_ts, unique, wait_for_value
-from .conftest import external_mode
 
 pytestmark = pytest.mark.integration
 
@@ -19,10 +18,7 @@ RETENTION_CONFIGS = {"log.retention.check.interval.ms": "300", "log.initial.task
 
 @pytest.fixture(scope="module")
 def retention_broker(broker_factory):
-    if external_mode():
-        pytest.skip("needs a broker started with log.retention.check.interval.ms; an external cluster "
-                    "(KDR_CONFORMANCE_BOOTSTRAP) is not configured by the suite")
-    return broker_factory.start("retention", configs=RETENTION_CONFIGS)
+    return broker_factory.start_configured("retention", RETENTION_CONFIGS)
 
 
 @pytest.mark.parametrize("client_name", CLIENT_NAMES)
@@ -32,15 +28,22 @@ def test_expired_records_are_deleted(retention_broker, client_name):
     try:
         for topic in (expired, fresh):
             c.create_topic(topic, 1, configs={"retention.ms": "3600000"})
-        c.produce(expired, [Record(key=None, value=b"old-%d" % i, timestamp_ms=past_ts(48) + i, partition=0)
-                            for i in range(50)], batch_records=10)
-        c.produce(fresh, [Record(key=None, value=b"new-%d" % i, timestamp_ms=past_ts(0.01) + i, partition=0)
-                          for i in range(50)], batch_records=10)
+        c.produce(
+            expired,
+            [Record(key=None, value=b"old-%d" % i, timestamp_ms=past_ts(48) + i, partition=0) for i in range(50)],
+            batch_records=10,
+        )
+        c.produce(
+            fresh,
+            [Record(key=None, value=b"new-%d" % i, timestamp_ms=past_ts(0.01) + i, partition=0) for i in range(50)],
+            batch_records=10,
+        )
         wait_for_value(lambda: c.watermarks(expired, 0), (50, 50), 6, "watermarks of the expired topic")
         assert c.watermarks(fresh, 0) == (0, 50)
         # The log goes on after the deleted offsets.
-        assert c.produce(expired, [Record(key=None, value=b"later", timestamp_ms=past_ts(0.01), partition=0)]) == \
-            [(0, 50)]
+        assert c.produce(expired, [Record(key=None, value=b"later", timestamp_ms=past_ts(0.01), partition=0)]) == [
+            (0, 50)
+        ]
         assert [g.value for g in c.consume(expired, 0, 0, 1, reset="earliest")] == [b"later"]
     finally:
         c.close()
@@ -77,8 +80,10 @@ def test_expired_segments_before_fresh_data_are_deleted(retention_broker, client
         # otherwise roll and drop a segment holding only old records early (as Kafka does), moving the start.
         c.create_topic(topic, 1, configs={"segment.bytes": "1048576", "retention.ms": "-1"})
         old, fresh = past_ts(48), past_ts(0.01)
-        records = [Record(key=None, value=bytes([i]) * 100_000, timestamp_ms=(old if i < 20 else fresh) + i,
-                          partition=0) for i in range(25)]
+        records = [
+            Record(key=None, value=bytes([i]) * 100_000, timestamp_ms=(old if i < 20 else fresh) + i, partition=0)
+            for i in range(25)
+        ]
         assert c.produce(topic, records, batch_records=1) == [(0, i) for i in range(25)]
         c.alter_config(topic, "retention.ms", "3600000")
         wait_for_value(lambda: c.watermarks(topic, 0), (20, 25), 15, "watermarks after time-based retention")

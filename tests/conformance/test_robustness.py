@@ -25,8 +25,7 @@ def garbage_payloads() -> dict[str, bytes]:
         "http request (frame size > socket.request.max.bytes)": b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n",
         "unknown api key": wire.frame(struct.pack(">hhih", 0x7ABC, 0, 1, 4) + b"junk" + rng.randbytes(64)),
         "frame too short for a request header": wire.frame(b"\x00\x12\x00"),
-        "metadata v1 with a truncated body": wire.frame(wire.request_header(wire.METADATA, 1, 5)
-                                                        + b"\x7f\xff\xff\xff"),
+        "metadata v1 with a truncated body": wire.frame(wire.request_header(wire.METADATA, 1, 5) + b"\x7f\xff\xff\xff"),
         "random bytes in a well-sized frame": wire.frame(b"\xab\xcd" + rng.randbytes(4094)),
     }
 
@@ -100,8 +99,14 @@ def test_fetch_long_polls_until_data_or_max_wait(client, bootstrap):
     client.create_topic(topic, 1)
 
     def fetch_at_end(max_wait_ms: int) -> tuple[float, dict]:
-        body = struct.pack(">iiiib", -1, max_wait_ms, 1, 1 << 20, 0) + struct.pack(">i", 1) + \
-            struct.pack(">h", len(topic)) + topic.encode() + struct.pack(">i", 1) + struct.pack(">iqi", 0, 0, 1 << 20)
+        body = (
+            struct.pack(">iiiib", -1, max_wait_ms, 1, 1 << 20, 0)
+            + struct.pack(">i", 1)
+            + struct.pack(">h", len(topic))
+            + topic.encode()
+            + struct.pack(">i", 1)
+            + struct.pack(">iqi", 0, 0, 1 << 20)
+        )
         with wire.connect(bootstrap) as s:
             t0 = time.monotonic()
             resp = wire.parse_fetch_v4(wire.call(s, wire.frame(wire.request_header(wire.FETCH, 4, 1) + body)))
@@ -111,8 +116,9 @@ def test_fetch_long_polls_until_data_or_max_wait(client, bootstrap):
     assert resp["error_code"] == 0 and resp["records"] == b""
     assert 0.6 <= elapsed < 5, f"empty fetch answered after {elapsed:.2f}s with max_wait_ms=800"
 
-    timer = threading.Timer(0.5, lambda: client.produce(
-        topic, [Record(key=None, value=b"wake", timestamp_ms=past_ts(), partition=0)]))
+    timer = threading.Timer(
+        0.5, lambda: client.produce(topic, [Record(key=None, value=b"wake", timestamp_ms=past_ts(), partition=0)])
+    )
     timer.start()
     try:
         elapsed, resp = fetch_at_end(10_000)

@@ -96,8 +96,10 @@ def test_large_record_roundtrip(client, all_clients, bootstrap):
     client.create_topic(topic, 1)
     ts = past_ts()
     big = bytes(range(256)) * 3500  # 896000 bytes, under the default max.message.bytes (1048588)
-    records = [Record(key=b"big", value=big, timestamp_ms=ts, partition=0),
-               Record(key=b"small", value=b"s", timestamp_ms=ts + 1, partition=0)]
+    records = [
+        Record(key=b"big", value=big, timestamp_ms=ts, partition=0),
+        Record(key=b"small", value=b"s", timestamp_ms=ts + 1, partition=0),
+    ]
     assert client.produce(topic, records) == [(0, 0), (0, 1)]
     for name, c in all_clients.items():
         got = c.consume(topic, 0, 0, 2)
@@ -125,15 +127,19 @@ def test_log_append_time_topic(client, all_clients, bootstrap):
         assert len({g.timestamp_ms for g in got[:10]}) == 1 and len({g.timestamp_ms for g in got[10:]}) == 1, name
         # Lookups by time use the append time, not the producer's CreateTime.
         assert c.offsets_for_times(topic, 0, old) == 0, name
-        assert c.offsets_for_times(topic, 0, got[10].timestamp_ms) == (0 if got[0].timestamp_ms ==
-                                                                       got[10].timestamp_ms else 10), name
+        assert c.offsets_for_times(topic, 0, got[10].timestamp_ms) == (
+            0 if got[0].timestamp_ms == got[10].timestamp_ms else 10
+        ), name
         assert c.offsets_for_times(topic, 0, after + 60_000) == -1, name
     batches = wire.fetch_all_batches(bootstrap, topic, 0)
     assert [b["timestamp_type"] for b in batches] == [1, 1]
 
 
-@pytest.mark.parametrize("name, partitions", [("bad name!", 1), ("..", 1), ("x" * 250, 1), ("ok-name", 0)],
-                         ids=["illegal-chars", "dotdot", "too-long", "zero-partitions"])
+@pytest.mark.parametrize(
+    "name, partitions",
+    [("bad name!", 1), ("..", 1), ("x" * 250, 1), ("ok-name", 0)],
+    ids=["illegal-chars", "dotdot", "too-long", "zero-partitions"],
+)
 def test_invalid_create_topics_refused(client, name, partitions):
     """Kafka refuses illegal names (INVALID_TOPIC_EXCEPTION) and zero partitions (INVALID_PARTITIONS)."""
     topic = name if name != "ok-name" else unique("zero")

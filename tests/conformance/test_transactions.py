@@ -15,8 +15,14 @@ pytestmark = pytest.mark.integration
 def transactional_producer(bootstrap: str):
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": unique("txn"), "linger.ms": 5,
-                  "transaction.timeout.ms": 60000})
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": unique("txn"),
+            "linger.ms": 5,
+            "transaction.timeout.ms": 60000,
+        }
+    )
     p.init_transactions(30)
     return p
 
@@ -135,8 +141,9 @@ def test_offsets_sent_to_a_transaction_commit_with_it(client, bootstrap):
         send(p, topic, [b"b"], ts)
         p.send_offsets_to_transaction([TopicPartition(topic, 0, 22)], consumer.consumer_group_metadata(), 30)
         p.commit_transaction(30)
-        wait_for_value(lambda: client.committed(group, [(topic, 0)]), {(topic, 0): 22}, 10,
-                       "offsets committed by the transaction")
+        wait_for_value(
+            lambda: client.committed(group, [(topic, 0)]), {(topic, 0): 22}, 10, "offsets committed by the transaction"
+        )
         got = client.consume(topic, 0, 0, None, isolation_level="read_committed")
         assert [g.value for g in got] == [b"b"]
     finally:

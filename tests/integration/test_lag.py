@@ -16,6 +16,8 @@ import pytest
 import yaml
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from support.ports import free_port
+from support.servers import BrokerPair
 
 from kafka_dr import cli
 from kafka_dr.replication import lag as lag_module
@@ -24,8 +26,6 @@ from kafka_dr.replication.internal import HEARTBEATS
 from kafka_dr.replication.lag import LagError, flow_lag
 from kafka_dr.replication.provenance import HEADER, Hop
 from kafka_dr.topology import Topology, parse_topology
-
-from .conftest import BrokerPair, free_port
 
 pytestmark = pytest.mark.integration
 NOW_MS = int(time.time() * 1000)
@@ -46,8 +46,14 @@ def create(admin: AdminClient, topic: str, partitions: int) -> None:
     admin.create_topics([NewTopic(topic, partitions)])[topic].result(10)
 
 
-def produce(config: dict, topic: str, partition: int, timestamps: list[int], transactional: str | None = None,
-            commit: bool = True) -> None:
+def produce(
+    config: dict,
+    topic: str,
+    partition: int,
+    timestamps: list[int],
+    transactional: str | None = None,
+    commit: bool = True,
+) -> None:
     """Records with the given CreateTimes; in a transaction (committed or aborted) when `transactional` is set."""
     producer = Producer({**config, **({"transactional.id": transactional} if transactional else {})})
     if transactional:
@@ -83,24 +89,30 @@ def txn_topic(broker_pair: BrokerPair) -> str:
 
 def flow_yaml(name: str, include: str, rename: str = "{}") -> str:
     """A `flows:` section with one flow dc1 -> dc2."""
-    return (f"flows:\n  - {{name: {name}, source: dc1, target: dc2, topics: {{include: [\"{include}\"]}}, "
-            f"rename: {rename}}}\n")
+    return (
+        f'flows:\n  - {{name: {name}, source: dc1, target: dc2, topics: {{include: ["{include}"]}}, '
+        f"rename: {rename}}}\n"
+    )
 
 
-@pytest.mark.parametrize(("committed", "records", "oldest_ms"), [
-    (None, 10, NOW_MS - 60_000),  # no commit yet: everything from the log start is uncopied
-    (5, 5, NOW_MS - 50_000),  # committed transaction, then (skipping the aborted one) two records
-    (9, 2, NOW_MS - 30_000),  # only the aborted transaction and two records remain: it does not count
-    (14, 2, NOW_MS - 30_000),
-    (16, 0, None),
-], ids=["no-commit", "at-committed-txn", "at-aborted-txn", "after-aborted-txn", "at-end"])
-def test_lag_counts_data_records_only(broker_pair: BrokerPair, txn_topic: str, committed: int | None, records: int,
-                                      oldest_ms: int | None) -> None:
+@pytest.mark.parametrize(
+    ("committed", "records", "oldest_ms"),
+    [
+        (None, 10, NOW_MS - 60_000),  # no commit yet: everything from the log start is uncopied
+        (5, 5, NOW_MS - 50_000),  # committed transaction, then (skipping the aborted one) two records
+        (9, 2, NOW_MS - 30_000),  # only the aborted transaction and two records remain: it does not count
+        (14, 2, NOW_MS - 30_000),
+        (16, 0, None),
+    ],
+    ids=["no-commit", "at-committed-txn", "at-aborted-txn", "after-aborted-txn", "at-end"],
+)
+def test_lag_counts_data_records_only(
+    broker_pair: BrokerPair, txn_topic: str, committed: int | None, records: int, oldest_ms: int | None
+) -> None:
     name = unique("flow")
     if committed is not None:
         commit(broker_pair.dc1.config, name, txn_topic, 0, committed)
-    lag = flow_lag(topology(broker_pair, flow_yaml(name, txn_topic, f"{{\"{txn_topic}\": \"{{topic}}.replica\"}}")),
-                   name)
+    lag = flow_lag(topology(broker_pair, flow_yaml(name, txn_topic, f'{{"{txn_topic}": "{{topic}}.replica"}}')), name)
     p0, p1 = lag.partitions
     assert (p0.topic, p0.partition, p0.dest_topic) == (txn_topic, 0, f"{txn_topic}.replica")
     assert (p0.next_offset, p0.end_offset, p0.lag_records, p0.estimated) == (committed or 0, 16, records, False)
@@ -111,8 +123,9 @@ def test_lag_counts_data_records_only(broker_pair: BrokerPair, txn_topic: str, c
     assert lag.total_records == records
 
 
-def test_large_lag_is_estimated_from_offsets(broker_pair: BrokerPair, txn_topic: str,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_large_lag_is_estimated_from_offsets(
+    broker_pair: BrokerPair, txn_topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(lag_module, "COUNT_LIMIT", 5)
     name = unique("flow")
     lag = flow_lag(topology(broker_pair, flow_yaml(name, txn_topic)), name)
@@ -150,22 +163,37 @@ def test_unreachable_cluster_is_named(broker_pair: BrokerPair) -> None:
         flow_lag(topology(broker_pair, reversed_flow, dc1=dead), "back", timeout=1)
 
 
-def copy_heartbeat(target: dict, value: bytes, created_ms: int, source_id: str, copied_ms: int, offset: int = 0,
-                   extra_hops: tuple[Hop, ...] = ()) -> None:
+def copy_heartbeat(
+    target: dict,
+    value: bytes,
+    created_ms: int,
+    source_id: str,
+    copied_ms: int,
+    offset: int = 0,
+    extra_hops: tuple[Hop, ...] = (),
+) -> None:
     """What the replication job writes into the target's heartbeat topic."""
     hop = Hop(source_id, HEARTBEATS, 0, offset, copied_ms)
     producer = Producer(target)
-    producer.produce(HEARTBEATS, key=b"x", value=value, timestamp=created_ms,
-                     headers=[(HEADER, h.encode()) for h in (*extra_hops, hop)])
+    producer.produce(
+        HEARTBEATS,
+        key=b"x",
+        value=value,
+        timestamp=created_ms,
+        headers=[(HEADER, h.encode()) for h in (*extra_hops, hop)],
+    )
     assert producer.flush(10) == 0
 
 
 def test_heartbeat_latency_from_the_newest_copy(broker_pair: BrokerPair) -> None:
     # Flow dc2 -> dc1, so that the heartbeats other tests copy into dc2 cannot interfere.
     name, dc1, dc2 = unique("flow"), broker_pair.dc1, broker_pair.dc2
-    topo = parse_topology({"clusters": {"dc1": {"bootstrap_servers": dc1.bootstrap},
-                                        "dc2": {"bootstrap_servers": dc2.bootstrap}},
-                           "flows": [{"name": name, "source": "dc2", "target": "dc1", "topics": {"include": ["x"]}}]})
+    topo = parse_topology(
+        {
+            "clusters": {"dc1": {"bootstrap_servers": dc1.bootstrap}, "dc2": {"bootstrap_servers": dc2.bootstrap}},
+            "flows": [{"name": name, "source": "dc2", "target": "dc1", "topics": {"include": ["x"]}}],
+        }
+    )
     assert flow_lag(topo, name).heartbeat_latency_s is None
     created = int(time.time() * 1000)
     copy_heartbeat(dc1.config, b"{}", created, dc2.cluster_id, created + 250)
@@ -173,8 +201,14 @@ def test_heartbeat_latency_from_the_newest_copy(broker_pair: BrokerPair) -> None
     copy_heartbeat(dc1.config, b"{}", created, "another-cluster", created + 9000)  # not copied from dc2
     assert flow_lag(topo, name).heartbeat_latency_s == pytest.approx(0.5)
     # A copy of a copy is charged from its arrival in dc2 (the previous hop), not from its creation.
-    copy_heartbeat(dc1.config, b"{}", created + 1000, dc2.cluster_id, created + 2000,
-                   extra_hops=(Hop("origin", HEARTBEATS, 0, 0, created + 1900),))
+    copy_heartbeat(
+        dc1.config,
+        b"{}",
+        created + 1000,
+        dc2.cluster_id,
+        created + 2000,
+        extra_hops=(Hop("origin", HEARTBEATS, 0, 0, created + 1900),),
+    )
     assert flow_lag(topo, name).heartbeat_latency_s == pytest.approx(0.1)
 
 
@@ -194,8 +228,14 @@ def test_heartbeat_round_trip(broker_pair: BrokerPair) -> None:
 
     def replicate_later() -> None:
         time.sleep(0.5)
-        copy_heartbeat(dc2.config, found.value(), heartbeat.created_ms, dc1.cluster_id, heartbeat.created_ms + 700,
-                       offset=found.offset())
+        copy_heartbeat(
+            dc2.config,
+            found.value(),
+            heartbeat.created_ms,
+            dc1.cluster_id,
+            heartbeat.created_ms + 700,
+            offset=found.offset(),
+        )
 
     copier = threading.Thread(target=replicate_later)
     copier.start()
@@ -209,21 +249,30 @@ def test_heartbeat_round_trip(broker_pair: BrokerPair) -> None:
 
 def test_heartbeat_not_copied_times_out(broker_pair: BrokerPair) -> None:
     heartbeat = send_heartbeat(broker_pair.dc1.config, unique("flow"))
-    with pytest.raises(TimeoutError, match=rf"heartbeat {heartbeat.id} of flow .* did not reach _kdr.heartbeats "
-                                           rf"on cluster {broker_pair.dc2.bootstrap} within 1 s"):
+    with pytest.raises(
+        TimeoutError,
+        match=rf"heartbeat {heartbeat.id} of flow .* did not reach _kdr.heartbeats "
+        rf"on cluster {broker_pair.dc2.bootstrap} within 1 s",
+    ):
         wait_for_heartbeat(broker_pair.dc2.config, heartbeat, timeout=1)
 
 
-def test_cli_lag_json_table_and_unreachable_flow(broker_pair: BrokerPair, txn_topic: str, tmp_path: Path,
-                                                 capsys: pytest.CaptureFixture[str],
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_lag_json_table_and_unreachable_flow(
+    broker_pair: BrokerPair,
+    txn_topic: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     name = unique("flow")
     commit(broker_pair.dc1.config, name, txn_topic, 0, 9)
     dead = f"127.0.0.1:{free_port()}"  # nothing listens there
     path = tmp_path / "topology.yaml"
-    path.write_text(broker_pair.topology_yaml(
-        flow_yaml(name, txn_topic) + "  - {name: down, source: dc3, target: dc2, topics: {include: [x]}}\n"
-    ).replace("clusters:\n", f"clusters:\n  dc3: {{bootstrap_servers: \"{dead}\"}}\n"))
+    path.write_text(
+        broker_pair.topology_yaml(
+            flow_yaml(name, txn_topic) + "  - {name: down, source: dc3, target: dc2, topics: {include: [x]}}\n"
+        ).replace("clusters:\n", f'clusters:\n  dc3: {{bootstrap_servers: "{dead}"}}\n')
+    )
 
     assert cli.main(["lag", "--topology", str(path), "--flow", name, "--json"]) == 0
     out, err = capsys.readouterr()

@@ -20,43 +20,27 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from support.ports import free_ports
+from support.stack import free_stack_config, tear_down
 
 from kafka_dr import cli
-from kafka_dr.local.stack import (
-    BROKER,
-    REGISTRY,
-    DcConfig,
-    LocalStack,
-    ProcessStatus,
-    StackConfig,
-    StackError,
-    StackInputError,
-)
+from kafka_dr.local.config import DcConfig, StackConfig, StackInputError
+from kafka_dr.local.stack import BROKER, REGISTRY, LocalStack, ProcessStatus, StackError
 
 TOPIC = "kdr-stack-test"
 GROUP = "kdr-stack-test-group"
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
-def free_config() -> StackConfig:
-    ports = free_ports(4)
-    return StackConfig.default(broker_ports=ports[:2], registry_ports=ports[2:])
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = cli.main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def redirect_dc2_registry(capsys: pytest.CaptureFixture[str], stack: LocalStack) -> tuple[int, str, str]:
+    """`kafka-dr local restart-registry dc2 --kafkastore dc2 --leader-eligible true`: the DR redirect."""
+    argv = ["local", "restart-registry", "dc2", "--kafkastore", "dc2", "--leader-eligible", "true"]
+    return run_cli(capsys, *argv, "--data-dir", str(stack.data_dir))
 
 
 # --- settings and process identity (no servers needed) -------------------------------------------
@@ -73,39 +57,18 @@ def test_default_layout_is_designs() -> None:
 
 
 def test_commands_follow_the_server_contract(tmp_path: Path) -> None:
-    stack = LocalStack(tmp_path)
-    assert stack.command("dc1", BROKER) == [
-        sys.executable,
-        "-m",
-        "kafka_dr.local.broker",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        "9091",
-        "--data-dir",
-        str(tmp_path / "dc1" / "broker"),
-        "--node-id",
-        "1",
-    ]
-    assert stack.command("dc2", REGISTRY) == [
-        sys.executable,
-        "-m",
-        "kafka_dr.local.registry",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        "8082",
-        "--kafkastore-bootstrap-servers",
-        "127.0.0.1:9091",
-        "--leader-eligibility",
-        "false",
-        "--data-dir",
-        str(tmp_path / "dc2" / "registry"),
-    ]
+    stack = LocalStack(tmp_path)  # paths without spaces: each command below is its words
+    broker = f"-m kafka_dr.local.broker --host 127.0.0.1 --port 9091 --data-dir {tmp_path}/dc1/broker --node-id 1"
+    assert stack.command("dc1", BROKER) == [sys.executable, *broker.split()]
+    registry = (
+        "-m kafka_dr.local.registry --host 127.0.0.1 --port 8082 --kafkastore-bootstrap-servers 127.0.0.1:9091 "
+        f"--leader-eligibility false --data-dir {tmp_path}/dc2/registry"
+    )
+    assert stack.command("dc2", REGISTRY) == [sys.executable, *registry.split()]
 
 
 def test_config_round_trips_through_stack_json(tmp_path: Path) -> None:
-    config = free_config()
+    config = free_stack_config()
     config = config.with_dc(DcConfig("dc2", config.dcs[1].broker_port, config.dcs[1].registry_port, "h:1", True))
     assert StackConfig.from_json(config.to_json(), "stack.json") == config
 
@@ -215,7 +178,7 @@ def test_stop_escalates_to_sigkill(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 
 def test_status_of_a_stack_never_started(tmp_path: Path) -> None:
-    stack = LocalStack(tmp_path, free_config())
+    stack = LocalStack(tmp_path, free_stack_config())
     statuses = stack.status(timeout=0.5)
     assert [(s.dc, s.kind) for s in statuses] == [
         ("dc1", "broker"),
@@ -227,7 +190,7 @@ def test_status_of_a_stack_never_started(tmp_path: Path) -> None:
 
 
 def test_up_refuses_a_port_used_by_another_process(tmp_path: Path) -> None:
-    config = free_config()
+    config = free_stack_config()
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", config.dcs[0].broker_port))
         squatter.listen()
@@ -292,11 +255,11 @@ def test_console_script_is_installed() -> None:
 
 @pytest.fixture(scope="module")
 def module_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
-    local = LocalStack(tmp_path_factory.mktemp("kdr") / "data", free_config())
+    local = LocalStack(tmp_path_factory.mktemp("kdr") / "data", free_stack_config())
     try:
         yield local
     finally:
-        _tear_down(local)
+        tear_down(local)
 
 
 @pytest.fixture
@@ -306,24 +269,37 @@ def stack(module_stack: LocalStack) -> LocalStack:
     return module_stack
 
 
-def _tear_down(local: LocalStack) -> None:
-    """down(), and if that fails, kill whatever the pid files name so no server outlives the tests."""
-    try:
-        local.down()
-    finally:
-        for dc in local.config.dcs:
-            for kind in (BROKER, REGISTRY):
-                pid = local.pid(dc.name, kind)
-                if pid is not None:
-                    os.killpg(pid, 9)
-
-
 def cluster_id(bootstrap: str, timeout: float = 10) -> str | None:
     return AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=timeout).cluster_id
 
 
 def by_key(statuses: list[ProcessStatus], dc: str, kind: str) -> ProcessStatus:
     return next(s for s in statuses if (s.dc, s.kind) == (dc, kind))
+
+
+def kill_and_wait(local: LocalStack, dc: str, kind: str) -> int:
+    """SIGKILL a running process (a crash, nothing cleans up) and wait until the stack sees it gone."""
+    pid = local.pid(dc, kind)
+    assert pid is not None
+    os.killpg(pid, 9)
+    deadline = time.monotonic() + 5
+    while local.pid(dc, kind) is not None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return pid
+
+
+def registry_settings(local: LocalStack, dc: str) -> tuple[str, str]:
+    """(kafkastore, leader eligibility) on the command line of the DC's running registry."""
+    pid = local.pid(dc, REGISTRY)
+    assert pid is not None, f"{dc} registry is not running"
+    args = Path(f"/proc/{pid}/cmdline").read_text().split("\0")
+    return args[args.index("--kafkastore-bootstrap-servers") + 1], args[args.index("--leader-eligibility") + 1]
+
+
+def saved_dc(local: LocalStack, dc: str) -> DcConfig:
+    """The DC's settings as stack.json has them, read the way a later CLI call reads them."""
+    assert json.loads(local.config_file.read_text())["dcs"] == [dataclasses.asdict(d) for d in local.config.dcs]
+    return LocalStack(local.data_dir).config.dc(dc)
 
 
 @pytest.mark.integration
@@ -357,17 +333,12 @@ def test_up_is_idempotent(stack: LocalStack, capsys: pytest.CaptureFixture[str])
 @pytest.mark.integration
 def test_up_with_other_ports_while_running_is_refused(stack: LocalStack) -> None:
     with pytest.raises(StackInputError, match=r"runs with other settings .*kafka-dr local down --data-dir"):
-        LocalStack(stack.data_dir, free_config()).up()
+        LocalStack(stack.data_dir, free_stack_config()).up()
 
 
 @pytest.mark.integration
 def test_up_restarts_a_dead_process(stack: LocalStack) -> None:
-    pid = stack.pid("dc2", BROKER)
-    assert pid is not None
-    os.killpg(pid, 9)
-    deadline = time.monotonic() + 5
-    while stack.pid("dc2", BROKER) is not None and time.monotonic() < deadline:
-        time.sleep(0.1)
+    pid = kill_and_wait(stack, "dc2", BROKER)
     assert stack.up() == ["dc2 broker"]
     assert stack.pid("dc2", BROKER) not in (None, pid)
     assert all(s.healthy for s in stack.status())
@@ -421,18 +392,7 @@ def test_stop_start_keeps_records_and_committed_offsets(stack: LocalStack, capsy
 @pytest.mark.integration
 def test_restart_registry_redirects_and_persists(stack: LocalStack, capsys: pytest.CaptureFixture[str]) -> None:
     dc2 = stack.config.dc("dc2")
-    code, out, _ = run_cli(
-        capsys,
-        "local",
-        "restart-registry",
-        "dc2",
-        "--kafkastore",
-        "dc2",
-        "--leader-eligible",
-        "true",
-        "--data-dir",
-        str(stack.data_dir),
-    )
+    code, out, _ = redirect_dc2_registry(capsys, stack)
     assert code == 0, out
     assert f"store {dc2.broker_address}, leader-eligible" in out
     saved = LocalStack(stack.data_dir).config.dc("dc2")
@@ -446,6 +406,60 @@ def test_restart_registry_redirects_and_persists(stack: LocalStack, capsys: pyte
     assert restored == dc2
     assert LocalStack(stack.data_dir).config == stack.config
     assert by_key(stack.status(), "dc2", REGISTRY).healthy
+
+
+@pytest.mark.integration
+def test_failed_restart_registry_keeps_the_saved_settings(stack: LocalStack) -> None:
+    before = stack.config
+    old = before.dc("dc2")
+    dead_store = f"127.0.0.1:{free_ports(1)[0]}"  # nothing listens there
+    # timeout=0: the new registry cannot answer before the deadline, a real refusal of the restart.
+    with pytest.raises(StackError) as info:
+        stack.restart_registry("dc2", dead_store, leader_eligibility=True, timeout=0)
+    message = str(info.value)
+    assert message.startswith(f"dc2 registry did not answer on {old.registry_url} within 0 s ")
+    assert f"(its store {dead_store} does not answer)" in message
+    assert message.endswith(
+        f"; dc2 registry runs again with its previous settings (store {old.registry_kafkastore}, follower)"
+    )
+    assert "\n" not in message
+
+    # The old settings, in memory, in stack.json and for any later command ...
+    assert stack.config == before
+    assert saved_dc(stack, "dc2") == old
+    # ... and in the registry that runs again.
+    assert registry_settings(stack, "dc2") == (old.registry_kafkastore, "false")
+    assert by_key(stack.status(), "dc2", REGISTRY).healthy
+
+    # A later `up` starts it the old way, not the refused one.
+    kill_and_wait(stack, "dc2", REGISTRY)
+    assert LocalStack(stack.data_dir).up() == ["dc2 registry"]
+    assert registry_settings(stack, "dc2") == (old.registry_kafkastore, "false")
+
+
+@pytest.mark.integration
+def test_cli_restart_registry_that_cannot_come_back_exits_1_keeping_the_settings(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old = stack.config.dc("dc2")
+    # A directory where the registry writes its own pid file: any registry of dc2, new settings
+    # or old, crashes at startup, so bringing the old one back fails too.
+    own_pid_file = stack.server_dir("dc2", REGISTRY) / "schema-registry.pid"
+    own_pid_file.unlink(missing_ok=True)
+    own_pid_file.mkdir()
+    try:
+        code, out, err = redirect_dc2_registry(capsys, stack)
+        assert (code, out) == (1, "")
+        assert err.startswith("kafka-dr: error: dc2 registry exited during startup (exit code 1: IsADirectoryError")
+        assert f"; {stack.config_file} keeps the previous settings (store {old.registry_kafkastore}, follower) " in err
+        assert "but the registry did not come back: dc2 registry exited during startup" in err
+        assert err.count("\n") == 1
+        assert saved_dc(stack, "dc2") == old
+        assert stack.pid("dc2", REGISTRY) is None
+    finally:
+        own_pid_file.rmdir()
+    assert LocalStack(stack.data_dir).up() == ["dc2 registry"]
+    assert registry_settings(stack, "dc2") == (old.registry_kafkastore, "false")
 
 
 @pytest.mark.integration
@@ -487,11 +501,11 @@ def test_demo_round_trips_in_both_dcs(tmp_path: Path, capsys: pytest.CaptureFixt
 
     data = tmp_path / "demo"
     try:
-        LocalStack(data, free_config()).up()  # free ports, never the default stack's; demo reuses it
+        LocalStack(data, free_stack_config()).up()  # free ports, never the default stack's; demo reuses it
         lines: list[str] = []
         assert run_demo(data, out=lines.append), lines
         assert lines[-1] == "demo: OK"
         assert sum(line.startswith("  read back key=b'key-") for line in lines) == 6
         assert "dc1: OK" in lines and "dc2: OK" in lines
     finally:
-        _tear_down(LocalStack(data))
+        tear_down(LocalStack(data))

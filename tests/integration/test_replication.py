@@ -1,5 +1,6 @@
 """The replication job end to end on embedded clusters: the Replicator demo topology, a chain with a
-cycle, SIGKILL at random moments, and bad input. Each job is a real spark-submit in local mode."""
+cycle, SIGKILL at random moments, and bad input. Jobs that are killed, raced or run continuously are real
+spark-submit processes; the others run the job's main in process on the session's Spark (support.spark)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import random
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,37 +24,49 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, NewPartitions
+from support.kafka import create_topic
+from support.servers import FAST_GROUPS, BrokerProcess, start_brokers, stop_all
+from support.spark import close_cached_clients, run_in_process, submit_in_background
+from support.topology import write_topology as write_clusters_topology
 
-from kafka_dr.replication import replicators
-from kafka_dr.replication.copier import close_clients, copy_ranges
+from kafka_dr.clients import next_batch
+from kafka_dr.replication import activity, replicators
+from kafka_dr.replication.copier import copy_ranges
+from kafka_dr.replication.lag import flow_lag
 from kafka_dr.replication.planner import FlowContext
 from kafka_dr.replication.provenance import HEADER, hops
 from kafka_dr.spark_env import spark_env, spark_submit_command
 from kafka_dr.topology import load_topology
 from kafka_dr.translation.checkpoints import load_checkpoints
 
-from .conftest import Broker, create, free_port, run_job
-
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("spark")]
 
 
 @pytest.fixture(scope="module")
-def clusters(tmp_path_factory) -> dict[str, Broker]:
-    root = tmp_path_factory.mktemp("replication")
-    brokers = {name: Broker(name, root / name, free_port()).start() for name in ("dc1", "dc2", "dc3")}
-    yield brokers
-    close_clients()  # in-process copies cached their clients
-    for broker in brokers.values():
-        broker.stop()
+def clusters(tmp_path_factory) -> Iterator[dict[str, BrokerProcess]]:
+    brokers = start_brokers(tmp_path_factory.mktemp("replication"), "dc1", "dc2", "dc3", configs=FAST_GROUPS)
+    try:
+        yield brokers
+    finally:
+        close_cached_clients()
+        stop_all(brokers.values())
 
 
-def write_topology(path: Path, clusters: dict[str, Broker], flows: str) -> Path:
-    lines = ["clusters:"] + [f'  {n}: {{bootstrap_servers: "{b.bootstrap}"}}' for n, b in clusters.items()]
-    path.write_text("\n".join(lines) + "\nflows:\n" + flows)
-    return path
+def write_topology(path: Path, clusters: dict[str, BrokerProcess], flows: str) -> Path:
+    return write_clusters_topology(path, {name: broker.bootstrap for name, broker in clusters.items()}, flows)
 
 
-def produce(broker: Broker, topic: str, count: int, partitions: int, tag: str) -> None:
+def one_flow(tmp_path: Path, clusters: dict[str, BrokerProcess], flow: str, topics: str) -> Path:
+    """A topology with the flow `flow` from dc1 to dc2 of the topics matching the regex `topics`."""
+    line = f"  - {{name: {flow}, source: dc1, target: dc2, topics: {{include: ['{topics}']}}}}"
+    return write_topology(tmp_path / f"{flow}.yaml", clusters, line)
+
+
+def create(broker: BrokerProcess, topic: str, partitions: int, **configs: str) -> None:
+    create_topic(broker.config, topic, partitions, **configs)
+
+
+def produce(broker: BrokerProcess, topic: str, count: int, partitions: int, tag: str) -> None:
     producer = Producer({**broker.config, "linger.ms": 20, "enable.idempotence": True})
     base = int(time.time() * 1000) - 3_600_000
     for i in range(count):
@@ -60,23 +74,30 @@ def produce(broker: Broker, topic: str, count: int, partitions: int, tag: str) -
         headers = [("origin", tag.encode()), ("seq", str(i).encode())] if i % 5 else None
         while True:
             try:
-                producer.produce(topic, key=f"k{i}".encode(), value=value, headers=headers, partition=i % partitions,
-                                 timestamp=base + i)
+                producer.produce(
+                    topic,
+                    key=f"k{i}".encode(),
+                    value=value,
+                    headers=headers,
+                    partition=i % partitions,
+                    timestamp=base + i,
+                )
                 break
             except BufferError:
                 producer.poll(0.1)
     assert producer.flush(60) == 0
 
 
-def read_all(broker: Broker, topic: str) -> list:
-    consumer = Consumer({**broker.config, "group.id": "test-reader", "enable.partition.eof": True,
-                         "isolation.level": "read_committed"})
+def read_all(broker: BrokerProcess, topic: str) -> list:
+    consumer = Consumer(
+        {**broker.config, "group.id": "test-reader", "enable.partition.eof": True, "isolation.level": "read_committed"}
+    )
     metadata = consumer.list_topics(topic, timeout=10).topics[topic]
     parts = [TopicPartition(topic, p, 0) for p in metadata.partitions]
     consumer.assign(parts)
     out, eof = [], set()
     while len(eof) < len(parts):
-        for message in consumer.consume(10_000, timeout=5):
+        for message in next_batch(consumer):  # what has arrived: consume(n, 5) would wait 5 s for n
             if message.error():
                 if message.error().code() == KafkaError._PARTITION_EOF:
                     eof.add(message.partition())
@@ -99,7 +120,10 @@ def test_demo_topology_copies_every_record_once_and_never_back(clusters, tmp_pat
     schemas = Producer(dc1.config)
     schemas.produce("_schemas", key=b'{"keytype":"NOOP","magic":0}', value=None)
     assert schemas.flush(10) == 0
-    topology = write_topology(tmp_path / "topology.yaml", clusters, """\
+    topology = write_topology(
+        tmp_path / "topology.yaml",
+        clusters,
+        """\
   - name: dc1-to-dc2
     source: dc1
     target: dc2
@@ -109,9 +133,12 @@ def test_demo_topology_copies_every_record_once_and_never_back(clusters, tmp_pat
     source: dc2
     target: dc1
     topics: {include: ["topic1"]}
-""")
+""",
+    )
     for flow in ("dc1-to-dc2", "dc2-to-dc1", "dc1-to-dc2"):
-        code, summary, err = run_job("replicate", "--topology", str(topology), "--flow", flow, "--mode", "bounded")
+        code, summary, err = run_in_process(
+            "replicate", "--topology", str(topology), "--flow", flow, "--mode", "bounded"
+        )
         assert code == 0, err[-3000:]
         assert summary["status"] == "done" and summary["lost"] == 0
     # The second dc1-to-dc2 run resumed after its own copies and refused the 50,000 dc2 records that
@@ -119,7 +146,7 @@ def test_demo_topology_copies_every_record_once_and_never_back(clusters, tmp_pat
     assert summary["records"] == 0 and summary["filtered"] == 50_000
 
     for flow in ("dc1-to-dc2", "dc2-to-dc1"):
-        code, report, err = run_job("verify", "--topology", str(topology), "--flow", flow)
+        code, report, err = run_in_process("verify", "--topology", str(topology), "--flow", flow)
         assert code == 0, (report, err[-2000:])
         assert report["missing"] == report["duplicated"] == report["mismatched"] == 0
     assert report["filtered"] == 50_000  # dc2-to-dc1 saw dc1's records in dc2's topic1 and refused them
@@ -138,11 +165,17 @@ def test_chain_carries_one_provenance_entry_per_hop_and_refuses_the_cycle(cluste
     a, b, c = clusters["dc1"], clusters["dc2"], clusters["dc3"]
     create(a, "chain", 1)
     produce(a, "chain", 100, 1, "a")
-    topology = load_topology(write_topology(tmp_path / "chain.yaml", clusters, """\
+    topology = load_topology(
+        write_topology(
+            tmp_path / "chain.yaml",
+            clusters,
+            """\
   - {name: a-to-b, source: dc1, target: dc2, topics: {include: ["chain"]}}
   - {name: b-to-c, source: dc2, target: dc3, topics: {include: ["chain"]}}
   - {name: c-to-a, source: dc3, target: dc1, topics: {include: ["chain"]}}
-"""))
+""",
+        )
+    )
     results = {}
     for name in ("a-to-b", "b-to-c", "c-to-a"):
         context = FlowContext(topology, topology.flow(name))
@@ -164,43 +197,49 @@ def test_chain_carries_one_provenance_entry_per_hop_and_refuses_the_cycle(cluste
 def test_sigkill_at_random_moments_loses_and_duplicates_nothing(clusters, tmp_path):
     dc1, dc2 = clusters["dc1"], clusters["dc2"]
     create(dc1, "killed", 4)
-    produce(dc1, "killed", 200_000, 4, "kill")
-    topology = write_topology(tmp_path / "kill.yaml", clusters, """\
-  - {name: kill-flow, source: dc1, target: dc2, topics: {include: ["killed"]}}
-""")
+    produced = 200_000
+    produce(dc1, "killed", produced, 4, "kill")
+    topology = one_flow(tmp_path, clusters, "kill-flow", "killed")
     args = ["--topology", str(topology), "--flow", "kill-flow", "--mode", "bounded"]
     rng = random.Random(7)
     kills = 0
     copied_before_kill = []
-    while kills < 6:
+    for attempt in range(12):
+        if kills == 6:
+            break
         before = end_offsets(dc2, "killed", 4)
-        proc = subprocess.Popen(spark_submit_command("replicate", args), env=spark_env(), stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True)
+        proc = submit_in_background(
+            "replicate", *args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
         if kills < 2:
             time.sleep(rng.uniform(3, 15))  # during JVM start-up and planning
         else:
             deadline = time.monotonic() + 120
             while end_offsets(dc2, "killed", 4) == before and time.monotonic() < deadline and proc.poll() is None:
                 time.sleep(0.1)
-            time.sleep(rng.uniform(0, 0.7))  # while records are being copied
+            time.sleep(rng.uniform(0, 0.4))  # while records are being copied
         if proc.poll() is not None:
-            break  # the copy finished first
+            # The copy finished before the kill: give the next replicator more to copy, so a fast
+            # machine still sees six kills instead of ending the test with fewer.
+            produce(dc1, "killed", 50_000, 4, f"more{attempt}")
+            produced += 50_000
+            continue
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         kills += 1
         copied_before_kill.append(end_offsets(dc2, "killed", 4))
-    code, summary, err = run_job("replicate", *args)
+    code, summary, err = run_in_process("replicate", *args)
     assert code == 0, err[-3000:]
-    code, report, err = run_job("verify", "--topology", str(topology), "--flow", "kill-flow")
+    code, report, err = run_in_process("verify", "--topology", str(topology), "--flow", "kill-flow")
     assert code == 0, (report, err[-2000:])
-    assert (report["expected"], report["copied"], report["missing"], report["duplicated"]) == (200_000, 200_000, 0, 0)
-    assert kills >= 5, f"only {kills} kills landed before the copy finished"
-    assert any(0 < n < 200_000 for n in copied_before_kill), copied_before_kill  # some kills hit mid-copy
+    assert (report["expected"], report["copied"], report["missing"], report["duplicated"]) == (produced, produced, 0, 0)
+    assert kills == 6, f"only {kills} kills landed before the copy finished"
+    assert any(0 < n < produced for n in copied_before_kill), copied_before_kill  # some kills hit mid-copy
 
 
-def end_offsets(broker: Broker, topic: str, partitions: int) -> int:
-    """Sum of a topic's high watermarks: how many records a never-truncated topic holds."""
-    consumer = Consumer({**broker.config, "group.id": "count"})
+def end_offsets(broker: BrokerProcess, topic: str, partitions: int) -> int:
+    """Sum of a topic's high watermarks: how many records (committed or not) a never-truncated topic holds."""
+    consumer = Consumer({**broker.config, "group.id": "count", "isolation.level": "read_uncommitted"})
     try:
         return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions))
     except KafkaException:  # the destination topic does not exist yet
@@ -212,25 +251,27 @@ def end_offsets(broker: Broker, topic: str, partitions: int) -> int:
 def test_bad_inputs_fail_with_one_clear_line(clusters, tmp_path):
     dc1, dc2 = clusters["dc1"], clusters["dc2"]
     bad = tmp_path / "bad.yaml"
-    bad.write_text("clusters: {dc1: {bootstrap_servers: '127.0.0.1:1'}}\n"
-                   "flows:\n  - {name: x, source: dc1, target: dc9, topics: {include: ['t']}}\n")
+    bad.write_text(
+        "clusters: {dc1: {bootstrap_servers: '127.0.0.1:1'}}\n"
+        "flows:\n  - {name: x, source: dc1, target: dc9, topics: {include: ['t']}}\n"
+    )
     for job in ("replicate", "verify"):
-        code, summary, err = run_job(job, "--topology", str(bad), "--flow", "x")
+        code, summary, err = run_in_process(job, "--topology", str(bad), "--flow", "x")
         assert code == 2 and "flows[0].target: unknown cluster 'dc9'" in summary["error"], job
 
-    dead = {"dc1": Broker("dead", tmp_path / "dead", free_port()), "dc2": dc2}
-    topology = write_topology(tmp_path / "dead.yaml", dead, "  - {name: dead-flow, source: dc1, target: dc2, "
-                                                             "topics: {include: ['t']}}\n")
-    code, summary, err = run_job("replicate", "--topology", str(topology), "--flow", "dead-flow", "--retries", "2")
+    dead = {"dc1": BrokerProcess("dead", tmp_path / "dead"), "dc2": dc2}  # never started
+    topology = one_flow(tmp_path, dead, "dead-flow", "t")
+    code, summary, err = run_in_process(
+        "replicate", "--topology", str(topology), "--flow", "dead-flow", "--retries", "2"
+    )
     assert code == 1 and summary["status"] == "failed"
     assert "source cluster dc1" in summary["error"] and "unreachable after 2 attempts" in summary["error"]
 
     create(dc1, "narrow", 4)
     create(dc2, "narrow", 2)  # made by someone else, with fewer partitions than its source
     produce(dc1, "narrow", 10, 4, "n")
-    topology = write_topology(tmp_path / "narrow.yaml", {"dc1": dc1, "dc2": dc2},
-                              "  - {name: narrow-flow, source: dc1, target: dc2, topics: {include: ['narrow']}}\n")
-    code, summary, err = run_job("replicate", "--topology", str(topology), "--flow", "narrow-flow")
+    topology = one_flow(tmp_path, {"dc1": dc1, "dc2": dc2}, "narrow-flow", "narrow")
+    code, summary, err = run_in_process("replicate", "--topology", str(topology), "--flow", "narrow-flow")
     assert code == 2 and "fewer" in summary["error"], summary
     assert AdminClient(dc2.config).list_topics(timeout=10).topics["narrow"].partitions.keys() == {0, 1}
 
@@ -239,8 +280,7 @@ def test_records_deleted_before_they_were_copied_are_reported_lost(clusters, tmp
     dc1, dc2 = clusters["dc1"], clusters["dc2"]
     create(dc1, "expiring", 1)
     produce(dc1, "expiring", 1000, 1, "e")
-    topology = write_topology(tmp_path / "lost.yaml", {"dc1": dc1, "dc2": dc2},
-                              "  - {name: lost-flow, source: dc1, target: dc2, topics: {include: ['expiring']}}\n")
+    topology = one_flow(tmp_path, {"dc1": dc1, "dc2": dc2}, "lost-flow", "expiring")
     flow_topology = load_topology(topology)
     context = FlowContext(flow_topology, flow_topology.flow("lost-flow"))
     first = next(t for t in context.plan().tasks if t.topic == "expiring")
@@ -250,7 +290,7 @@ def test_records_deleted_before_they_were_copied_are_reported_lost(clusters, tmp
     admin = AdminClient(dc1.config)  # held: a dropped client abandons its futures
     for future in admin.delete_records([TopicPartition("expiring", 0, 700)]).values():
         future.result(10)
-    code, summary, err = run_job("replicate", "--topology", str(topology), "--flow", "lost-flow")
+    code, summary, err = run_in_process("replicate", "--topology", str(topology), "--flow", "lost-flow")
     assert code == 0, err[-2000:]
     assert summary["lost"] == 300 and summary["lost_ranges"][0]["from_offset"] == 400
     assert summary["records"] == 300
@@ -260,9 +300,8 @@ def test_source_partition_increase_is_propagated(clusters, tmp_path):
     dc1, dc2 = clusters["dc1"], clusters["dc2"]
     create(dc1, "growing", 1)
     produce(dc1, "growing", 10, 1, "g")
-    topology = load_topology(write_topology(tmp_path / "grow.yaml", {"dc1": dc1, "dc2": dc2},
-                                            "  - {name: grow-flow, source: dc1, target: dc2, "
-                                            "topics: {include: ['growing']}}\n"))
+    topology = load_topology(one_flow(tmp_path, {"dc1": dc1, "dc2": dc2}, "grow-flow", "growing"))
+
     def replicate_once() -> None:
         context = FlowContext(topology, topology.flow("grow-flow"))
         copy_ranges(context.plan().tasks)
@@ -283,14 +322,25 @@ def test_continuous_picks_up_new_topics_and_stops_cleanly(clusters, tmp_path, mo
     monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
     create(dc1, "live.a", 2)
     produce(dc1, "live.a", 100, 2, "a1")
-    topology = write_topology(tmp_path / "live.yaml", {"dc1": dc1, "dc2": dc2},
-                              "  - {name: live-flow, source: dc1, target: dc2, topics: {include: ['live[.].*']}}\n")
+    topology = one_flow(tmp_path, {"dc1": dc1, "dc2": dc2}, "live-flow", "live[.].*")
     admin = AdminClient(dc1.config)  # held until its future resolves
     reader_offsets = ConsumerGroupTopicPartitions("live-reader", [TopicPartition("live.a", 0, 10)])
     admin.alter_consumer_group_offsets([reader_offsets])["live-reader"].result(15)
-    command = spark_submit_command("replicate", ["--topology", str(topology), "--flow", "live-flow",
-                                                 "--mode", "continuous", "--discover-interval", "5",
-                                                 "--checkpoint-interval", "3"])
+    command = spark_submit_command(
+        "replicate",
+        [
+            "--topology",
+            str(topology),
+            "--flow",
+            "live-flow",
+            "--mode",
+            "continuous",
+            "--discover-interval",
+            "5",
+            "--checkpoint-interval",
+            "3",
+        ],
+    )
     replicator, started = replicators.start("live-flow", command, env=spark_env())
     assert started
     try:
@@ -323,19 +373,64 @@ def test_continuous_picks_up_new_topics_and_stops_cleanly(clusters, tmp_path, mo
         assert len({(m.partition(), hops(m.headers())[-1].offset) for m in copies}) == count  # each origin once
 
 
-def wait_for_copies(broker: Broker, topic: str, count: int, timeout: float) -> None:
-    consumer = Consumer({**broker.config, "group.id": "test-wait"})
+def wait_for_copies(broker: BrokerProcess, topic: str, count: int, timeout: float) -> None:
+    """Wait until `count` records are readable (committed) in `topic`: offsets would also count transaction markers."""
     deadline = time.monotonic() + timeout
+    while True:
+        topics = AdminClient(broker.config).list_topics(timeout=10).topics
+        total = len(read_all(broker, topic)) if topic in topics else 0
+        if total >= count:
+            return
+        assert time.monotonic() < deadline, f"{topic}: {total} of {count} copies after {timeout:g}s"
+        time.sleep(0.5)
+
+
+def test_two_replicators_of_one_flow_raced_on_purpose_copy_each_record_once(clusters, tmp_path, monkeypatch):
+    """A replicator started without this host's tracker (as on another host) and a second one started through
+    it: the second fences the first out as it starts writing, the first stops by itself, and verify finds every
+    record exactly once."""
+    dc1, dc2 = clusters["dc1"], clusters["dc2"]
+    monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
+    create(dc1, "raced", 4)
+    produce(dc1, "raced", 20_000, 4, "r1")
+    topology = one_flow(tmp_path, clusters, "race-flow", "raced")
+    command = spark_submit_command(
+        "replicate",
+        ["--topology", str(topology), "--flow", "race-flow", "--mode", "continuous", "--checkpoint-interval", "0"],
+    )
+    other_host = subprocess.Popen(
+        command, env=spark_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True
+    )  # not through the tracker
     try:
-        while True:
-            topics = consumer.list_topics(timeout=10).topics
-            total = 0
-            if topic in topics:
-                for p in topics[topic].partitions:
-                    total += consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            if total >= count:
-                return
-            assert time.monotonic() < deadline, f"{topic}: {total} of {count} copies after {timeout:g}s"
-            time.sleep(0.5)
+        wait_for_copies(dc2, "raced", 1, timeout=180)  # the first one copies
+        assert not replicators.is_running("race-flow")  # this host's tracker cannot see it...
+        replicators.start("race-flow", command, env=spark_env())  # ...so a second one starts
+        produce(dc1, "raced", 20_000, 4, "r2")  # while both run
+        try:
+            out, _ = other_host.communicate(timeout=180)
+        except subprocess.TimeoutExpired:
+            second = replicators.status("race-flow")
+            pytest.fail(
+                f"the first replicator was not fenced within 180 s; the second (tracked) is "
+                f"{'running' if second and second.running else 'not running'}: {replicators.last_error('race-flow')}"
+            )
+        summary = json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
+        assert other_host.returncode == 1, summary
+        assert "fenced out of dc2 by a newer replicator of this flow" in summary["error"]
+        deadline = time.monotonic() + 120
+        while flow_lag(load_topology(topology), "race-flow").total_records:
+            assert replicators.is_running("race-flow"), replicators.last_error("race-flow")
+            assert time.monotonic() < deadline, "the second replicator did not catch up within 120 s"
+            time.sleep(1)
+        assert activity.watch(dc2.config, ["race-flow"])["race-flow"].records > 0, "an idle replicator is seen too"
     finally:
-        consumer.close()
+        if other_host.poll() is None:
+            os.killpg(other_host.pid, signal.SIGKILL)
+            other_host.wait()
+        final = replicators.stop("race-flow")
+    assert final is not None and not final.running
+    assert activity.watch(dc2.config, ["race-flow"])["race-flow"].records == 0, "stopped means nothing copies"
+    code, report, err = run_in_process("verify", "--topology", str(topology), "--flow", "race-flow")
+    assert code == 0, (report, err[-2000:])
+    assert (report["missing"], report["duplicated"], report["mismatched"]) == (0, 0, 0), report
+    assert report["copied"] == report["expected"] >= 40_000  # and the heartbeats both replicators sent

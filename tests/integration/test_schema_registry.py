@@ -9,10 +9,6 @@ port with a temporary data dir and is killed in the fixture's finalizer.
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,15 +18,14 @@ import httpx
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import Schema
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
+from support.servers import BrokerProcess, RegistryProcess, ServerProcess
 
 pytestmark = pytest.mark.integration
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-START_TIMEOUT_S = 30.0
 TOPIC = "kdr-sr-users"
 SUBJECT = f"{TOPIC}-value"
 T = TypeVar("T")
@@ -61,12 +56,6 @@ USER_V4 = avro(
 )
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def eventually(probe: Callable[[], T], what: str, timeout: float = 15.0) -> T:
     """Retry ``probe`` until it returns a truthy value without raising."""
     deadline = time.monotonic() + timeout
@@ -83,108 +72,13 @@ def eventually(probe: Callable[[], T], what: str, timeout: float = 15.0) -> T:
     raise AssertionError(f"timed out waiting for {what}: last result {last!r}")
 
 
-class Server:
-    """A broker or registry subprocess with its log file."""
-
-    def __init__(self, name: str, cmd: list[str], log_dir: Path) -> None:
-        self.name = name
-        self.cmd = cmd
-        self.log_path = log_dir / f"{name}.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        path = [str(REPO_ROOT / "include"), os.environ.get("PYTHONPATH", "")]
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, path)))
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(self.cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT, env=env)
-
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def check_alive(self) -> bool:
-        if self.proc is not None and self.proc.poll() is not None:
-            raise AssertionError(f"{self.name} exited with {self.proc.returncode}:\n{self.log_tail()}")
-        return True
-
-    def kill(self) -> None:
-        if self.running():
-            assert self.proc is not None
-            self.proc.kill()
-            self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.running():
-            assert self.proc is not None
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-    def log_tail(self, lines: int = 40) -> str:
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-
-
-class Broker(Server):
-    def __init__(self, name: str, log_dir: Path) -> None:
-        self.port = free_port()
-        super().__init__(
-            name,
-            [sys.executable, "-m", "kafka_dr.local.broker", "--host", "127.0.0.1", "--port", str(self.port),
-             "--data-dir", str(log_dir / name), "--node-id", "1"],
-            log_dir,
-        )  # fmt: skip
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        super().start()
-        eventually(lambda: self.check_alive() and self._accepts(), f"{self.name} to listen")
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        eventually(lambda: admin.list_topics(timeout=2) is not None, f"{self.name} to answer metadata")
-
-    def _accepts(self) -> bool:
-        with socket.socket() as sock:
-            return sock.connect_ex(("127.0.0.1", self.port)) == 0
-
-
-class Registry(Server):
-    def __init__(self, name: str, log_dir: Path, kafkastore: str, eligible: bool) -> None:
-        self.port = free_port()
-        self.log_dir = log_dir
-        super().__init__(name, [], log_dir)
-        self.configure(kafkastore, eligible)
-
-    def configure(self, kafkastore: str, eligible: bool) -> None:
-        """The registry's settings; they take effect at the next start (as for a real one)."""
-        self.cmd = [sys.executable, "-m", "kafka_dr.local.registry", "--host", "127.0.0.1", "--port", str(self.port),
-                    "--kafkastore-bootstrap-servers", kafkastore, "--leader-eligibility", str(eligible).lower(),
-                    "--data-dir", str(self.log_dir / self.name)]  # fmt: skip
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        super().start()
-        eventually(lambda: self.check_alive() and httpx.get(f"{self.url}/subjects").status_code == 200, f"{self.name}")
-
-    def leader(self) -> dict[str, object]:
-        return httpx.get(f"{self.url}/kdr/leader").json()
-
-    def client(self) -> SchemaRegistryClient:
-        return SchemaRegistryClient({"url": self.url, "max.retries": 0})
-
-
 class Stack:
     def __init__(self, tmp: Path) -> None:
-        self.dc1 = Broker("dc1-broker", tmp)
-        self.dc2 = Broker("dc2-broker", tmp)
-        self.leader = Registry("dc1-registry", tmp, self.dc1.bootstrap, eligible=True)
-        self.follower = Registry("dc2-registry", tmp, self.dc1.bootstrap, eligible=False)
-        self.servers: list[Server] = [self.dc1, self.dc2, self.leader, self.follower]
+        self.dc1 = BrokerProcess("dc1-broker", tmp / "dc1-broker")
+        self.dc2 = BrokerProcess("dc2-broker", tmp / "dc2-broker")
+        self.leader = RegistryProcess("dc1-registry", tmp, self.dc1.bootstrap, eligible=True)
+        self.follower = RegistryProcess("dc2-registry", tmp, self.dc1.bootstrap, eligible=False)
+        self.servers: list[ServerProcess] = [self.dc1, self.dc2, self.leader, self.follower]
         self.payloads: list[bytes] = []  # records serialized through the registries, for later tests
 
     def logs(self) -> str:
@@ -200,7 +94,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                 server.start()
             eventually(lambda: stack.leader.leader()["is_leader"], "dc1 registry to lead")
             eventually(lambda: stack.follower.leader()["leader"] == stack.leader.url, "follower to see the leader")
-        except AssertionError as exc:
+        except (AssertionError, RuntimeError) as exc:
             pytest.fail(f"{exc}\n{stack.logs()}")
         yield stack
     finally:
@@ -331,8 +225,8 @@ def test_redirected_follower_keeps_old_ids_and_registers_new_ones(stack: Stack) 
 
 
 def test_registry_started_before_its_kafkastore_waits_for_it(tmp_path: Path) -> None:
-    broker = Broker("late-broker", tmp_path)
-    registry = Registry("early-registry", tmp_path, broker.bootstrap, eligible=True)
+    broker = BrokerProcess("late-broker", tmp_path / "late-broker")
+    registry = RegistryProcess("early-registry", tmp_path, broker.bootstrap, eligible=True)
     try:
         registry.start()  # no broker yet: the HTTP server still answers
         assert httpx.get(f"{registry.url}/subjects").json() == []

@@ -15,12 +15,11 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
+from support.servers import BrokerPair
 
 from kafka_dr.replication.internal import HEARTBEATS, ensure_internal_topics
 from kafka_dr.replication.topic_sync import TopicSyncError, load_flow_state, persist_flow_state, sync_topics
 from kafka_dr.topology import Flow, parse_topology
-
-from .conftest import BrokerPair
 
 pytestmark = pytest.mark.integration
 
@@ -32,13 +31,24 @@ def admins(broker_pair: BrokerPair) -> tuple[AdminClient, AdminClient]:
 
 def make_flow(pair: BrokerPair, prefix: str, sync_configs: bool = True) -> Flow:
     """A flow copying topics `<prefix>.*` from dc1 to dc2, renaming `<prefix>.r*` to `{topic}.replica`."""
-    return parse_topology({
-        "clusters": {"dc1": {"bootstrap_servers": pair.dc1.bootstrap},
-                     "dc2": {"bootstrap_servers": pair.dc2.bootstrap}},
-        "flows": [{"name": f"flow-{prefix}", "source": "dc1", "target": "dc2",
-                   "topics": {"include": [f"{prefix}\\..*"]}, "rename": {f"{prefix}\\.r.*": "{topic}.replica"},
-                   "sync_topic_configs": sync_configs}],
-    }).flows[0]
+    return parse_topology(
+        {
+            "clusters": {
+                "dc1": {"bootstrap_servers": pair.dc1.bootstrap},
+                "dc2": {"bootstrap_servers": pair.dc2.bootstrap},
+            },
+            "flows": [
+                {
+                    "name": f"flow-{prefix}",
+                    "source": "dc1",
+                    "target": "dc2",
+                    "topics": {"include": [f"{prefix}\\..*"]},
+                    "rename": {f"{prefix}\\.r.*": "{topic}.replica"},
+                    "sync_topic_configs": sync_configs,
+                }
+            ],
+        }
+    ).flows[0]
 
 
 def create(admin: AdminClient, topic: str, partitions: int, config: dict[str, str] | None = None) -> None:
@@ -56,10 +66,17 @@ def dynamic_configs(admin: AdminClient, topic: str) -> dict[str, str]:
 
 def alter(admin: AdminClient, topic: str, **changes: str | None) -> None:
     """Incremental config change; keyword names use '_' for '.', None deletes the key."""
-    entries = [ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET if v is not None
-                           else AlterConfigOpType.DELETE) for k, v in changes.items()]
-    (future,) = admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, topic,
-                                                                incremental_configs=entries)]).values()
+    entries = [
+        ConfigEntry(
+            k.replace("_", "."),
+            v,
+            incremental_operation=AlterConfigOpType.SET if v is not None else AlterConfigOpType.DELETE,
+        )
+        for k, v in changes.items()
+    ]
+    (future,) = admin.incremental_alter_configs(
+        [ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)]
+    ).values()
     future.result(10)
 
 
@@ -70,8 +87,9 @@ def new_prefix() -> str:
 def test_missing_destinations_are_created_like_their_source(broker_pair: BrokerPair, admins) -> None:
     source, target = admins
     p = new_prefix()
-    create(source, f"{p}.orders", 3, {"retention.ms": "123456", "cleanup.policy": "compact",
-                                      "min.insync.replicas": "1"})  # excluded: the target keeps its own
+    create(
+        source, f"{p}.orders", 3, {"retention.ms": "123456", "cleanup.policy": "compact", "min.insync.replicas": "1"}
+    )  # excluded: the target keeps its own
     create(source, f"{p}.raw", 2)
     ensure_internal_topics(source, (HEARTBEATS,))
 
@@ -113,8 +131,10 @@ def test_smaller_destination_not_ours_is_refused_before_anything_changes(broker_
 
     with pytest.raises(TopicSyncError) as refused:
         sync_topics(make_flow(broker_pair, p), source, target, flow_state={})
-    assert str(refused.value) == (f"destination topic dc2:{p}.topic2 has 2 partitions, fewer than its source "
-                                  f"dc1:{p}.topic2 (4): records would change partition; delete it or add partitions")
+    assert str(refused.value) == (
+        f"destination topic dc2:{p}.topic2 has 2 partitions, fewer than its source "
+        f"dc1:{p}.topic2 (4): records would change partition; delete it or add partitions"
+    )
     assert f"{p}.other" not in target.list_topics(timeout=10).topics
     assert partitions(target, f"{p}.topic2") == 2
 
@@ -144,14 +164,25 @@ def test_config_changes_are_propagated_except_excluded_keys(broker_pair: BrokerP
     state = sync_topics(flow, source, target, flow_state={}).flow_state
     alter(target, topic, min_insync_replicas="1")  # a DR-side choice, excluded from sync
 
-    alter(source, topic, retention_ms=None, segment_ms="60000", max_message_bytes="2000000",
-          unclean_leader_election_enable="true")
+    alter(
+        source,
+        topic,
+        retention_ms=None,
+        segment_ms="60000",
+        max_message_bytes="2000000",
+        unclean_leader_election_enable="true",
+    )
     report = sync_topics(flow, source, target, flow_state=state)
 
-    assert report.changed_configs == {topic: {"max.message.bytes": "2000000", "segment.ms": "60000",
-                                              "retention.ms": None}}
-    assert dynamic_configs(target, topic) == {"segment.bytes": "1048576", "segment.ms": "60000",
-                                              "max.message.bytes": "2000000", "min.insync.replicas": "1"}
+    assert report.changed_configs == {
+        topic: {"max.message.bytes": "2000000", "segment.ms": "60000", "retention.ms": None}
+    }
+    assert dynamic_configs(target, topic) == {
+        "segment.bytes": "1048576",
+        "segment.ms": "60000",
+        "max.message.bytes": "2000000",
+        "min.insync.replicas": "1",
+    }
 
 
 def test_configs_left_alone_when_the_flow_does_not_sync_them(broker_pair: BrokerPair, admins) -> None:

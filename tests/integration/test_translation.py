@@ -8,43 +8,57 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from support.kafka import commit_offsets, committed_offsets, create_topic
+from support.servers import FAST_GROUPS, BrokerProcess, start_brokers, stop_all
+from support.spark import close_cached_clients, run_in_process
+from support.topology import write_topology as write_clusters_topology
 
-from kafka_dr.replication.copier import close_clients, copy_ranges
+from kafka_dr.replication.copier import copy_ranges
 from kafka_dr.replication.lag import load_snapshot
 from kafka_dr.replication.planner import FlowContext
 from kafka_dr.replication.provenance import hops
 from kafka_dr.topology import load_topology
-from kafka_dr.translation.offsets import PartitionRequest, close_readers, offsets_for_times, translate_partition
+from kafka_dr.translation.offsets import PartitionRequest, offsets_for_times, translate_partition
 
-from .conftest import Broker, create, free_port, run_job
-
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("spark")]
 
 
 @pytest.fixture(autouse=True)
 def _close_cached_clients():
     yield
-    close_clients()
-    close_readers()
+    close_cached_clients()
 
 
-def write_topology(path: Path, dc1: Broker, dc2: Broker, flow: str) -> Path:
-    path.write_text(f'clusters:\n  dc1: {{bootstrap_servers: "{dc1.bootstrap}"}}\n'
-                    f'  dc2: {{bootstrap_servers: "{dc2.bootstrap}"}}\nflows:\n{flow}')
-    return path
+def write_topology(path: Path, dc1: BrokerProcess, dc2: BrokerProcess, flow: str) -> Path:
+    return write_clusters_topology(path, {"dc1": dc1.bootstrap, "dc2": dc2.bootstrap}, flow)
 
 
-def produce(broker: Broker, topic: str, count: int, partition: int = 0, start: int = 0, base_ms: int | None = None,
-            step_ms: int = 1) -> None:
+def create(broker: BrokerProcess, topic: str, partitions: int) -> None:
+    create_topic(broker.config, topic, partitions)
+
+
+def produce(
+    broker: BrokerProcess,
+    topic: str,
+    count: int,
+    partition: int = 0,
+    start: int = 0,
+    base_ms: int | None = None,
+    step_ms: int = 1,
+) -> None:
     producer = Producer({**broker.config, "linger.ms": 20, "enable.idempotence": True})
     base_ms = base_ms or int(time.time() * 1000) - 3_600_000
     for i in range(start, start + count):
         while True:
             try:
-                producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=partition,
-                                 timestamp=base_ms + i * step_ms)
+                producer.produce(
+                    topic,
+                    key=f"k{i}".encode(),
+                    value=f"v{i}".encode(),
+                    partition=partition,
+                    timestamp=base_ms + i * step_ms,
+                )
                 break
             except BufferError:
                 producer.poll(0.1)
@@ -60,22 +74,25 @@ def replicate(topology_path: Path, flow: str) -> None:
         context.close()
 
 
-def commit(broker: Broker, group: str, offsets: dict[tuple[str, int], int]) -> None:
-    admin = AdminClient(broker.config)
-    tps = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
-    admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)])[group].result(15)
+def commit(broker: BrokerProcess, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    commit_offsets(broker.config, group, offsets)
 
 
-def committed(broker: Broker, group: str) -> dict[tuple[str, int], int]:
-    admin = AdminClient(broker.config)
-    result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(15)
-    return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}
+def committed(broker: BrokerProcess, group: str) -> dict[tuple[str, int], int]:
+    return committed_offsets(broker.config, group)
 
 
-def consume_rest(broker: Broker, group: str, topic: str) -> list:
+def consume_rest(broker: BrokerProcess, group: str, topic: str) -> list:
     """What a consumer of `group` reads from its committed offsets to the end."""
-    consumer = Consumer({**broker.config, "group.id": group, "enable.partition.eof": True,
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            **broker.config,
+            "group.id": group,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     consumer.subscribe([topic])
     out, eof, deadline = [], set(), time.monotonic() + 60
     partitions = len(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
@@ -95,23 +112,25 @@ def consume_rest(broker: Broker, group: str, topic: str) -> list:
 def test_white_paper_failover_translates_exactly_from_checkpoints(tmp_path):
     """10,000 records in dc1, 9,998 replicated, a group at 8,000; dc1 lost: the group resumes in dc2 at
     origin offset 8,000 and reads exactly the 1,998 replicated records that follow; RPO = 2."""
-    dc1 = Broker("dc1", tmp_path / "dc1", free_port()).start()
-    dc2 = Broker("dc2", tmp_path / "dc2", free_port()).start()
+    brokers = start_brokers(tmp_path, "dc1", "dc2", configs=FAST_GROUPS)  # its own: dc1 is lost
+    dc1, dc2 = brokers["dc1"], brokers["dc2"]
     try:
-        topology = write_topology(tmp_path / "t.yaml", dc1, dc2,
-                                  "  - {name: wp, source: dc1, target: dc2, topics: {include: ['orders']}}\n")
+        topology = write_topology(
+            tmp_path / "t.yaml", dc1, dc2, "  - {name: wp, source: dc1, target: dc2, topics: {include: ['orders']}}\n"
+        )
         create(dc1, "orders", 1)
         produce(dc1, "orders", 9_998)
         replicate(topology, "wp")
         produce(dc1, "orders", 2, start=9_998)  # produced, never replicated
         commit(dc1, "billing", {("orders", 0): 8_000})
-        code, summary, err = run_job("translate_offsets", "--topology", str(topology), "--flow", "wp")
+        code, summary, err = run_in_process("translate_offsets", "--topology", str(topology), "--flow", "wp")
         assert code == 0, err[-3000:]
         assert summary["groups"]["billing"][0]["dest_offset"] == 8_000
         assert "wp" not in summary["groups"], "the flow's own replication group is never translated"
         dc1.stop()  # the disaster
-        code, summary, err = run_job("translate_offsets", "--topology", str(topology), "--flow", "wp",
-                                     "--from-checkpoints", "--apply")
+        code, summary, err = run_in_process(
+            "translate_offsets", "--topology", str(topology), "--flow", "wp", "--from-checkpoints", "--apply"
+        )
         assert code == 0, err[-3000:]
         assert summary["origin"] == "checkpoints" and summary["applied"] == ["billing"]
         assert committed(dc2, "billing") == {("orders", 0): 8_000}
@@ -121,18 +140,13 @@ def test_white_paper_failover_translates_exactly_from_checkpoints(tmp_path):
         snapshot = load_snapshot(dc2.config, "wp")
         assert snapshot is not None and snapshot.total_records == 2  # the RPO estimate once dc1 is gone
     finally:
-        dc1.stop()
-        dc2.stop()
+        close_cached_clients()
+        stop_all(brokers.values())
 
 
-@pytest.fixture(scope="module")
-def pair(tmp_path_factory):
-    root = tmp_path_factory.mktemp("translation")
-    dc1 = Broker("dc1", root / "dc1", free_port()).start()
-    dc2 = Broker("dc2", root / "dc2", free_port()).start()
-    yield dc1, dc2
-    dc1.stop()
-    dc2.stop()
+@pytest.fixture
+def pair(broker_pair) -> tuple[BrokerProcess, BrokerProcess]:
+    return broker_pair.dc1, broker_pair.dc2
 
 
 def test_every_group_offset_is_exact_with_interleaved_local_records(pair, tmp_path):
@@ -141,8 +155,9 @@ def test_every_group_offset_is_exact_with_interleaved_local_records(pair, tmp_pa
     dc1, dc2 = pair
     create(dc1, "mixed", 2)
     create(dc2, "mixed", 2)
-    topology = write_topology(tmp_path / "t.yaml", dc1, dc2,
-                              "  - {name: mix, source: dc1, target: dc2, topics: {include: ['mixed']}}\n")
+    topology = write_topology(
+        tmp_path / "t.yaml", dc1, dc2, "  - {name: mix, source: dc1, target: dc2, topics: {include: ['mixed']}}\n"
+    )
     for round_ in range(4):  # copies and local dc2 records interleave in dc2
         for partition in (0, 1):
             produce(dc1, "mixed", 300, partition, start=round_ * 300)
@@ -168,8 +183,16 @@ def test_every_group_offset_is_exact_with_interleaved_local_records(pair, tmp_pa
     for partition in (0, 1):
         wanted = sorted({0, 1, 299, 300, 600, 1_199, 1_200, 1_249} | {rng.randrange(1_250) for _ in range(200)})
         wanted = [o for o in wanted if partition == 0 or o < 1_200]
-        request = PartitionRequest(context.source_config, context.target_config, dc1.cluster_id, "mixed", partition,
-                                   "mixed", tuple(wanted), 1_250 if partition == 0 else 1_200)
+        request = PartitionRequest(
+            context.source_config,
+            context.target_config,
+            dc1.cluster_id,
+            "mixed",
+            partition,
+            "mixed",
+            tuple(wanted),
+            1_250 if partition == 0 else 1_200,
+        )
         for t in translate_partition(request):
             expected = truth.get((partition, t.source_offset), after_last[partition])
             assert t.dest_offset == expected, (partition, t.source_offset)
@@ -180,8 +203,9 @@ def test_groups_with_active_members_are_left_alone_and_reported(pair, tmp_path):
     dc1, dc2 = pair
     create(dc1, "busy", 1)
     produce(dc1, "busy", 100)
-    topology = write_topology(tmp_path / "t.yaml", dc1, dc2,
-                              "  - {name: busy-flow, source: dc1, target: dc2, topics: {include: ['busy']}}\n")
+    topology = write_topology(
+        tmp_path / "t.yaml", dc1, dc2, "  - {name: busy-flow, source: dc1, target: dc2, topics: {include: ['busy']}}\n"
+    )
     replicate(topology, "busy-flow")
     commit(dc1, "busy-idle", {("busy", 0): 40})
     commit(dc1, "busy-live", {("busy", 0): 60})
@@ -192,8 +216,9 @@ def test_groups_with_active_members_are_left_alone_and_reported(pair, tmp_path):
         live.poll(0.2)
     before = committed(dc2, "busy-live")
     try:
-        code, summary, err = run_job("translate_offsets", "--topology", str(topology), "--flow", "busy-flow",
-                                     "--groups", "busy-.*", "--apply")
+        code, summary, err = run_in_process(
+            "translate_offsets", "--topology", str(topology), "--flow", "busy-flow", "--groups", "busy-.*", "--apply"
+        )
     finally:
         live.close()
     assert code == 0, err[-3000:]
@@ -211,19 +236,33 @@ def test_timestamp_fallback_matches_offsets_for_times(pair, tmp_path):
     base = int(time.time() * 1000) - 3_600_000
     produce(dc2, "plain", 10, base_ms=base - 10_000)  # older records already in the destination
     produce(dc1, "plain", 500, base_ms=base, step_ms=10)
-    topology = write_topology(tmp_path / "t.yaml", dc1, dc2, "  - {name: plain-flow, source: dc1, target: dc2, "
-                                                             "topics: {include: ['plain']}, provenance: false}\n")
+    topology = write_topology(
+        tmp_path / "t.yaml",
+        dc1,
+        dc2,
+        "  - {name: plain-flow, source: dc1, target: dc2, topics: {include: ['plain']}, provenance: false}\n",
+    )
     replicate(topology, "plain-flow")
     context = FlowContext(load_topology(topology), load_topology(topology).flow("plain-flow"))
-    request = PartitionRequest(context.source_config, context.target_config, dc1.cluster_id, "plain", 0, "plain",
-                               (0, 123, 499, 500), 500, provenance=False)
+    request = PartitionRequest(
+        context.source_config,
+        context.target_config,
+        dc1.cluster_id,
+        "plain",
+        0,
+        "plain",
+        (0, 123, 499, 500),
+        500,
+        provenance=False,
+    )
     context.close()
     result = {t.source_offset: t for t in translate_partition(request)}
     probe = Consumer({**dc2.config, "group.id": "probe"})
     for offset in (0, 123, 499):
         expected = probe.offsets_for_times([TopicPartition("plain", 0, base + offset * 10)], timeout=10)[0].offset
         assert result[offset].dest_offset == expected == 10 + offset and result[offset].method == "timestamp"
-    assert result[500].dest_offset == 510  # caught up: the end
+    # Caught up: the log end, past the last copy (509) and the commit marker of its transaction.
+    assert result[500].dest_offset == probe.get_watermark_offsets(TopicPartition("plain", 0), timeout=10)[1] == 511
     probe.close()
 
 
@@ -246,15 +285,30 @@ def test_job_resets_groups_to_a_datetime_in_the_target(pair, tmp_path):
     base = 1_700_000_000_000
     for partition in (0, 1):
         produce(dc1, "ticks", 100, partition, base_ms=base + partition * 60_000, step_ms=1000)
-    topology = write_topology(tmp_path / "t.yaml", dc1, dc2,
-                              "  - {name: ticks-flow, source: dc1, target: dc2, topics: {include: ['ticks']}}\n")
+    topology = write_topology(
+        tmp_path / "t.yaml",
+        dc1,
+        dc2,
+        "  - {name: ticks-flow, source: dc1, target: dc2, topics: {include: ['ticks']}}\n",
+    )
     replicate(topology, "ticks-flow")
     commit(dc1, "ticks-app", {("ticks", 0): 10})
-    code, summary, err = run_job("translate_offsets", "--topology", str(topology), "--flow", "ticks-flow",
-                                 "--groups", "ticks-app", "--reset-to-datetime", "2023-11-14T22:14:10.5Z", "--apply")
+    code, summary, err = run_in_process(
+        "translate_offsets",
+        "--topology",
+        str(topology),
+        "--flow",
+        "ticks-flow",
+        "--groups",
+        "ticks-app",
+        "--reset-to-datetime",
+        "2023-11-14T22:14:10.5Z",
+        "--apply",
+    )
     assert code == 0, err[-3000:]
     # 2023-11-14T22:14:10.5Z is base + 50.5 s: partition 0 at record 51, partition 1 starts after that time.
     assert committed(dc2, "ticks-app") == {("ticks", 0): 51, ("ticks", 1): 0}
-    code, summary, err = run_job("translate_offsets", "--topology", str(topology), "--flow", "ticks-flow",
-                                 "--reset-to-datetime", "yesterday")
+    code, summary, err = run_in_process(
+        "translate_offsets", "--topology", str(topology), "--flow", "ticks-flow", "--reset-to-datetime", "yesterday"
+    )
     assert code == 2 and "not an ISO-8601 time" in summary["error"]

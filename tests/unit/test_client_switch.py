@@ -7,10 +7,12 @@ import pytest
 from kafka_dr import client_switch
 from kafka_dr.topology import TopologyError, parse_topology
 
-TOPOLOGY = parse_topology({
-    "clusters": {"dc1": {"bootstrap_servers": "127.0.0.1:9091"}, "dc2": {"bootstrap_servers": "127.0.0.1:9092"}},
-    "clients": {"app-producer": {"cluster": "dc1", "role": "producer"}, "app-consumer": {"cluster": "dc1"}},
-})
+TOPOLOGY = parse_topology(
+    {
+        "clusters": {"dc1": {"bootstrap_servers": "127.0.0.1:9091"}, "dc2": {"bootstrap_servers": "127.0.0.1:9092"}},
+        "clients": {"app-producer": {"cluster": "dc1", "role": "producer"}, "app-consumer": {"cluster": "dc1"}},
+    }
+)
 
 
 @pytest.fixture(autouse=True)
@@ -48,9 +50,11 @@ def test_cli_prints_the_table_and_an_alias_without_secrets(tmp_path, monkeypatch
     from kafka_dr.cli import main
 
     topology = tmp_path / "t.yaml"
-    topology.write_text('clusters:\n  dc1: {bootstrap_servers: "127.0.0.1:9091"}\n'
-                        '  dc2: {bootstrap_servers: "127.0.0.1:9092"}\n'
-                        "clients:\n  app-producer: {cluster: dc1, role: producer}\n")
+    topology.write_text(
+        'clusters:\n  dc1: {bootstrap_servers: "127.0.0.1:9091"}\n'
+        '  dc2: {bootstrap_servers: "127.0.0.1:9092"}\n'
+        "clients:\n  app-producer: {cluster: dc1, role: producer}\n"
+    )
     client_switch.switch(TOPOLOGY, ["app-producer"], "dc2", "drill 7")
     assert main(["clients", "--topology", str(topology)]) == 0
     table = capsys.readouterr().out.splitlines()

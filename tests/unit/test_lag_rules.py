@@ -79,12 +79,25 @@ def test_negative_limit_is_refused() -> None:
 
 def test_table_marks_estimates_and_reports_heartbeat() -> None:
     lines = render_table([lag_of(P0, P1), lag_of(IDLE, heartbeat=None)]).splitlines()
-    assert lines[0].split() == ["FLOW", "TOPIC", "PARTITION", "DEST", "TOPIC", "NEXT", "END", "LAG", "RECORDS", "LAG",
-                                "SECONDS"]
+    assert lines[0].split() == [
+        "FLOW",
+        "TOPIC",
+        "PARTITION",
+        "DEST",
+        "TOPIC",
+        "NEXT",
+        "END",
+        "LAG",
+        "RECORDS",
+        "LAG",
+        "SECONDS",
+    ]
     assert lines[1].split() == ["dc1-to-dc2", "topic1", "0", "topic1", "100", "150", "40", "3.500"]
     assert lines[2].split() == ["dc1-to-dc2", "topic2", "3", "topic2.replica", "0", "90000", "~90000", "12.250"]
-    assert lines[4] == ("flow dc1-to-dc2 (dc1 -> dc2): 2 partitions, 90040 records behind, oldest uncopied 12.250 s, "
-                        "heartbeat latency 0.250 s")
+    assert lines[4] == (
+        "flow dc1-to-dc2 (dc1 -> dc2): 2 partitions, 90040 records behind, oldest uncopied 12.250 s, "
+        "heartbeat latency 0.250 s"
+    )
     assert lines[5].endswith("heartbeat latency no heartbeat copied yet")
 
 
@@ -94,19 +107,28 @@ def test_heartbeat_value_round_trip() -> None:
     assert json.loads(heartbeat.encode()) == {"flow": "dc1-to-dc2", "id": "ab" * 16, "created_ms": 1_700_000_000_123}
 
 
-@pytest.mark.parametrize("value", [None, b"", b"not json", b"[1]", b'{"flow": "f", "id": "x"}',
-                                   b'{"flow": "f", "id": "x", "created_ms": "soon"}'])
+@pytest.mark.parametrize(
+    "value",
+    [None, b"", b"not json", b"[1]", b'{"flow": "f", "id": "x"}', b'{"flow": "f", "id": "x", "created_ms": "soon"}'],
+)
 def test_bad_heartbeat_value_is_refused(value: bytes | None) -> None:
     with pytest.raises(ValueError, match="not a heartbeat record value"):
         parse_heartbeat(value)
 
 
-@pytest.mark.parametrize(("key", "skipped"), [
-    ("min.insync.replicas", True), ("leader.replication.throttled.replicas", True),
-    ("message.timestamp.type", True), ("message.timestamp.before.max.ms", True),
-    ("confluent.placement.constraints", True), ("retention.ms", False), ("cleanup.policy", False),
-    ("segment.bytes", False),
-])
+@pytest.mark.parametrize(
+    ("key", "skipped"),
+    [
+        ("min.insync.replicas", True),
+        ("leader.replication.throttled.replicas", True),
+        ("message.timestamp.type", True),
+        ("message.timestamp.before.max.ms", True),
+        ("confluent.placement.constraints", True),
+        ("retention.ms", False),
+        ("cleanup.policy", False),
+        ("segment.bytes", False),
+    ],
+)
 def test_config_exclusions(key: str, skipped: bool) -> None:
     assert excluded(key) is skipped
 

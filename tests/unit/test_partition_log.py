@@ -14,8 +14,9 @@ from kafka_dr.local.broker.records import InvalidRecordError, assign_offset, par
 from kafka_dr.local.broker.topics import TOPIC_CONFIGS
 
 
-def batch(count: int, ts: int = 1000, pid: int = -1, epoch: int = -1, seq: int = -1, txn: bool = False,
-          compression: int = 0) -> bytes:
+def batch(
+    count: int, ts: int = 1000, pid: int = -1, epoch: int = -1, seq: int = -1, txn: bool = False, compression: int = 0
+) -> bytes:
     builder = DefaultRecordBatchBuilder(2, compression, txn, pid, epoch, seq, 1 << 20)
     for i in range(count):
         builder.append(i, ts + i, f"k{i}".encode(), f"v{i}".encode(), [("h", b"x")])
@@ -39,7 +40,7 @@ def offsets(data: bytes) -> list[int]:
     out, pos = [], 0
     while pos < len(data):
         header = parse_header(data, pos)
-        out += [r.offset for r in DefaultRecordBatch(data[pos:pos + header.length])]
+        out += [r.offset for r in DefaultRecordBatch(data[pos : pos + header.length])]
         pos += header.length
     return out
 
@@ -61,7 +62,8 @@ def test_records_come_back_byte_for_byte_with_every_codec(tmp_path: Path) -> Non
         append(log, batch(4, compression=codec))
     records = list(DefaultRecordBatch(log.read(16, 1 << 20, 20)))
     assert [(r.key, r.value, r.headers, r.timestamp) for r in records] == [
-        (f"k{i}".encode(), f"v{i}".encode(), [("h", b"x")], 1000 + i) for i in range(4)]
+        (f"k{i}".encode(), f"v{i}".encode(), [("h", b"x")], 1000 + i) for i in range(4)
+    ]
 
 
 def test_reopen_rebuilds_the_index(tmp_path: Path) -> None:
@@ -203,13 +205,17 @@ def keyed(pairs: list[tuple[bytes, bytes | None]], ts: int = 1000) -> bytes:
 
 def test_compaction_keeps_the_newest_per_key_and_drops_old_tombstones(tmp_path: Path) -> None:
     log = PartitionLog(tmp_path / "t-0", config({"segment.bytes": "1"}))  # one batch per segment
-    append(log, keyed([(b"a", b"1"), (b"b", b"1")]))          # offsets 0, 1
-    append(log, keyed([(b"a", b"2"), (b"c", None)], ts=10))   # 2, 3 (c: an old tombstone)
-    append(log, keyed([(b"b", b"2")], ts=5000))               # 4
-    append(log, keyed([(b"a", b"3")]))                        # 5: the active segment, never cleaned
+    append(log, keyed([(b"a", b"1"), (b"b", b"1")]))  # offsets 0, 1
+    append(log, keyed([(b"a", b"2"), (b"c", None)], ts=10))  # 2, 3 (c: an old tombstone)
+    append(log, keyed([(b"b", b"2")], ts=5000))  # 4
+    append(log, keyed([(b"a", b"3")]))  # 5: the active segment, never cleaned
     removed = cleaner.clean(log, now_ms=2000, delete_retention_ms=1000)
-    remaining = [(r.offset, r.key, r.value) for s in log.segments for j in range(len(s.positions))
-                 for r in DefaultRecordBatch(PartitionLog.batch_bytes(s, j))]
+    remaining = [
+        (r.offset, r.key, r.value)
+        for s in log.segments
+        for j in range(len(s.positions))
+        for r in DefaultRecordBatch(PartitionLog.batch_bytes(s, j))
+    ]
     assert remaining == [(2, b"a", b"2"), (4, b"b", b"2"), (5, b"a", b"3")]
     assert removed == 3 and log.high_watermark == 6
     log.close()

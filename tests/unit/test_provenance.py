@@ -22,8 +22,12 @@ def test_malformed_header_is_refused(value) -> None:
 
 
 def test_chain_keeps_hop_order_and_ignores_other_headers() -> None:
-    headers = [("trace", b"x"), (HEADER, Hop(A, "t", 0, 5, 1).encode()), ("other", None),
-               (HEADER, Hop(B, "t", 1, 9, 2).encode())]
+    headers = [
+        ("trace", b"x"),
+        (HEADER, Hop(A, "t", 0, 5, 1).encode()),
+        ("other", None),
+        (HEADER, Hop(B, "t", 1, 9, 2).encode()),
+    ]
     assert [(h.cluster_id, h.offset) for h in hops(headers)] == [(A, 5), (B, 9)]
     assert hops(None) == [] and hops([]) == []
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
+import operator
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from kafka_dr.health.rules import Slo
 from kafka_dr.topology import DEFAULT_TOPOLOGY, TopologyError, load_topology, parse_topology
 
 DESIGN_TOPOLOGY: dict[str, Any] = {
@@ -32,6 +35,12 @@ DESIGN_TOPOLOGY: dict[str, Any] = {
         {"name": "dc2-to-dc1", "source": "dc2", "target": "dc1", "topics": {"include": ["topic1"]}},
     ],
     "schema_registry": {"primary": "dc1"},
+    "health": {
+        "max_lag_records": 10000,
+        "max_lag_seconds": 60,
+        "max_heartbeat_latency_ms": 5000,
+        "max_checkpoint_age_s": 120,
+    },
 }
 
 
@@ -66,7 +75,10 @@ def test_default_file_is_the_replicator_demo_topology() -> None:
     topology = load_topology(DEFAULT_TOPOLOGY)
     assert dataclasses.replace(topology, clients={}) == parse_topology(DESIGN_TOPOLOGY, source="design")
     assert {a.name: (a.cluster, a.role) for a in topology.clients.values()} == {
-        "orders-producer": ("dc1", "producer"), "orders-consumer": ("dc1", "consumer"), "analytics": ("dc2", "both")}
+        "orders-producer": ("dc1", "producer"),
+        "orders-consumer": ("dc1", "consumer"),
+        "analytics": ("dc2", "both"),
+    }
 
     dc1, dc2 = topology.cluster("dc1"), topology.cluster("dc2")
     assert (dc1.bootstrap_servers, dc1.schema_registry) == ("127.0.0.1:9091", "http://127.0.0.1:8081")
@@ -217,287 +229,35 @@ def test_not_a_mapping(tmp_path: Path, text: str, reason: str) -> None:
     assert str(info.value) == f"{path}: {reason}"
 
 
-BAD_TOPOLOGIES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
-    # missing required fields
-    ("no clusters", lambda d: d.pop("clusters"), "missing required key 'clusters'"),
-    (
-        "no bootstrap",
-        lambda d: d["clusters"]["dc2"].pop("bootstrap_servers"),
-        "clusters.dc2: missing required key 'bootstrap_servers'",
-    ),
-    ("no flow name", lambda d: d["flows"][1].pop("name"), "flows[1]: missing required key 'name'"),
-    ("no source", lambda d: d["flows"][0].pop("source"), "flows[0]: missing required key 'source'"),
-    ("no target", lambda d: d["flows"][0].pop("target"), "flows[0]: missing required key 'target'"),
-    ("no topics", lambda d: d["flows"][1].pop("topics"), "flows[1]: missing required key 'topics'"),
-    (
-        "no include",
-        lambda d: d["flows"][1]["topics"].pop("include"),
-        "flows[1].topics: missing required key 'include'",
-    ),
-    (
-        "no primary",
-        lambda d: d["schema_registry"].pop("primary"),
-        "schema_registry: missing required key 'primary'",
-    ),
-    # unknown keys (typos) at every level
-    ("top-level typo", lambda d: d.update(flow=[]), "unknown key 'flow' (did you mean 'flows'? allowed: "),
-    (
-        "cluster typo",
-        lambda d: d["clusters"]["dc1"].update(schema_regsitry="http://h:1"),
-        "clusters.dc1: unknown key 'schema_regsitry' (did you mean 'schema_registry'? allowed: "
-        "bootstrap_servers, schema_registry)",
-    ),
-    (
-        "flow typo",
-        lambda d: d["flows"][1].update(provenence=False),
-        "flows[1]: unknown key 'provenence' (did you mean 'provenance'? ",
-    ),
-    (
-        "topics typo",
-        lambda d: d["flows"][0]["topics"].update(exclued=[]),
-        "flows[0].topics: unknown key 'exclued' (did you mean 'exclude'? allowed: include, exclude)",
-    ),
-    (
-        "groups typo",
-        lambda d: d["flows"][0]["groups"].update(includes=[]),
-        "flows[0].groups: unknown key 'includes' (did you mean 'include'? ",
-    ),
-    (
-        "schema registry typo",
-        lambda d: d["schema_registry"].update(primery="dc1"),
-        "schema_registry: unknown key 'primery' (did you mean 'primary'? allowed: primary, restart_command)",
-    ),
-    (
-        "registry restart placeholder",
-        lambda d: d["schema_registry"].update(restart_command="systemctl restart {unit}"),
-        "schema_registry.restart_command: unknown placeholder {unit} (allowed: {cluster}, {kafkastore}, "
-        "{leader_eligible})",
-    ),
-    (
-        "unrelated key",
-        lambda d: d.update(zzz=1),
-        "unknown key 'zzz' (allowed: clusters, flows, schema_registry, clients)",
-    ),
-    # wrong types
-    ("clusters list", lambda d: d.update(clusters=["dc1"]), "clusters: must be a mapping of cluster name"),
-    (
-        "cluster not mapping",
-        lambda d: d["clusters"].update(dc2="h:1"),
-        "clusters.dc2: must be a mapping, got str",
-    ),
-    (
-        "cluster int name",
-        lambda d: d["clusters"].update({7: {}}),
-        "clusters: cluster name must be a string, got int 7",
-    ),
-    ("flows mapping", lambda d: d.update(flows={"a": 1}), "flows: must be a list of flows, got dict"),
-    ("flow not mapping", lambda d: d["flows"].append("x"), "flows[2]: must be a mapping, got str"),
-    ("source int", lambda d: d["flows"][0].update(source=1), "flows[0].source: must be a string, got int"),
-    (
-        "flow name int",
-        lambda d: d["flows"][0].update(name=3),
-        "flows[0].name: flow name must be a string, got int 3",
-    ),
-    ("bad flow name", lambda d: d["flows"][0].update(name="a b"), "flows[0].name: bad flow name 'a b' (use "),
-    (
-        "topics str",
-        lambda d: d["flows"][0].update(topics="topic1"),
-        "flows[0].topics: must be a mapping, got str",
-    ),
-    (
-        "include str",
-        lambda d: d["flows"][0]["topics"].update(include="topic1"),
-        "flows[0].topics.include: must be a list of regexes, got str",
-    ),
-    (
-        "include item int",
-        lambda d: d["flows"][0]["topics"].update(include=["a", 5]),
-        "flows[0].topics.include[1]: must be a regex string, got int",
-    ),
-    (
-        "empty include",
-        lambda d: d["flows"][0]["topics"].update(include=[]),
-        "flows[0].topics.include: must list at least one regex",
-    ),
-    (
-        "provenance str",
-        lambda d: d["flows"][0].update(provenance="no way"),
-        "flows[0].provenance: must be true or false, got str 'no way'",
-    ),
-    (
-        "sync null",
-        lambda d: d["flows"][0].update(sync_topic_configs=None),
-        "flows[0].sync_topic_configs: must be true or false, got null None",
-    ),
-    (
-        "rename list",
-        lambda d: d["flows"][0].update(rename=["x"]),
-        "flows[0].rename: must be a mapping of topic regex to format, got list",
-    ),
-    (
-        "registry int",
-        lambda d: d["clusters"]["dc1"].update(schema_registry=8081),
-        "clusters.dc1.schema_registry: must be a string, got int",
-    ),
-    (
-        "schema_registry str",
-        lambda d: d.update(schema_registry="dc1"),
-        "schema_registry: must be a mapping, got str",
-    ),
-    # cross references
-    (
-        "unknown source",
-        lambda d: d["flows"][1].update(source="dc3"),
-        "flows[1].source: unknown cluster 'dc3' (known: dc1, dc2)",
-    ),
-    (
-        "unknown target",
-        lambda d: d["flows"][0].update(target="DC2"),
-        "flows[0].target: unknown cluster 'DC2' (known: dc1, dc2)",
-    ),
-    (
-        "source is target",
-        lambda d: d["flows"][0].update(target="dc1"),
-        "flows[0].target: source and target are both 'dc1'",
-    ),
-    (
-        "duplicate flow",
-        lambda d: d["flows"].append(copy.deepcopy(d["flows"][0])),
-        "flows[2].name: duplicate flow name 'dc1-to-dc2' (also flows[0])",
-    ),
-    (
-        "unknown primary",
-        lambda d: d["schema_registry"].update(primary="dc9"),
-        "schema_registry.primary: unknown cluster 'dc9' (known: dc1, dc2)",
-    ),
-    (
-        "primary without registry",
-        lambda d: d["clusters"]["dc1"].pop("schema_registry"),
-        "schema_registry.primary: cluster 'dc1' has no schema_registry URL",
-    ),
-    ("empty clusters", lambda d: d.update(clusters={}), "clusters: must define at least one cluster"),
-    # regexes
-    (
-        "bad include regex",
-        lambda d: d["flows"][0]["topics"].update(include=["topic1", "topic(2"]),
-        "flows[0].topics.include[1]: bad regex 'topic(2': missing ), unterminated subpattern at position 5",
-    ),
-    (
-        "bad exclude regex",
-        lambda d: d["flows"][0]["groups"].update(exclude=["*x"]),
-        "flows[0].groups.exclude[0]: bad regex '*x': nothing to repeat at position 0",
-    ),
-    (
-        "bad rename regex",
-        lambda d: d["flows"][0].update(rename={"[a": "{topic}"}),
-        "flows[0].rename['[a']: bad regex '[a': unterminated character set at position 0",
-    ),
-    # rename formats
-    (
-        "rename without placeholder",
-        lambda d: d["flows"][0].update(rename={"topic2": "replica"}),
-        "flows[0].rename['topic2']: format 'replica' must contain the {topic} placeholder",
-    ),
-    (
-        "rename other placeholder",
-        lambda d: d["flows"][0].update(rename={"topic2": "{topic}.{dc}"}),
-        "flows[0].rename['topic2']: bad placeholder in '{topic}.{dc}': only a plain {topic} is allowed",
-    ),
-    (
-        "rename positional",
-        lambda d: d["flows"][0].update(rename={"topic2": "{}.x"}),
-        "flows[0].rename['topic2']: bad placeholder in '{}.x': only a plain {topic} is allowed",
-    ),
-    (
-        "rename attribute",
-        lambda d: d["flows"][0].update(rename={"topic2": "{topic.upper}"}),
-        "flows[0].rename['topic2']: bad placeholder in '{topic.upper}'",
-    ),
-    (
-        "rename spec",
-        lambda d: d["flows"][0].update(rename={"topic2": "{topic:>9}"}),
-        "flows[0].rename['topic2']: bad placeholder in '{topic:>9}'",
-    ),
-    (
-        "rename conversion",
-        lambda d: d["flows"][0].update(rename={"topic2": "{topic!r}"}),
-        "flows[0].rename['topic2']: bad placeholder in '{topic!r}'",
-    ),
-    (
-        "rename unbalanced",
-        lambda d: d["flows"][0].update(rename={"topic2": "{topic"}),
-        "flows[0].rename['topic2']: bad format '{topic': expected '}' before end of string",
-    ),
-    (
-        "rename illegal chars",
-        lambda d: d["flows"][0].update(rename={"topic2": "dc1/{topic}"}),
-        "flows[0].rename['topic2']: format 'dc1/{topic}' would make an illegal topic name (allowed: ",
-    ),
-    (
-        "rename empty",
-        lambda d: d["flows"][0].update(rename={"topic2": ""}),
-        "flows[0].rename['topic2']: must not be empty",
-    ),
-    # addresses
-    (
-        "no port",
-        lambda d: d["clusters"]["dc1"].update(bootstrap_servers="127.0.0.1"),
-        "clusters.dc1.bootstrap_servers: bad address '127.0.0.1' (expected host:port with port 1-65535)",
-    ),
-    (
-        "port not a number",
-        lambda d: d["clusters"]["dc1"].update(bootstrap_servers="h:1,h:x"),
-        "clusters.dc1.bootstrap_servers: bad address 'h:x' ",
-    ),
-    (
-        "port zero",
-        lambda d: d["clusters"]["dc1"].update(bootstrap_servers="h:0"),
-        "clusters.dc1.bootstrap_servers: bad address 'h:0' ",
-    ),
-    (
-        "port too big",
-        lambda d: d["clusters"]["dc1"].update(bootstrap_servers="h:65536"),
-        "clusters.dc1.bootstrap_servers: bad address 'h:65536' ",
-    ),
-    (
-        "no host",
-        lambda d: d["clusters"]["dc1"].update(bootstrap_servers=":9092"),
-        "clusters.dc1.bootstrap_servers: bad address ':9092' ",
-    ),
-    (
-        "empty item",
-        lambda d: d["clusters"]["dc1"].update(bootstrap_servers="h:1,"),
-        "clusters.dc1.bootstrap_servers: bad address '' (expected host:port",
-    ),
-    (
-        "empty bootstrap",
-        lambda d: d["clusters"]["dc1"].update(bootstrap_servers=""),
-        "clusters.dc1.bootstrap_servers: must list at least one 'host:port'",
-    ),
-    (
-        "bootstrap int",
-        lambda d: d["clusters"]["dc1"].update(bootstrap_servers=9091),
-        "clusters.dc1.bootstrap_servers: must be a 'host:port' list, got int",
-    ),
-    (
-        "bootstrap list of int",
-        lambda d: d["clusters"]["dc1"].update(bootstrap_servers=[9091]),
-        "clusters.dc1.bootstrap_servers: must be a 'host:port' list, got list",
-    ),
-    (
-        "registry not a URL",
-        lambda d: d["clusters"]["dc2"].update(schema_registry="127.0.0.1:8082"),
-        "clusters.dc2.schema_registry: bad URL '127.0.0.1:8082' (expected http(s)://host:port)",
-    ),
-]
+# Each case changes DESIGN_TOPOLOGY and names the start of the one-line refusal (the file says how).
+BAD_TOPOLOGIES: list[dict[str, Any]] = yaml.safe_load((Path(__file__).parent / "bad_topologies.yaml").read_text())
 
 
-@pytest.mark.parametrize(("change", "expected"), [c[1:] for c in BAD_TOPOLOGIES], ids=[c[0] for c in BAD_TOPOLOGIES])
-def test_bad_topology_is_refused_with_one_line(
-    tmp_path: Path, change: Callable[[dict[str, Any]], None], expected: str
-) -> None:
-    message = refused(tmp_path, mutated(change))
-    assert message.startswith(f"{tmp_path / 'topology.yaml'}: {expected}"), message
+def apply_case(case: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
+    def change(data: dict[str, Any]) -> None:
+        at = functools.reduce(operator.getitem, case["at"], data)
+        if "pop" in case:
+            at.pop(case["pop"])
+        elif "append" in case:
+            at.append(case["append"])
+        else:
+            at.update(case["set"])
+
+    return change
+
+
+@pytest.mark.parametrize("case", BAD_TOPOLOGIES, ids=[case["name"] for case in BAD_TOPOLOGIES])
+def test_bad_topology_is_refused_with_one_line(tmp_path: Path, case: dict[str, Any]) -> None:
+    message = refused(tmp_path, mutated(apply_case(case)))
+    assert message.startswith(f"{tmp_path / 'topology.yaml'}: {case['error']}"), message
+
+
+def test_health_slos_are_read_and_optional() -> None:
+    assert parse_topology(DESIGN_TOPOLOGY).health == Slo(10000, 60, 5000, 120)
+    assert parse_topology(mutated(lambda d: d.pop("health"))).health == Slo()  # nothing checked
+    assert parse_topology(mutated(lambda d: d.update(health={"max_lag_seconds": 2.5}))).health == Slo(
+        max_lag_seconds=2.5
+    )
 
 
 def test_refusal_names_the_file_as_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,9 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..topology import DEFAULT_TOPOLOGY
-
-PROJECT_ROOT = DEFAULT_TOPOLOGY.parent.parent
+from ..paths import DEFAULT_TOPOLOGY, PROJECT_ROOT
 
 
 def topology_path(path: str | os.PathLike[str] | None = None) -> Path:

@@ -3,18 +3,12 @@
 No Kafka binary installs on the machines this project targets, so `kafka-dr local` runs the
 project's own wire-compatible broker and registry as detached background processes. They must
 outlive the CLI that started them, so their identity lives on disk: DATA_DIR/stack.json holds the
-settings of `up` (later commands reuse them), DATA_DIR/<dc>/<kind>.pid the process ids, checked
-against the real command line so a recycled pid is never mistaken for ours.
+settings of `up` (later commands reuse them, see `local.config`), DATA_DIR/<dc>/<kind>.pid each
+process's pid and start time (`kafka_dr.processes`), so a recycled pid is never mistaken for ours.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import json
-import os
-import re
-import shlex
 import shutil
 import signal
 import socket
@@ -23,144 +17,28 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, replace
-from datetime import UTC, datetime
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-HOST = "127.0.0.1"
-DEFAULT_DATA_DIR = Path(".kafka-dr")
+from .. import processes
+from ..paths import LOCAL_DATA_DIR
+from .config import HOST, DcConfig, StackConfig, StackInputError, check_bootstrap_servers
+
 BROKER = "broker"
 REGISTRY = "registry"
 KINDS = (BROKER, REGISTRY)
 STARTUP_TIMEOUT = 30.0
 STOP_GRACE = 5.0
 
-_DC_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
-_CONFIG_VERSION = 1
 _START_MARK = "--- kafka-dr starts at "
 
 
 class StackError(RuntimeError):
     """The stack failed to do what was asked (a process did not start, stop or answer)."""
-
-
-class StackInputError(ValueError):
-    """The request itself is wrong (unknown DC, bad port, bad stack.json); nothing was changed."""
-
-
-@dataclass(frozen=True)
-class DcConfig:
-    """Ports and registry settings of one local datacenter."""
-
-    name: str
-    broker_port: int
-    registry_port: int
-    registry_kafkastore: str
-    registry_leader_eligible: bool
-
-    @property
-    def broker_address(self) -> str:
-        return f"{HOST}:{self.broker_port}"
-
-    @property
-    def registry_url(self) -> str:
-        return f"http://{HOST}:{self.registry_port}"
-
-
-@dataclass(frozen=True)
-class StackConfig:
-    """All local datacenters; persisted as DATA_DIR/stack.json so every command agrees on it."""
-
-    dcs: tuple[DcConfig, ...]
-
-    @classmethod
-    def default(
-        cls, broker_ports: Sequence[int] = (9091, 9092), registry_ports: Sequence[int] = (8081, 8082)
-    ) -> StackConfig:
-        """DESIGN.md's layout: dc2's registry follows the store of dc1, which alone is leader-eligible."""
-        if len(broker_ports) != 2 or len(registry_ports) != 2:
-            raise StackInputError("the local stack has two DCs: give exactly two broker and two registry ports")
-        primary_store = f"{HOST}:{broker_ports[0]}"
-        config = cls(
-            dcs=(
-                DcConfig("dc1", broker_ports[0], registry_ports[0], primary_store, True),
-                DcConfig("dc2", broker_ports[1], registry_ports[1], primary_store, False),
-            )
-        )
-        config.validate("ports")
-        return config
-
-    def dc(self, name: str) -> DcConfig:
-        for dc in self.dcs:
-            if dc.name == name:
-                return dc
-        raise StackInputError(f"unknown DC {name!r} (known: {', '.join(d.name for d in self.dcs)})")
-
-    def with_dc(self, new: DcConfig) -> StackConfig:
-        return replace(self, dcs=tuple(new if dc.name == new.name else dc for dc in self.dcs))
-
-    def validate(self, source: str) -> None:
-        """Refuse unusable settings with one line, before any process is touched."""
-        if not self.dcs:
-            raise StackInputError(f"{source}: no DCs defined")
-        seen_names: set[str] = set()
-        seen_ports: dict[int, str] = {}
-        for i, dc in enumerate(self.dcs):
-            where = f"{source}: dcs[{i}]"
-            if not isinstance(dc.name, str) or not _DC_NAME_RE.fullmatch(dc.name):
-                raise StackInputError(f"{where}.name: bad DC name {dc.name!r} (letters, digits, '_', '-')")
-            if dc.name in seen_names:
-                raise StackInputError(f"{where}.name: duplicate DC {dc.name!r}")
-            seen_names.add(dc.name)
-            for key in ("broker_port", "registry_port"):
-                port = getattr(dc, key)
-                if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
-                    raise StackInputError(f"{where}.{key}: must be a port number 1-65535, got {port!r}")
-                if port in seen_ports:
-                    raise StackInputError(f"{where}.{key}: port {port} is also {seen_ports[port]}")
-                seen_ports[port] = f"{dc.name} {key}"
-            if not isinstance(dc.registry_leader_eligible, bool):
-                raise StackInputError(f"{where}.registry_leader_eligible: must be true or false")
-            check_bootstrap_servers(dc.registry_kafkastore, f"{where}.registry_kafkastore")
-
-    def to_json(self) -> str:
-        return json.dumps({"version": _CONFIG_VERSION, "dcs": [asdict(dc) for dc in self.dcs]}, indent=2) + "\n"
-
-    @classmethod
-    def from_json(cls, text: str, source: str) -> StackConfig:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise StackInputError(f"{source}: not valid JSON: {exc}") from None
-        if not isinstance(data, dict) or data.get("version") != _CONFIG_VERSION:
-            raise StackInputError(f"{source}: not a version {_CONFIG_VERSION} stack file")
-        raw_dcs = data.get("dcs")
-        if not isinstance(raw_dcs, list):
-            raise StackInputError(f"{source}: dcs: must be a list")
-        fields = list(DcConfig.__dataclass_fields__)
-        dcs = []
-        for i, raw in enumerate(raw_dcs):
-            if not isinstance(raw, dict) or sorted(raw) != sorted(fields):
-                raise StackInputError(f"{source}: dcs[{i}]: must be a mapping with keys {', '.join(fields)}")
-            dcs.append(DcConfig(**raw))
-        config = cls(dcs=tuple(dcs))
-        config.validate(source)
-        return config
-
-
-def check_bootstrap_servers(value: Any, what: str) -> str:
-    """Validate a "host:port[,host:port]" list, the form the registry's kafkastore option takes."""
-    items = value.split(",") if isinstance(value, str) else [None]
-    for item in items:
-        host, _, port = (item or "").strip().rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise StackInputError(f"{what}: bad address list {value!r} (expected host:port[,host:port])")
-    return value
 
 
 @dataclass(frozen=True)
@@ -181,7 +59,7 @@ class ProcessStatus:
 class LocalStack:
     """Starts, checks and stops the local DCs' processes; safe to use from many CLI invocations."""
 
-    def __init__(self, data_dir: str | Path = DEFAULT_DATA_DIR, config: StackConfig | None = None) -> None:
+    def __init__(self, data_dir: str | Path = LOCAL_DATA_DIR, config: StackConfig | None = None) -> None:
         # Absolute, because children get this path on their command line and we match it later.
         self.data_dir = Path(data_dir).absolute()
         self._explicit_config = config is not None
@@ -259,13 +137,19 @@ class LocalStack:
         leader_eligibility: bool | None = None,
         timeout: float = STARTUP_TIMEOUT,
     ) -> DcConfig:
-        """Restart one registry, optionally on another store or eligibility (the schema redirect)."""
+        """Restart one registry, optionally on another store or eligibility (the schema redirect).
+
+        stack.json takes the new settings only once the registry answers with them: after a refused
+        restart a later `up` must not start the registry the refused way, so the old settings stay
+        saved and the registry is brought back with them (best effort; the error says how it went).
+        """
         self.config.dc(dc)
         if kafkastore_bootstrap_servers is not None:
             check_bootstrap_servers(kafkastore_bootstrap_servers, "kafkastore")
         with self._locked():
             self._sync_settings(adopt=False)
-            current = self.config.dc(dc)
+            old = self.config
+            current = old.dc(dc)
             new = replace(
                 current,
                 registry_kafkastore=kafkastore_bootstrap_servers or current.registry_kafkastore,
@@ -273,12 +157,35 @@ class LocalStack:
                 if leader_eligibility is None
                 else leader_eligibility,
             )
-            self.config = self.config.with_dc(new)
+            self.config = old.with_dc(new)
+            was_running = self.pid(dc, REGISTRY) is not None
+            try:
+                self._restart_registry_process(dc, timeout)
+            except BaseException as exc:
+                self.config = old
+                outcome = self._bring_registry_back(dc, was_running, max(timeout, STARTUP_TIMEOUT))
+                if not isinstance(exc, Exception):  # Ctrl-C: rolled back, still an interrupt
+                    raise
+                raise StackError(f"{' '.join(str(exc).split())}; {outcome}") from exc
             self._save_config()
-            self._stop([(dc, REGISTRY)])
+        return new
+
+    def _restart_registry_process(self, dc: str, timeout: float, start: bool = True) -> None:
+        self._stop([(dc, REGISTRY)])
+        if start:
             self._start([(dc, REGISTRY)])
             self._wait_healthy([(dc, REGISTRY)], timeout)
-        return new
+
+    def _bring_registry_back(self, dc: str, was_running: bool, timeout: float) -> str:
+        """After a refused restart, put the registry back as it was, on the saved settings; says how it went."""
+        cfg = self.config.dc(dc)
+        eligible = "leader-eligible" if cfg.registry_leader_eligible else "follower"
+        settings = f"previous settings (store {cfg.registry_kafkastore}, {eligible})"
+        try:
+            self._restart_registry_process(dc, timeout, start=was_running)
+        except Exception as exc:  # the caller raises the first error, and this one with it
+            return f"{self.config_file} keeps the {settings} but the registry did not come back: {exc}"
+        return f"{dc} registry {'runs again' if was_running else 'is stopped, as it was,'} with its {settings}"
 
     def status(self, timeout: float = 2.0) -> list[ProcessStatus]:
         """Every process, whether it runs and whether it answers its protocol."""
@@ -313,11 +220,8 @@ class LocalStack:
 
     def pid(self, dc: str, kind: str) -> int | None:
         """The pid of our running process, or None (no pid file, process gone, or pid reused)."""
-        try:
-            pid = int(self.pid_file(dc, kind).read_text().strip())
-        except (FileNotFoundError, ValueError):
-            return None
-        return pid if self._is_ours(pid, dc, kind) else None
+        running = self._running(dc, kind)
+        return None if running is None else running[0]
 
     # --- internals ------------------------------------------------------------------------------
 
@@ -340,26 +244,37 @@ class LocalStack:
             ]
         return [sys.executable, "-m", f"kafka_dr.local.{kind}", "--host", HOST, *args]
 
-    def _is_ours(self, pid: int, dc: str, kind: str) -> bool:
-        """Same module and same data dir: a live process that is this stack's server."""
-        args = _cmdline(pid)
-        if not args or f"kafka_dr.local.{kind}" not in args or "--data-dir" not in args:
+    def _running(self, dc: str, kind: str) -> tuple[int, int] | None:
+        """(pid, start ticks) of this stack's live server, from its pid file; None when none runs.
+
+        The pid file holds "<pid> <ticks>". One with a pid alone (written by an older kafka-dr, whose servers
+        may still run) names our server only if that process's command line runs the module on this data dir.
+        """
+        try:
+            pid, *recorded = map(int, self.pid_file(dc, kind).read_text().split())
+        except (FileNotFoundError, ValueError):
+            return None
+        if recorded:
+            ticks = recorded[0]
+        elif self._runs_server(pid, dc, kind):
+            ticks = processes.start_ticks(pid)
+        else:
+            return None
+        return (pid, ticks) if processes.is_alive(pid, ticks) else None
+
+    def _runs_server(self, pid: int, dc: str, kind: str) -> bool:
+        """Same module and same data dir: the process `pid` is this stack's server."""
+        args = processes.cmdline(pid)
+        if f"kafka_dr.local.{kind}" not in args or "--data-dir" not in args:
             return False
         i = args.index("--data-dir")
         return i + 1 < len(args) and args[i + 1] == str(self.server_dir(dc, kind))
 
     def _saved_config(self) -> StackConfig | None:
-        try:
-            text = self.config_file.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return None
-        return StackConfig.from_json(text, str(self.config_file))
+        return StackConfig.load(self.config_file)
 
     def _save_config(self) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.config_file.with_suffix(".tmp")
-        tmp.write_text(self.config.to_json(), encoding="utf-8")
-        tmp.replace(self.config_file)
+        self.config.save(self.config_file)
 
     def _sync_settings(self, adopt: bool) -> None:
         """stack.json is the truth every CLI call shares; explicit settings replace it only when
@@ -377,13 +292,11 @@ class LocalStack:
             self._save_config()
             self._explicit_config = False
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        """Serialise state-changing commands, e.g. two terminals running `up` at once."""
+    def _locked(self) -> AbstractContextManager[None]:
+        """Serialise state-changing commands, e.g. two terminals running `up` at once (DATA_DIR/stack.lock,
+        beside the settings it guards with the pid files)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.data_dir / ".lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            yield
+        return processes.locked(self.config_file)
 
     def _start(self, procs: list[tuple[str, str]]) -> list[str]:
         started = []
@@ -395,22 +308,14 @@ class LocalStack:
             if not _port_freed(port):
                 raise StackError(f"cannot start {dc} {kind}: {HOST}:{port} is already used by another process")
             self.server_dir(dc, kind).mkdir(parents=True, exist_ok=True)
-            cmd = self.command(dc, kind)
-            with open(self.log_file(dc, kind), "ab") as log:
-                now = datetime.now(UTC).isoformat(timespec="seconds")
-                log.write(f"{_START_MARK}{now}: {shlex.join(cmd)}\n".encode())
-                log.flush()
-                proc = subprocess.Popen(
-                    cmd,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    cwd=self.data_dir / dc,
-                    env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                    start_new_session=True,  # detached: survives the CLI and its terminal's signals
-                )
-            self.pid_file(dc, kind).write_text(f"{proc.pid}\n")
+            cmd, log = self.command(dc, kind), self.log_file(dc, kind)
+            proc = processes.spawn(cmd, log, _START_MARK, {"PYTHONUNBUFFERED": "1"}, cwd=self.data_dir / dc)
             self._spawned[(dc, kind)] = proc
+            ticks = processes.start_ticks(proc.pid)
+            if ticks is None:  # already ended: no server to record; _check_running reports its exit code
+                self.pid_file(dc, kind).unlink(missing_ok=True)
+            else:
+                processes.write_atomic(self.pid_file(dc, kind), f"{proc.pid} {ticks}\n")
             started.append(f"{dc} {kind}")
         return started
 
@@ -444,25 +349,30 @@ class LocalStack:
             time.sleep(0.2)
 
     def _check_running(self, dc: str, kind: str) -> None:
-        """Judge a just-spawned process by its Popen: until it execs, /proc shows our command line."""
+        """A server that ended during startup is one line: its exit code (known to the Popen of the process
+        that spawned it) and the last line of its log, usually the exception that killed it."""
         proc = self._spawned.get((dc, kind))
         if (proc is not None and proc.poll() is None) or self.pid(dc, kind) is not None:
             return
         why = "process gone" if proc is None else f"exit code {proc.returncode}"
         log = self.log_file(dc, kind)
-        raise StackError(f"{dc} {kind} exited during startup ({why}: {_last_line(log)}); see {log}")
+        output = processes.latest_run(log, _START_MARK)
+        last = "no log written" if output is None else output[-1] if output else "no output"
+        raise StackError(f"{dc} {kind} exited during startup ({why}: {last}); see {log}")
 
     def _stop(self, procs: list[tuple[str, str]]) -> list[str]:
-        """SIGTERM, then SIGKILL after STOP_GRACE seconds; the pid files go once the processes are gone."""
-        running = {(dc, kind): pid for dc, kind in procs if (pid := self.pid(dc, kind)) is not None}
-        for pid in running.values():
-            _signal_group(pid, signal.SIGTERM)
-        left = self._wait_gone(running)
-        for pid in left.values():
-            _signal_group(pid, signal.SIGKILL)
-        left = self._wait_gone(left)
+        """SIGTERM, then SIGKILL after STOP_GRACE seconds; the pid files go once the processes are gone.
+
+        Servers run in their own session (pgid == pid), so the whole group gets each signal."""
+        running = {(dc, kind): found for dc, kind in procs if (found := self._running(dc, kind)) is not None}
+        for pid, _ in running.values():
+            processes.send_group(pid, signal.SIGTERM)
+        left = processes.wait_gone(dict(running.values()), STOP_GRACE)
+        for pid in left:
+            processes.send_group(pid, signal.SIGKILL)
+        left = processes.wait_gone(left, STOP_GRACE)
         if left:
-            names = ", ".join(f"{dc} {kind} (pid {pid})" for (dc, kind), pid in left.items())
+            names = ", ".join(f"{dc} {kind} (pid {pid})" for (dc, kind), (pid, _) in running.items() if pid in left)
             raise StackError(f"could not stop {names}")
         for dc, kind in procs:
             self.pid_file(dc, kind).unlink(missing_ok=True)
@@ -470,36 +380,6 @@ class LocalStack:
             if proc is not None:
                 proc.wait()  # our own child: reap it rather than leave a zombie
         return [f"{dc} {kind}" for dc, kind in running]
-
-    def _wait_gone(self, procs: dict[tuple[str, str], int]) -> dict[tuple[str, str], int]:
-        """Wait up to STOP_GRACE seconds; returns the processes still running."""
-        deadline = time.monotonic() + STOP_GRACE
-        while True:
-            procs = {key: pid for key, pid in procs.items() if self._is_ours(pid, *key)}
-            if not procs or time.monotonic() >= deadline:
-                return procs
-            time.sleep(0.1)
-
-
-def _cmdline(pid: int) -> list[str] | None:
-    """The argv of a live process, None if it is gone or a zombie (empty /proc cmdline)."""
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except (FileNotFoundError, ProcessLookupError):
-        if Path("/proc/self").exists():
-            return None
-        # No /proc (macOS): ask ps, which loses argument boundaries but keeps the words we match.
-        ps = subprocess.run(["ps", "-o", "args=", "-p", str(pid)], capture_output=True, text=True, check=False)
-        return ps.stdout.split() if ps.returncode == 0 and ps.stdout.strip() else None
-    except PermissionError:
-        return None
-    return raw.rstrip(b"\0").decode(errors="replace").split("\0") if raw else None
-
-
-def _signal_group(pid: int, sig: signal.Signals) -> None:
-    """Servers run in their own session (pgid == pid), so the whole group gets the signal."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, sig)
 
 
 def _port_open(host: str, port: int, timeout: float) -> bool:
@@ -540,13 +420,3 @@ def _registry_answers(url: str, timeout: float) -> bool:
             return response.status == 200
     except (urllib.error.URLError, OSError, ValueError):
         return False
-
-
-def _last_line(log: Path) -> str:
-    """Last line the latest start wrote, usually the exception that killed the server."""
-    try:
-        _, mark, output = log.read_text(errors="replace").rpartition(_START_MARK)
-    except FileNotFoundError:
-        return "no log written"
-    lines = [line.strip() for line in output.splitlines()[1 if mark else 0 :] if line.strip()]
-    return lines[-1] if lines else "no output"

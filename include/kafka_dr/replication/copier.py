@@ -9,35 +9,51 @@ A task copies a group of ranges with one consumer assigned to all of them. A bou
 its planned end offset; an open range (continuous mode) keeps its partition assigned and copies
 records as they arrive until the task's run time is over, so a record waits for no job launch.
 
-No gap, no duplicate, without a coordinator: the producer is idempotent and keeps order, so after
-any crash the destination holds a prefix of what this task sent, and the next run resumes from
-the destination (resume.py). Progress (`_kdr.progress`, offset syncs, the source consumer group
-named after the flow) is written only after the copies it covers are acknowledged.
+No gap, no duplicate, and never two writers: each destination partition is written by its writer
+slot's transactional producer (fencing.py). Opening it fences out any older replicator of the flow,
+on any host; the task then takes over from what the destination holds (a copy committed by another
+writer since the planned position moves the start), and copies are committed in transactions, with
+their progress records (`_kdr.progress`, offset syncs) inside the same transaction. A crash or a
+fence aborts the open transaction, so the destination only ever holds a prefix of what was read,
+and the next run resumes from the destination (resume.py). Consumers of copies must read with
+isolation.level=read_committed (librdkafka's default) to skip aborted ones. The source consumer
+group named after the flow is committed for lag tools only.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
-from ..clients import next_batch
-from .internal import OFFSET_SYNCS, PROGRESS, progress_key
+from ..clients import end_offsets, next_batch
+from .fencing import is_fenced, transactional_id, writer_slot
+from .internal import OFFSET_SYNCS, PROGRESS, partition_key
 from .provenance import HEADER, ForceCopy, blocked, hop_prefix, hops
-from .resume import Checkpoint
+from .resume import Checkpoint, last_copy
 
 log = logging.getLogger(__name__)
 
 STALL_TIMEOUT_S = 60.0  # no data and no end-of-partition for this long: the source is unreachable
+STABLE_TIMEOUT_S = 60.0  # longest wait for another producer's open transaction in a destination partition
+TRANSACTION_TIMEOUT_MS = 60_000  # the target aborts a writer's transaction left open this long (a crash)
+BOUNDED_COMMIT_INTERVAL_S = 5.0  # bounded copies: longest a transaction stays open
 
 
 class CopyError(RuntimeError):
     """A range could not be copied; nothing past the last checkpoint was recorded as done."""
+
+
+class FencedError(CopyError):
+    """A newer writer of the same slot took over: this one must not write again."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +75,7 @@ class CopyTask:
     from_ms: int | None = None  # copy only records with from_ms <= timestamp < to_ms
     to_ms: int | None = None
     checkpoint_every: int = 50_000  # copies of one partition between durable checkpoints
+    dest_from: int = 0  # destination offset from which copies past `start` would lie (what the planner read to)
 
 
 @dataclass
@@ -76,6 +93,7 @@ class CopyResult:
     seconds: float = 0.0
     checkpoints: list[int] = field(default_factory=list)  # source positions made durable
     dest_watermarks: list[int] = field(default_factory=list)  # destination end at the start and each checkpoint
+    dest_end: int = 0  # destination committed end when the task finished: where the next take-over looks from
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -84,8 +102,9 @@ class CopyResult:
 @dataclass
 class _Clients:
     consumer: Consumer  # source, read_committed, group = flow name
-    producer: Producer  # target, idempotent; delivery reports for failures only
-    target: Consumer  # target, only for high watermarks
+    target: Consumer  # target, read_uncommitted: high watermarks
+    reader: Consumer  # target, read_committed: what other writers committed
+    admin: AdminClient  # target: end offsets of many partitions in one request
     errors: list[KafkaError] = field(default_factory=list)
 
     def failed(self, err: KafkaError | None, _msg: Any) -> None:
@@ -97,32 +116,46 @@ _CLIENTS: dict[str, _Clients] = {}
 
 
 def _clients(flow: str, source_config: dict[str, Any], target_config: dict[str, Any]) -> _Clients:
-    """Clients cached per Python worker and flow: continuous epochs reuse their connections."""
+    """Clients cached per Python worker and flow: continuous epochs reuse their connections. Writers are
+    not cached: any worker may run any slot next, and a cached writer would be fenced by its own twin."""
     key = json.dumps([flow, source_config, target_config], sort_keys=True, default=str)
     if key not in _CLIENTS:
-        consumer = Consumer({
-            **source_config, "group.id": flow, "enable.auto.commit": False,
-            "enable.auto.offset.store": False, "isolation.level": "read_committed",
-            "enable.partition.eof": True, "auto.offset.reset": "error",
-            "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760,
-            "queued.max.messages.kbytes": 262_144, "fetch.wait.max.ms": 100, "on_commit": _commit_failed,
-        })
-        producer = Producer({
-            **target_config, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
-            "batch.size": 1_000_000, "batch.num.messages": 10_000, "delivery.report.only.error": True,
-            "queue.buffering.max.messages": 500_000, "queue.buffering.max.kbytes": 1_048_576,
-        })
-        target = Consumer({**target_config, "group.id": f"{flow}-watermarks"})
-        _CLIENTS[key] = _Clients(consumer, producer, target)
+        consumer = Consumer(
+            {
+                **source_config,
+                "group.id": flow,
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "isolation.level": "read_committed",
+                "enable.partition.eof": True,
+                "auto.offset.reset": "error",
+                "fetch.max.bytes": 52_428_800,
+                "max.partition.fetch.bytes": 10_485_760,
+                "queued.max.messages.kbytes": 262_144,
+                "fetch.wait.max.ms": 100,
+                "on_commit": _commit_failed,
+            }
+        )
+        target = Consumer({**target_config, "group.id": f"{flow}-watermarks", "isolation.level": "read_uncommitted"})
+        reader = Consumer(
+            {
+                **target_config,
+                "group.id": f"{flow}-takeover",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "enable.partition.eof": True,
+                "fetch.wait.max.ms": 10,
+            }
+        )
+        _CLIENTS[key] = _Clients(consumer, target, reader, AdminClient(target_config))
     return _CLIENTS[key]
 
 
 def open_clients(flow: str, source_config: dict[str, Any], target_config: dict[str, Any], _task: Any = None) -> None:
     """Open this worker's clients for `flow` and connect them, ahead of its copy tasks (a warm-up Spark
-    job while the driver plans), so that worker start-up, connections and the idempotent producer's id
-    are ready when copying starts."""
+    job while the driver plans), so that worker start-up and connections are ready when copying starts."""
     clients = _clients(flow, source_config, target_config)
-    for client in (clients.consumer, clients.producer, clients.target):
+    for client in (clients.consumer, clients.target, clients.reader, clients.admin):
         client.list_topics(timeout=10)
 
 
@@ -135,9 +168,17 @@ def close_clients() -> None:
     """Close the cached clients (in-process callers; Spark workers simply exit)."""
     while _CLIENTS:
         clients = _CLIENTS.popitem()[1]
-        clients.consumer.close()
-        clients.target.close()
-        clients.producer.flush(5)
+        for consumer in (clients.consumer, clients.target, clients.reader):
+            consumer.close()
+
+
+@dataclass
+class _Writer:
+    """The transactional producer of one writer slot; `dirty` while its open transaction holds records."""
+
+    slot: int
+    producer: Producer
+    dirty: bool = False
 
 
 @dataclass
@@ -147,6 +188,7 @@ class _Partition:
     task: CopyTask
     result: CopyResult
     prefix: bytes  # provenance hop up to the origin offset
+    writer: _Writer
     position: int  # next source offset to copy
     recorded: int  # position of the last durable checkpoint
     chunk_first: int | None = None  # source offset of the first copy since that checkpoint
@@ -157,39 +199,58 @@ class _Partition:
         return self.task.end is not None and self.position >= self.task.end
 
 
-def copy_ranges(tasks: Iterable[CopyTask], run_for: float | None = None,
-                progress_interval: float | None = None) -> list[CopyResult]:
+def copy_ranges(
+    tasks: Iterable[CopyTask],
+    run_for: float | None = None,
+    progress_interval: float | None = None,
+    commit_interval: float = BOUNDED_COMMIT_INTERVAL_S,
+) -> list[CopyResult]:
     """Copy a group of ranges of one flow. Bounded ranges end at their end offset; open ranges are
-    copied for `run_for` seconds. Progress is recorded every `checkpoint_every` copies of a
-    partition, every `progress_interval` seconds if given, and at the end."""
-    parts = [_Partition(t, CopyResult(t.topic, t.partition, t.dest_topic, t.start, t.start),
-                        hop_prefix(t.source_cluster_id, t.topic, t.partition), t.start, t.start) for t in tasks]
-    active = {(p.task.topic, p.task.partition): p for p in parts if not p.done}
-    if not active:
-        return [p.result for p in parts]
-    first = parts[0].task
+    copied for `run_for` seconds. Copies become visible (their transaction commits) every
+    `commit_interval` seconds; progress is recorded every `checkpoint_every` copies of a partition,
+    every `progress_interval` seconds if given, and at the end."""
+    tasks = list(tasks)
+    if not tasks:
+        return []
+    first = tasks[0]
     clients = _clients(first.flow, first.source_config, first.target_config)
-    consumer, producer = clients.consumer, clients.producer
     clients.errors.clear()
-    for p in active.values():
-        p.result.dest_watermarks.append(_dest_end(p.task, clients))
-    consumer.assign([TopicPartition(t, n, p.position) for (t, n), p in active.items()])
+    writers = _open_writers(first, {writer_slot(t.topic, t.partition) for t in tasks})
+    parts = [
+        _Partition(
+            t,
+            CopyResult(t.topic, t.partition, t.dest_topic, t.start, t.start),
+            hop_prefix(t.source_cluster_id, t.topic, t.partition),
+            writers[writer_slot(t.topic, t.partition)],
+            t.start,
+            t.start,
+        )
+        for t in tasks
+    ]
+    consumer = clients.consumer
     started = time.monotonic()
-    deadline = None if run_for is None else started + run_for
-    next_progress = None if progress_interval is None else started + progress_interval
-    last_data = started
     try:
+        _take_over(parts, clients)
+        active = {(p.task.topic, p.task.partition): p for p in parts if not p.done}
+        consumer.assign([TopicPartition(t, n, p.position) for (t, n), p in active.items()])
+        deadline = None if run_for is None else started + run_for
+        next_progress = None if progress_interval is None else started + progress_interval
+        next_commit = started + commit_interval
+        last_data = started
         while active and (deadline is None or time.monotonic() < deadline):
             messages = next_batch(consumer)
-            producer.poll(0)  # serve delivery failures while copying
+            for writer in writers.values():
+                writer.producer.poll(0)  # serve delivery failures while copying
             now = time.monotonic()
             if messages:
                 last_data = now
             elif now - last_data > STALL_TIMEOUT_S and any(p.task.end is not None for p in active.values()):
                 p = next(p for p in active.values() if p.task.end is not None)
-                raise CopyError(f"source {first.source_cluster} unreachable: no data for {STALL_TIMEOUT_S:.0f}s "
-                                f"while copying {p.task.topic}-{p.task.partition} at offset {p.position}")
-            _copy(messages, active, producer, clients.failed)
+                raise CopyError(
+                    f"source {first.source_cluster} unreachable: no data for {STALL_TIMEOUT_S:.0f}s "
+                    f"while copying {p.task.topic}-{p.task.partition} at offset {p.position}"
+                )
+            _copy(messages, active, clients.failed)
             finished = [key for key, p in active.items() if p.done]
             if finished:
                 consumer.incremental_unassign([TopicPartition(*key) for key in finished])
@@ -199,8 +260,21 @@ def copy_ranges(tasks: Iterable[CopyTask], run_for: float | None = None,
             if next_progress is not None and now >= next_progress:
                 due, next_progress = True, now + progress_interval
             if due:
-                _checkpoint(clients, parts, final=False)
-        _checkpoint(clients, parts, final=True)
+                _checkpoint(clients, parts, writers, final=False)
+                next_commit = now + commit_interval
+            elif now >= next_commit:
+                _commit(clients, writers.values(), first)
+                next_commit = now + commit_interval
+        _checkpoint(clients, parts, writers, final=True)
+        ends = end_offsets(
+            clients.admin, [(p.task.dest_topic, p.task.partition) for p in parts], IsolationLevel.READ_COMMITTED
+        )
+        for p in parts:
+            p.result.dest_end = ends[(p.task.dest_topic, p.task.partition)]
+    except BaseException:
+        for writer in writers.values():
+            _abort(writer)  # lets read_committed consumers go past it now, not at the transaction timeout
+        raise
     finally:
         consumer.unassign()
     seconds = round(time.monotonic() - started, 3)
@@ -209,8 +283,83 @@ def copy_ranges(tasks: Iterable[CopyTask], run_for: float | None = None,
     return [p.result for p in parts]
 
 
-def _copy(messages: list[Message], active: dict[tuple[str, int], _Partition], producer: Producer,
-          callback) -> None:
+def _open_writers(task: CopyTask, slots: set[int]) -> dict[int, _Writer]:
+    """One transactional producer per slot, initialised together: initialising fences every older writer
+    of the slot (another replicator of the flow, a zombie) and aborts its open transaction."""
+    writers = {
+        slot: _Writer(
+            slot,
+            Producer(
+                {
+                    **task.target_config,
+                    "transactional.id": transactional_id(task.flow, slot),
+                    "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
+                    "acks": "all",
+                    "linger.ms": 5,
+                    "batch.size": 1_000_000,
+                    "batch.num.messages": 10_000,
+                    "delivery.report.only.error": True,
+                    "queue.buffering.max.messages": 500_000,
+                    "queue.buffering.max.kbytes": 1_048_576,
+                }
+            ),
+        )
+        for slot in sorted(slots)
+    }
+    _in_parallel([lambda w=w: w.producer.init_transactions(30) for w in writers.values()], task)
+    for writer in writers.values():
+        _transactional(writer.producer.begin_transaction, task)
+    return writers
+
+
+def _take_over(parts: list[_Partition], clients: _Clients) -> None:
+    """After the fence: copies that another writer committed past a partition's planned start (a replicator of
+    the same flow racing this one) move the start past them, so none is copied twice. Another producer's open
+    transaction could hide such copies from read_committed, so wait until none is open."""
+    keys = [(p.task.dest_topic, p.task.partition) for p in parts]
+    task = parts[0].task
+    high = end_offsets(clients.admin, keys, IsolationLevel.READ_UNCOMMITTED)
+    deadline = time.monotonic() + STABLE_TIMEOUT_S
+    while True:
+        stable = end_offsets(clients.admin, keys, IsolationLevel.READ_COMMITTED)
+        open_txns = [key for key in keys if stable[key] < high[key]]
+        if not open_txns:
+            break
+        if time.monotonic() > deadline:
+            topic, partition = open_txns[0]
+            raise CopyError(
+                f"{task.target_cluster}:{topic}-{partition}: a transaction has stayed open for "
+                f"{STABLE_TIMEOUT_S:.0f}s (stable offset {stable[open_txns[0]]} < end "
+                f"{high[open_txns[0]]}); cannot tell what flow {task.flow} already copied"
+            )
+        time.sleep(0.05)
+    for p in parts:
+        key = (p.task.dest_topic, p.task.partition)
+        p.result.dest_watermarks.append(high[key])
+        if stable[key] <= p.task.dest_from:
+            continue
+        last = last_copy(
+            clients.reader,
+            p.task.dest_topic,
+            p.task.partition,
+            p.task.dest_from,
+            stable[key],
+            (p.task.source_cluster_id, p.task.topic, p.task.partition),
+            timeout=30,
+        )
+        if last is not None and last >= p.position:
+            log.warning(
+                "flow %s: %s-%d was copied up to offset %d by another writer of this flow, now fenced out; "
+                "continuing from there",
+                p.task.flow,
+                p.task.topic,
+                p.task.partition,
+                last,
+            )
+            p.position = last + 1
+
+
+def _copy(messages: list[Message], active: dict[tuple[str, int], _Partition], callback) -> None:
     """Copy one fetched batch into the ranges it belongs to (end-of-partition events move positions)."""
     copied_at = b",%d" % int(time.time() * 1000)  # one copy time per fetched batch
     part: _Partition | None = None
@@ -224,8 +373,9 @@ def _copy(messages: list[Message], active: dict[tuple[str, int], _Partition], pr
                 end = part.task.end
                 part.position = max(part.position, message.offset() if end is None else min(message.offset(), end))
                 continue
-            raise CopyError(f"reading {part.task.source_cluster if part else 'source'}:{key[0]}-{key[1]}: "
-                            f"{error.str()}")
+            raise CopyError(
+                f"reading {part.task.source_cluster if part else 'source'}:{key[0]}-{key[1]}: {error.str()}"
+            )
         if part is None or part.done:
             continue  # fetched before its range ended and it was unassigned
         task, offset = part.task, message.offset()
@@ -240,19 +390,19 @@ def _copy(messages: list[Message], active: dict[tuple[str, int], _Partition], pr
             try:
                 chain = hops(headers)
             except ValueError as exc:
-                raise CopyError(f"{task.source_cluster}:{task.topic}-{task.partition} offset {offset}: {exc}") \
-                    from None
+                raise CopyError(f"{task.source_cluster}:{task.topic}-{task.partition} offset {offset}: {exc}") from None
             if chain and blocked(chain, task.target_cluster_id, task.dest_topic, timestamp, task.force):
                 result.filtered += 1
                 continue
-        if (task.from_ms is not None and timestamp < task.from_ms) or \
-                (task.to_ms is not None and timestamp >= task.to_ms):
+        if (task.from_ms is not None and timestamp < task.from_ms) or (
+            task.to_ms is not None and timestamp >= task.to_ms
+        ):
             result.filtered += 1
             continue
         if task.provenance:
             headers.append((HEADER, part.prefix + b"%d" % offset + copied_at))
         value, key_bytes = message.value(), message.key()
-        _produce(producer, task.dest_topic, key_bytes, value, headers, task.partition, timestamp, callback)
+        _produce(part.writer, task, key_bytes, value, headers, timestamp, callback)
         if part.chunk_first is None:
             part.chunk_first = offset
         if result.first_offset is None:
@@ -263,53 +413,117 @@ def _copy(messages: list[Message], active: dict[tuple[str, int], _Partition], pr
         part.since_checkpoint += 1
 
 
-def _produce(producer: Producer, topic: str, key, value, headers, partition: int, timestamp: int, callback) -> None:
+def _produce(writer: _Writer, task: CopyTask, key, value, headers, timestamp: int, callback) -> None:
+    writer.dirty = True
     refreshed = False
     while True:
         try:
-            producer.produce(topic, value=value, key=key, headers=headers, partition=partition,
-                             timestamp=timestamp, on_delivery=callback)
+            writer.producer.produce(
+                task.dest_topic,
+                value=value,
+                key=key,
+                headers=headers,
+                partition=task.partition,
+                timestamp=timestamp,
+                on_delivery=callback,
+            )
             return
         except BufferError:
-            producer.poll(0.05)
+            writer.producer.poll(0.05)
         except KafkaException as exc:
             # A destination partition added since this producer last refreshed its metadata (a source
             # partition increase propagated by the planner): refresh once, then retry.
             if exc.args[0].code() != KafkaError._UNKNOWN_PARTITION or refreshed:
-                raise CopyError(f"producing to {topic}-{partition}: {exc.args[0].str()}") from None
-            producer.list_topics(topic, timeout=10)
+                raise _write_error(task, exc.args[0]) from None
+            writer.producer.list_topics(task.dest_topic, timeout=10)
             refreshed = True
 
 
-def _checkpoint(clients: _Clients, parts: list[_Partition], final: bool) -> None:
-    """Make every copy so far durable, then record it for each partition that moved: destination
-    progress, offset sync, and the flow's consumer group on the source (for lag tools only, so it is
-    committed without waiting except at the end: a commit queues behind the consumer's pending fetch).
+def _checkpoint(clients: _Clients, parts: list[_Partition], writers: dict[int, _Writer], final: bool) -> None:
+    """Record every copy so far for each partition that moved, in the transaction of its copies: destination
+    progress and offset sync; commit; then the flow's consumer group on the source (for lag tools only, so
+    it is committed without waiting except at the end: a commit queues behind the consumer's pending fetch).
 
     The destination high watermark after the flush bounds every later copy from below, so it is
     the checkpoint's search start; the previous one bounds this chunk's first copy, which makes
     the offset-sync pair (source offset, destination offset to scan from)."""
     moved = [p for p in parts if p.position > p.recorded]
     if not moved:
+        _commit(clients, writers.values(), parts[0].task)
         return
-    _flush(clients, moved[0].task)
-    producer = clients.producer
+    task = moved[0].task
+    moved_writers = {p.writer.slot: p.writer for p in moved}.values()
+    _in_parallel([lambda w=w: _flush(w.producer, clients, task) for w in moved_writers], task)
     for p in moved:
         task, result = p.task, p.result
-        key = progress_key(task.flow, task.topic, task.partition)
+        key = partition_key(task.flow, task.topic, task.partition)
         dest_next = _dest_end(task, clients)
-        producer.produce(PROGRESS, key=key, value=Checkpoint(p.position, task.dest_topic, dest_next).to_json())
+        p.writer.dirty = True
+        p.writer.producer.produce(
+            PROGRESS,
+            key=key,
+            value=Checkpoint(p.position, task.dest_topic, dest_next).to_json(),
+            on_delivery=clients.failed,
+        )
         if p.chunk_first is not None:
-            producer.produce(OFFSET_SYNCS, key=key, value=json.dumps({
-                "source": p.chunk_first, "dest": result.dest_watermarks[-1], "dest_topic": task.dest_topic}).encode())
+            p.writer.producer.produce(
+                OFFSET_SYNCS,
+                key=key,
+                value=json.dumps(
+                    {"source": p.chunk_first, "dest": result.dest_watermarks[-1], "dest_topic": task.dest_topic}
+                ).encode(),
+                on_delivery=clients.failed,
+            )
         result.dest_watermarks.append(dest_next)
-    _flush(clients, moved[0].task)
-    clients.consumer.commit(offsets=[TopicPartition(p.task.topic, p.task.partition, p.position) for p in moved],
-                            asynchronous=not final)
+    _commit(clients, writers.values(), task)
+    clients.consumer.commit(
+        offsets=[TopicPartition(p.task.topic, p.task.partition, p.position) for p in moved], asynchronous=not final
+    )
     for p in moved:
         p.result.next = p.recorded = p.position
         p.result.checkpoints.append(p.position)
         p.chunk_first, p.since_checkpoint = None, 0
+
+
+def _commit(clients: _Clients, writers: Iterable[_Writer], task: CopyTask) -> None:
+    """Commit the open transaction of every writer that holds records, and open the next one."""
+    dirty = [w for w in writers if w.dirty]
+    _in_parallel([lambda w=w: w.producer.commit_transaction(120) for w in dirty], task)
+    if clients.errors:
+        raise _write_error(task, clients.errors[0])
+    for writer in dirty:
+        writer.dirty = False
+        _transactional(writer.producer.begin_transaction, task)
+
+
+def _abort(writer: _Writer) -> None:
+    with contextlib.suppress(KafkaException):  # fenced, or the target is gone: it times out on its own
+        writer.producer.abort_transaction(5)
+
+
+def _in_parallel(calls: list[Callable[[], Any]], task: CopyTask) -> None:
+    """Run blocking client calls (they release the GIL) side by side; one raises, they all stop."""
+    if len(calls) == 1:
+        _transactional(calls[0], task)
+        return
+    with ThreadPoolExecutor(max_workers=max(1, len(calls))) as pool:
+        for future in [pool.submit(_transactional, call, task) for call in calls]:
+            future.result()
+
+
+def _transactional(call: Callable[[], Any], task: CopyTask) -> Any:
+    try:
+        return call()
+    except KafkaException as exc:
+        raise _write_error(task, exc.args[0]) from None
+
+
+def _write_error(task: CopyTask, error: KafkaError) -> CopyError:
+    if is_fenced(error):
+        return FencedError(
+            f"flow {task.flow}: fenced out of {task.target_cluster} by a newer replicator of this flow; this one stops"
+        )
+    return CopyError(f"writing to {task.target_cluster}: {error.str()}")
 
 
 def _dest_end(task: CopyTask, clients: _Clients) -> int:
@@ -323,9 +537,9 @@ def _dest_end(task: CopyTask, clients: _Clients) -> int:
         return clients.target.get_watermark_offsets(tp, timeout=30)[1]
 
 
-def _flush(clients: _Clients, task: CopyTask) -> None:
-    remaining = clients.producer.flush(120)
+def _flush(producer: Producer, clients: _Clients, task: CopyTask) -> None:
+    remaining = producer.flush(120)
     if remaining:
         raise CopyError(f"target {task.target_cluster} did not acknowledge {remaining} records within 120 s")
     if clients.errors:
-        raise CopyError(f"writing to {task.target_cluster}: {clients.errors[0].str()}")
+        raise _write_error(task, clients.errors[0])

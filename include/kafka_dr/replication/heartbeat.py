@@ -65,19 +65,23 @@ class HeartbeatSender:
             ensure_internal_topics(AdminClient(source_config), (HEARTBEATS,), timeout=timeout)
         except KafkaException as exc:
             raise HeartbeatError(f"cannot create {HEARTBEATS} on {self.where}: {error_text(exc)}") from None
-        self.producer = Producer({**source_config, "acks": "all", "linger.ms": 0,
-                                  "message.timeout.ms": int(timeout * 1000)})
+        self.producer = Producer(
+            {**source_config, "acks": "all", "linger.ms": 0, "message.timeout.ms": int(timeout * 1000)}
+        )
 
     def send(self) -> Heartbeat:
         heartbeat = Heartbeat(flow=self.flow, id=uuid.uuid4().hex, created_ms=int(time.time() * 1000))
         errors: list[KafkaError] = []
-        self.producer.produce(HEARTBEATS, key=self.flow.encode(), value=heartbeat.encode(),
-                              timestamp=heartbeat.created_ms,
-                              on_delivery=lambda err, _msg: errors.append(err) if err is not None else None)
+        self.producer.produce(
+            HEARTBEATS,
+            key=self.flow.encode(),
+            value=heartbeat.encode(),
+            timestamp=heartbeat.created_ms,
+            on_delivery=lambda err, _msg: errors.append(err) if err is not None else None,
+        )
         if self.producer.flush(self.timeout) or errors:
             reason = errors[0].str() if errors else f"not acknowledged within {self.timeout:g} s"
-            raise HeartbeatError(f"heartbeat of flow {self.flow} not written to {HEARTBEATS} on {self.where}: "
-                                 f"{reason}")
+            raise HeartbeatError(f"heartbeat of flow {self.flow} not written to {HEARTBEATS} on {self.where}: {reason}")
         return heartbeat
 
 
@@ -92,8 +96,15 @@ def wait_for_heartbeat(target_config: dict[str, Any], heartbeat: Heartbeat, time
     where = f"cluster {target_config.get('bootstrap.servers')}"
     deadline = time.monotonic() + timeout
     admin = AdminClient(target_config)
-    consumer = Consumer({**target_config, "group.id": f"_kdr.heartbeat.{heartbeat.flow}", "enable.auto.commit": False,
-                         "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
+    consumer = Consumer(
+        {
+            **target_config,
+            "group.id": f"_kdr.heartbeat.{heartbeat.flow}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+        }
+    )
     assigned: set[int] = set()
     next_lookup = 0.0
     try:
@@ -116,12 +127,15 @@ def wait_for_heartbeat(target_config: dict[str, Any], heartbeat: Heartbeat, time
                 time.sleep(0.2)  # the flow has not created the target's heartbeat topic yet
     finally:
         consumer.close()
-    raise TimeoutError(f"heartbeat {heartbeat.id} of flow {heartbeat.flow} did not reach {HEARTBEATS} on {where} "
-                       f"within {timeout:g} s (is the replicator running?)")
+    raise TimeoutError(
+        f"heartbeat {heartbeat.id} of flow {heartbeat.flow} did not reach {HEARTBEATS} on {where} "
+        f"within {timeout:g} s (is the replicator running?)"
+    )
 
 
-def _latency_if_ours(value: bytes | None, headers: list[tuple[str, bytes | None]] | None,
-                     heartbeat: Heartbeat) -> float | None:
+def _latency_if_ours(
+    value: bytes | None, headers: list[tuple[str, bytes | None]] | None, heartbeat: Heartbeat
+) -> float | None:
     try:
         if parse_heartbeat(value).id != heartbeat.id:
             return None
@@ -145,9 +159,9 @@ def _unread_partitions(admin: AdminClient, assigned: set[int], deadline: float) 
             return []
         ends = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}, request_timeout=timeout)
         starts = admin.list_offsets({tp: OffsetSpec.earliest() for tp in tps}, request_timeout=timeout)
-        return [TopicPartition(HEARTBEATS, tp.partition,
-                               max(starts[tp].result().offset, ends[tp].result().offset - WINDOW)) for tp in tps]
+        return [
+            TopicPartition(HEARTBEATS, tp.partition, max(starts[tp].result().offset, ends[tp].result().offset - WINDOW))
+            for tp in tps
+        ]
     except KafkaException:
         return []  # not answering for now: the caller's deadline decides
-
-

@@ -6,7 +6,9 @@ They live in the target cluster of a flow, so that they survive the loss of the 
 - `_kdr.offset-syncs`: source offset -> destination offset pairs (one per copied chunk);
 - `_kdr.checkpoints`: translated consumer-group offsets (written by offset translation);
 - `_kdr.heartbeats`: heartbeat records; the one internal topic a flow copies, so that the
-  end-to-end latency can be measured from the provenance of the copies.
+  end-to-end latency can be measured from the provenance of the copies;
+- `_kdr.health`: the samples of dr_replication_health, one per flow and source partition per run (a week
+  kept), from which each run's evaluation window is read.
 """
 
 from __future__ import annotations
@@ -25,28 +27,36 @@ PROGRESS = f"{INTERNAL_TOPIC_PREFIX}progress"
 OFFSET_SYNCS = f"{INTERNAL_TOPIC_PREFIX}offset-syncs"
 CHECKPOINTS = f"{INTERNAL_TOPIC_PREFIX}checkpoints"
 HEARTBEATS = f"{INTERNAL_TOPIC_PREFIX}heartbeats"
+HEALTH = f"{INTERNAL_TOPIC_PREFIX}health"
 
 TOPIC_CONFIGS = {
     PROGRESS: {"cleanup.policy": "compact"},
     OFFSET_SYNCS: {"cleanup.policy": "compact"},
     CHECKPOINTS: {"cleanup.policy": "compact"},
     HEARTBEATS: {"retention.ms": str(24 * 3600 * 1000)},
+    HEALTH: {"retention.ms": str(7 * 24 * 3600 * 1000)},  # a week of samples: the windows and RPO history
 }
 
 
-def progress_key(flow: str, topic: str, partition: int) -> bytes:
+def owner_key(flow: str) -> bytes:
+    """The `_kdr.progress` key of the flow's claim record: which replicator driver runs the flow now."""
+    return f"{flow}/__owner__".encode()
+
+
+def partition_key(flow: str, topic: str, partition: int) -> bytes:
+    """The key of a flow's per-source-partition records (progress in `_kdr.progress`, samples in `_kdr.health`)."""
     return f"{flow}/{topic}/{partition}".encode()
 
 
-def ensure_internal_topics(admin: AdminClient, topics: tuple[str, ...] = tuple(TOPIC_CONFIGS),
-                           timeout: float = 15.0) -> list[str]:
+def ensure_internal_topics(
+    admin: AdminClient, topics: tuple[str, ...] = tuple(TOPIC_CONFIGS), timeout: float = 15.0
+) -> list[str]:
     """Create the missing internal topics (one partition each); returns the ones created."""
     existing = admin.list_topics(timeout=timeout).topics
     missing = [t for t in topics if t not in existing]
     if not missing:
         return []
-    futures = admin.create_topics([NewTopic(t, 1, config=TOPIC_CONFIGS[t]) for t in missing],
-                                  operation_timeout=timeout)
+    futures = admin.create_topics([NewTopic(t, 1, config=TOPIC_CONFIGS[t]) for t in missing], operation_timeout=timeout)
     created = []
     for topic, future in futures.items():
         try:
@@ -59,24 +69,38 @@ def ensure_internal_topics(admin: AdminClient, topics: tuple[str, ...] = tuple(T
 
 
 def put_records(config: dict[str, Any], topic: str, records: list[tuple[bytes, Any]], timeout: float = 10.0) -> None:
-    """Write keyed JSON records (None: a tombstone) to an internal topic and wait for every acknowledgement.
+    """Write keyed JSON records (None: a tombstone) to an internal topic, creating it if missing, and wait for
+    every acknowledgement."""
+    ensure_internal_topics(AdminClient(config), (topic,), timeout=timeout)
+    put_many(config, [(topic, key, value) for key, value in records], timeout)
+
+
+def put_many(config: dict[str, Any], records: list[tuple[str, bytes, Any]], timeout: float = 10.0) -> None:
+    """Write (topic, key, JSON value) records to internal topics that exist, with one producer, and wait for every
+    acknowledgement.
 
     Not idempotent: these are last-value-wins records, harmless to duplicate, and a new idempotent
     producer waits about half a second for its producer id."""
-    ensure_internal_topics(AdminClient(config), (topic,), timeout=timeout)
     errors: list[KafkaError] = []
     producer = Producer({**config, "acks": "all", "linger.ms": 5, "message.timeout.ms": int(timeout * 1000)})
-    for key, value in records:
+    for topic, key, value in records:
         encoded = None if value is None else json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
         while True:
             try:
-                producer.produce(topic, key=key, value=encoded,
-                                 on_delivery=lambda err, _msg: errors.append(err) if err is not None else None)
+                producer.produce(
+                    topic,
+                    key=key,
+                    value=encoded,
+                    on_delivery=lambda err, _msg: errors.append(err) if err is not None else None,
+                )
                 break
             except BufferError:
                 producer.poll(0.05)
     if producer.flush(timeout):
-        raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"records not acknowledged by {topic} in {timeout:g} s"))
+        topics = ", ".join(sorted({topic for topic, _, _ in records}))
+        raise KafkaException(
+            KafkaError(KafkaError._TIMED_OUT, f"records not acknowledged by {topics} in {timeout:g} s")
+        )
     if errors:
         raise KafkaException(errors[0])
 
@@ -89,10 +113,12 @@ def read_records(config: dict[str, Any], topic: str, timeout: float = 10.0) -> I
         return
     tps = [TopicPartition(topic, p) for p in meta.partitions]
     starts = admin.list_offsets({tp: OffsetSpec.earliest() for tp in tps}, request_timeout=timeout)
-    ends = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}, isolation_level=IsolationLevel.READ_COMMITTED,
-                              request_timeout=timeout)
-    ranges = {(topic, tp.partition): (f.result(timeout).offset, ends[tp].result(timeout).offset)
-              for tp, f in starts.items()}
+    ends = admin.list_offsets(
+        {tp: OffsetSpec.latest() for tp in tps}, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=timeout
+    )
+    ranges = {
+        (topic, tp.partition): (f.result(timeout).offset, ends[tp].result(timeout).offset) for tp, f in starts.items()
+    }
     yield from read_committed(config, ranges, timeout)
 
 

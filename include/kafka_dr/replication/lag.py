@@ -61,6 +61,8 @@ class PartitionLag:
     lag_records: int
     lag_seconds: float
     estimated: bool = False
+    start_offset: int = 0  # the source's log start: past next_offset, records were deleted before they were copied
+    committed: bool = True  # the flow has committed a position here (else next_offset is where it would start)
 
     @property
     def name(self) -> str:
@@ -90,17 +92,29 @@ class FlowLag:
 
     def to_json(self) -> dict[str, Any]:
         """JSON-safe dict (Airflow trigger payloads, `kafka-dr lag --json`); totals included for readers."""
-        return {"flow": self.flow, "source": self.source, "target": self.target,
-                "measured_at_ms": self.measured_at_ms, "heartbeat_latency_s": self.heartbeat_latency_s,
-                "total_records": self.total_records, "max_records": self.max_records,
-                "max_seconds": self.max_seconds, "partitions": [asdict(p) for p in self.partitions]}
+        return {
+            "flow": self.flow,
+            "source": self.source,
+            "target": self.target,
+            "measured_at_ms": self.measured_at_ms,
+            "heartbeat_latency_s": self.heartbeat_latency_s,
+            "total_records": self.total_records,
+            "max_records": self.max_records,
+            "max_seconds": self.max_seconds,
+            "partitions": [asdict(p) for p in self.partitions],
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> FlowLag:
         """Inverse of `to_json`; derived totals are recomputed, not trusted."""
-        return cls(flow=data["flow"], source=data["source"], target=data["target"],
-                   partitions=tuple(PartitionLag(**p) for p in data["partitions"]),
-                   heartbeat_latency_s=data["heartbeat_latency_s"], measured_at_ms=data["measured_at_ms"])
+        return cls(
+            flow=data["flow"],
+            source=data["source"],
+            target=data["target"],
+            partitions=tuple(PartitionLag(**p) for p in data["partitions"]),
+            heartbeat_latency_s=data["heartbeat_latency_s"],
+            measured_at_ms=data["measured_at_ms"],
+        )
 
 
 def check_thresholds(lag: FlowLag, max_records: int | None, max_seconds: float | None) -> tuple[bool, str]:
@@ -115,20 +129,29 @@ def check_thresholds(lag: FlowLag, max_records: int | None, max_seconds: float |
     by_seconds = max(lag.partitions, key=lambda p: p.lag_seconds, default=None)
     if max_records is not None and by_records is not None and by_records.lag_records > max_records:
         about = "about " if by_records.estimated else ""
-        problems.append(f"{lag.source}:{by_records.name} lags {about}{by_records.lag_records:,} records "
-                        f"(limit {max_records:,})")
+        problems.append(
+            f"{lag.source}:{by_records.name} lags {about}{by_records.lag_records:,} records (limit {max_records:,})"
+        )
     if max_seconds is not None and by_seconds is not None and by_seconds.lag_seconds > max_seconds:
         problems.append(f"{lag.source}:{by_seconds.name} lags {by_seconds.lag_seconds:.1f} s (limit {max_seconds:g} s)")
     if problems:
         return False, f"flow {lag.flow}: " + "; ".join(problems)
     if by_records is None:
         return True, f"flow {lag.flow}: no source partitions to copy"
-    return True, (f"flow {lag.flow}: within limits (worst {lag.source}:{by_records.name} {lag.max_records:,} records, "
-                  f"{lag.source}:{by_seconds.name} {lag.max_seconds:.1f} s)")
+    return True, (
+        f"flow {lag.flow}: within limits (worst {lag.source}:{by_records.name} {lag.max_records:,} records, "
+        f"{lag.source}:{by_seconds.name} {lag.max_seconds:.1f} s)"
+    )
 
 
-def flow_lag(topology: Topology, flow_name: str, *, topics: str | None = None, timeout: float = 10.0,
-             environ: Mapping[str, str] | None = None) -> FlowLag:
+def flow_lag(
+    topology: Topology,
+    flow_name: str,
+    *,
+    topics: str | None = None,
+    timeout: float = 10.0,
+    environ: Mapping[str, str] | None = None,
+) -> FlowLag:
     """Measure the lag of one flow; `topics` (regex, full match) restricts the source topics measured.
     `environ` carries the clusters' security settings (clients.config_env_var); default os.environ."""
     flow = topology.flow(flow_name)
@@ -137,9 +160,12 @@ def flow_lag(topology: Topology, flow_name: str, *, topics: str | None = None, t
     target = _Side("target", flow.name, topology.cluster(flow.target), timeout, environ)
 
     metadata = source.call("list topics", lambda: source.admin.list_topics(timeout=timeout))
-    partitions = sorted(TopicPartition(name, p) for name, meta in metadata.topics.items()
-                        if flow.topics.matches(name) and (only is None or only.fullmatch(name))
-                        for p in meta.partitions)
+    partitions = sorted(
+        TopicPartition(name, p)
+        for name, meta in metadata.topics.items()
+        if flow.topics.matches(name) and (only is None or only.fullmatch(name))
+        for p in meta.partitions
+    )
     measured_at_ms = _now_ms()
     starts = source.offsets(partitions, OffsetSpec.earliest())
     ends = source.offsets(partitions, OffsetSpec.latest())
@@ -169,13 +195,27 @@ def flow_lag(topology: Topology, flow_name: str, *, topics: str | None = None, t
         estimated = key in first_only or lost > 0
         records = max(0, end - next_offset) if key in first_only else counted.get(key, 0) + lost
         seconds = max(0.0, (measured_at_ms - oldest[key]) / 1000) if records and key in oldest else 0.0
-        result.append(PartitionLag(tp.topic, tp.partition, flow.destination_topic(tp.topic), next_offset, end,
-                                   records, seconds, estimated))
+        result.append(
+            PartitionLag(
+                tp.topic,
+                tp.partition,
+                flow.destination_topic(tp.topic),
+                next_offset,
+                end,
+                records,
+                seconds,
+                estimated,
+                starts[key],
+                key in committed,
+            )
+        )
 
-    source_id = source.call("describe cluster",
-                            lambda: source.admin.describe_cluster(request_timeout=timeout).result()).cluster_id
-    return FlowLag(flow.name, flow.source, flow.target, tuple(result), _heartbeat_latency(target, source_id),
-                   measured_at_ms)
+    source_id = source.call(
+        "describe cluster", lambda: source.admin.describe_cluster(request_timeout=timeout).result()
+    ).cluster_id
+    return FlowLag(
+        flow.name, flow.source, flow.target, tuple(result), _heartbeat_latency(target, source_id), measured_at_ms
+    )
 
 
 def _heartbeat_latency(target: _Side, source_cluster_id: str) -> float | None:
@@ -209,8 +249,9 @@ def _heartbeat_latency(target: _Side, source_cluster_id: str) -> float | None:
 class _Side:
     """One cluster of the flow; every failure becomes a one-line LagError naming it."""
 
-    def __init__(self, role: str, flow: str, cluster: Cluster, timeout: float,
-                 environ: Mapping[str, str] | None) -> None:
+    def __init__(
+        self, role: str, flow: str, cluster: Cluster, timeout: float, environ: Mapping[str, str] | None
+    ) -> None:
         self.role, self.flow, self.cluster, self.timeout = role, flow, cluster, timeout
         self.config = {**client_config(cluster, environ), "logger": LOG}
         self.admin = AdminClient(self.config)
@@ -229,11 +270,18 @@ class _Side:
         """Log start or read_committed end (last stable offset) of each partition."""
         if not partitions:
             return {}
-        futures = self.call("list offsets", lambda: self.admin.list_offsets(
-            {tp: spec for tp in partitions}, isolation_level=IsolationLevel.READ_COMMITTED,
-            request_timeout=self.timeout))
-        return {(tp.topic, tp.partition): self.call("list offsets", lambda f=f: f.result().offset)
-                for tp, f in futures.items()}
+        futures = self.call(
+            "list offsets",
+            lambda: self.admin.list_offsets(
+                {tp: spec for tp in partitions},
+                isolation_level=IsolationLevel.READ_COMMITTED,
+                request_timeout=self.timeout,
+            ),
+        )
+        return {
+            (tp.topic, tp.partition): self.call("list offsets", lambda f=f: f.result().offset)
+            for tp, f in futures.items()
+        }
 
     def committed(self, partitions: list[TopicPartition]) -> dict[tuple[str, int], int]:
         """Next offset to copy per partition, as committed by the replication job; partitions without a commit
@@ -241,13 +289,15 @@ class _Side:
         if not partitions:
             return {}
         request = [ConsumerGroupTopicPartitions(self.flow, partitions)]
-        futures = self.call("list group offsets", lambda: self.admin.list_consumer_group_offsets(
-            request, request_timeout=self.timeout))
+        futures = self.call(
+            "list group offsets", lambda: self.admin.list_consumer_group_offsets(request, request_timeout=self.timeout)
+        )
         result = self.call("list group offsets", lambda: futures[self.flow].result())
         return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}
 
-    def scan(self, ranges: dict[tuple[str, int], tuple[int, int]],
-             first_only: set[tuple[str, int]] | None = None) -> Iterator[Message]:
+    def scan(
+        self, ranges: dict[tuple[str, int], tuple[int, int]], first_only: set[tuple[str, int]] | None = None
+    ) -> Iterator[Message]:
         try:
             yield from read_committed(self.config, ranges, self.timeout, first_only)
         except (KafkaException, TimeoutError) as exc:

@@ -17,11 +17,11 @@ from typing import Any
 from confluent_kafka import Consumer, IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from ..clients import client_config, error_text
+from ..clients import client_config, end_offsets, error_text
 from ..topology import Flow, Topology
 from . import topic_sync
 from .copier import CopyTask
-from .internal import HEARTBEATS, ensure_internal_topics, progress_key
+from .internal import HEARTBEATS, ensure_internal_topics, partition_key
 from .provenance import ForceCopy
 from .resume import Checkpoint, read_checkpoints, resume_offset
 
@@ -79,16 +79,27 @@ class FlowContext:
         self.target_admin = AdminClient(self.target_config)
         self.source_cluster_id = with_retries(
             f"source cluster {self.source.name} ({self.source.bootstrap_servers})",
-            lambda: self.source_admin.describe_cluster(request_timeout=10).result().cluster_id, retries)
+            lambda: self.source_admin.describe_cluster(request_timeout=10).result().cluster_id,
+            retries,
+        )
         self.target_cluster_id = with_retries(
             f"target cluster {self.target.name} ({self.target.bootstrap_servers})",
-            lambda: self.target_admin.describe_cluster(request_timeout=10).result().cluster_id, retries)
+            lambda: self.target_admin.describe_cluster(request_timeout=10).result().cluster_id,
+            retries,
+        )
         with_retries(f"target cluster {self.target.name}", lambda: ensure_internal_topics(self.target_admin), retries)
         # Short fetch waits: the reader reads to known ends, and a broker answers a connection's requests in
         # order, so a long-polling fetch would hold up the offset lookups behind it.
-        self.reader = Consumer({**self.target_config, "group.id": f"{flow.name}-resume", "enable.auto.commit": False,
-                                "isolation.level": "read_uncommitted", "enable.partition.eof": True,
-                                "fetch.wait.max.ms": 10})
+        self.reader = Consumer(
+            {
+                **self.target_config,
+                "group.id": f"{flow.name}-resume",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "enable.partition.eof": True,
+                "fetch.wait.max.ms": 10,
+            }
+        )
         self.flow_state = topic_sync.load_flow_state(self.target_config, flow.name)
 
     def close(self) -> None:
@@ -97,8 +108,11 @@ class FlowContext:
     def source_partitions(self) -> dict[str, int]:
         """Source topics the flow copies, with partition counts (heartbeats included)."""
         topics = self.source_admin.list_topics(timeout=10).topics
-        return {name: len(meta.partitions) for name, meta in topics.items()
-                if self.flow.topics.matches(name) or name == HEARTBEATS}
+        return {
+            name: len(meta.partitions)
+            for name, meta in topics.items()
+            if self.flow.topics.matches(name) or name == HEARTBEATS
+        }
 
     def dest_topic(self, topic: str) -> str:
         return HEARTBEATS if topic == HEARTBEATS else self.flow.destination_topic(topic)
@@ -111,12 +125,18 @@ class FlowContext:
         return report
 
     def offsets(self, partitions: list[TopicPartition], spec: OffsetSpec) -> dict[tuple[str, int], int]:
-        futures = self.source_admin.list_offsets({tp: spec for tp in partitions},
-                                                 isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=15)
+        futures = self.source_admin.list_offsets(
+            {tp: spec for tp in partitions}, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=15
+        )
         return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
 
-    def plan(self, positions: dict[tuple[str, int], int] | None = None, force: ForceCopy | None = None,
-             from_ms: int | None = None, to_ms: int | None = None) -> Plan:
+    def plan(
+        self,
+        positions: dict[tuple[str, int], int] | None = None,
+        force: ForceCopy | None = None,
+        from_ms: int | None = None,
+        to_ms: int | None = None,
+    ) -> Plan:
         """One planning round. `positions` are next offsets the driver already knows (continuous mode);
         other partitions resume from the destination."""
         sync = with_retries(f"clusters of flow {self.flow.name}", self.sync_topics, self.retries)
@@ -124,10 +144,20 @@ class FlowContext:
         tps = [TopicPartition(t, p) for t, n in sorted(counts.items()) for p in range(n)]
         if not tps:
             return Plan([], sync=sync)
-        starts = with_retries(f"source cluster {self.source.name}", lambda: self.offsets(tps, OffsetSpec.earliest()),
-                              self.retries)
-        ends = with_retries(f"source cluster {self.source.name}", lambda: self.offsets(tps, OffsetSpec.latest()),
-                            self.retries)
+        starts = with_retries(
+            f"source cluster {self.source.name}", lambda: self.offsets(tps, OffsetSpec.earliest()), self.retries
+        )
+        ends = with_retries(
+            f"source cluster {self.source.name}", lambda: self.offsets(tps, OffsetSpec.latest()), self.retries
+        )
+        # Where each destination stands before the resume search: copy tasks read on from the stable end.
+        dests = [(self.dest_topic(tp.topic), tp.partition) for tp in tps]
+        dest_high, dest_stable = (
+            with_retries(
+                f"target cluster {self.target.name}", lambda i=i: end_offsets(self.target_admin, dests, i), self.retries
+            )
+            for i in (IsolationLevel.READ_UNCOMMITTED, IsolationLevel.READ_COMMITTED)
+        )
         checkpoints: dict[str, Checkpoint] | None = None
         plan = Plan([], sync=sync)
         for tp in tps:
@@ -137,19 +167,49 @@ class FlowContext:
             if position is None:
                 if checkpoints is None:
                     checkpoints = read_checkpoints(self.reader)
-                checkpoint = checkpoints.get(progress_key(self.flow.name, tp.topic, tp.partition).decode())
-                position = resume_offset(self.reader, dest, tp.partition, self.source_cluster_id, tp.topic,
-                                         checkpoint)
+                checkpoint = checkpoints.get(partition_key(self.flow.name, tp.topic, tp.partition).decode())
+                position = resume_offset(
+                    self.reader,
+                    dest,
+                    tp.partition,
+                    self.source_cluster_id,
+                    tp.topic,
+                    checkpoint,
+                    dest_high[(dest, tp.partition)],
+                )
                 if position is None:
                     position = starts[key]
             if position < starts[key]:
                 plan.lost.append(Lost(tp.topic, tp.partition, position, starts[key]))
-                log.error("%d records of %s:%s-%d were deleted at the source before they were copied (offsets "
-                          "%d..%d)", starts[key] - position, self.source.name, tp.topic, tp.partition, position,
-                          starts[key] - 1)
+                log.error(
+                    "%d records of %s:%s-%d were deleted at the source before they were copied (offsets %d..%d)",
+                    starts[key] - position,
+                    self.source.name,
+                    tp.topic,
+                    tp.partition,
+                    position,
+                    starts[key] - 1,
+                )
                 position = starts[key]
-            plan.tasks.append(CopyTask(
-                self.flow.name, self.source_config, self.target_config, self.source.name, self.target.name,
-                self.source_cluster_id, self.target_cluster_id, tp.topic, tp.partition, dest, position, ends[key],
-                provenance=self.flow.provenance, force=force, from_ms=from_ms, to_ms=to_ms))
+            plan.tasks.append(
+                CopyTask(
+                    self.flow.name,
+                    self.source_config,
+                    self.target_config,
+                    self.source.name,
+                    self.target.name,
+                    self.source_cluster_id,
+                    self.target_cluster_id,
+                    tp.topic,
+                    tp.partition,
+                    dest,
+                    position,
+                    ends[key],
+                    provenance=self.flow.provenance,
+                    force=force,
+                    from_ms=from_ms,
+                    to_ms=to_ms,
+                    dest_from=dest_stable[(dest, tp.partition)],
+                )
+            )
         return plan

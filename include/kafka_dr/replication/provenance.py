@@ -69,14 +69,21 @@ class ForceCopy:
     to_ms: int | None = None
 
     def allows(self, hop: Hop, timestamp_ms: int) -> bool:
-        return (re.fullmatch(self.cluster, hop.cluster_id) is not None
-                and re.fullmatch(self.topic, hop.topic) is not None
-                and (self.from_ms is None or timestamp_ms >= self.from_ms)
-                and (self.to_ms is None or timestamp_ms < self.to_ms))
+        return (
+            re.fullmatch(self.cluster, hop.cluster_id) is not None
+            and re.fullmatch(self.topic, hop.topic) is not None
+            and (self.from_ms is None or timestamp_ms >= self.from_ms)
+            and (self.to_ms is None or timestamp_ms < self.to_ms)
+        )
 
 
-def blocked(chain: list[Hop], dest_cluster_id: str, dest_topic: str, timestamp_ms: int,
-            force: ForceCopy | None = None) -> bool:
+def blocked(
+    chain: list[Hop], dest_cluster_id: str, dest_topic: str, timestamp_ms: int, force: ForceCopy | None = None
+) -> bool:
     """The cycle rule: not copied to (C, T) if any entry names (C, T), unless an override forces it."""
-    return any(hop.cluster_id == dest_cluster_id and hop.topic == dest_topic
-               and (force is None or not force.allows(hop, timestamp_ms)) for hop in chain)
+    return any(
+        hop.cluster_id == dest_cluster_id
+        and hop.topic == dest_topic
+        and (force is None or not force.allows(hop, timestamp_ms))
+        for hop in chain
+    )

@@ -1,34 +1,33 @@
 """Continuous replicators as tracked background processes, so later DAGs can stop and restart them.
 
 A continuous `replicate.py` job must outlive the Airflow task that started it, so its identity lives
-on disk: STATE_DIR/replicators/<flow>.json holds the pid, command line, log path and start time.
-A pid counts as the flow's only while /proc shows the same command line (spark-submit execs into
-the JVM with the same arguments), so a recycled pid is never mistaken for a replicator. The
-environment (which carries cluster secrets) is never written down. The state is per host: jobs are
-local processes, so the state directory must not be shared between machines.
+on disk: STATE_DIR/replicators/<flow>.json holds the pid and its start time in clock ticks, the
+command line, log path and start time. Any process of this host answers liveness the same way:
+the pid runs and started at those ticks (`kafka_dr.processes`), which survives spark-submit's exec
+into the JVM and never matches a recycled pid. The environment (which carries cluster secrets) is
+never written down. The tracker is per host; across hosts, the copier's transactional writers fence
+an older replicator of the same flow (see `replication.fencing`), so two never write at once.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
-import shlex
 import signal
 import subprocess
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..state import locked, now_iso, subdir, write_json
+from .. import processes
+from ..state import now_iso, subdir
 
 KILL_GRACE = 5.0
 
 _FLOW_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _START_MARK = "--- kafka-dr replicator starts at "
-# Our own children, so that a finished one is reaped (not left a zombie) and is seen as ours before it execs.
+# Our own children, so that a finished one is reaped rather than left a zombie.
 _children: dict[int, subprocess.Popen[bytes]] = {}
 
 
@@ -47,6 +46,7 @@ class Replicator:
     started_at: str
     stopped_at: str | None
     running: bool
+    start_ticks: int | None = None  # the pid's start time (clock ticks since boot): its identity
 
 
 def start(flow: str, command: Sequence[str], env: Mapping[str, str] | None = None) -> tuple[Replicator, bool]:
@@ -58,43 +58,44 @@ def start(flow: str, command: Sequence[str], env: Mapping[str, str] | None = Non
         if current is not None and current.running:
             return current, False
         log = _dir() / f"{flow}.log"
-        with open(log, "ab") as out:
-            out.write(f"{_START_MARK}{now_iso()}: {shlex.join(command)}\n".encode())
-            out.flush()
-            try:
-                proc = subprocess.Popen(
-                    list(command),
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    env={**os.environ, **(env or {})},
-                    start_new_session=True,  # its own process group, detached from the task's signals
-                )
-            except OSError as exc:
-                raise ReplicatorError(f"flow {flow}: cannot start {command[0]!r}: {exc.strerror or exc}") from None
+        try:
+            proc = processes.spawn(command, log, _START_MARK, env)  # detached from the task's signals
+        except OSError as exc:
+            raise ReplicatorError(f"flow {flow}: cannot start {command[0]!r}: {exc.strerror or exc}") from None
         _children[proc.pid] = proc
-        replicator = Replicator(flow, proc.pid, tuple(command), str(log), now_iso(), None, True)
+        ticks = processes.start_ticks(proc.pid)
+        replicator = Replicator(flow, proc.pid, tuple(command), str(log), now_iso(), None, ticks is not None, ticks)
         _write(replicator)
         return replicator, True
 
 
 def stop(flow: str, timeout: float = 30.0) -> Replicator | None:
-    """Stop the flow's replicator: SIGTERM to the job itself (it finishes its batch and exits 0), then to
-    its whole process group, SIGKILL after `timeout` seconds. Returns the final state, None if never started."""
+    """Stop the flow's replicator: SIGTERM to the job itself (it finishes its epoch and exits 0), SIGKILL to
+    what is left after `timeout` seconds. Returns once no process of the job is alive, so nothing of it copies
+    any more (its Python workers included); raises ReplicatorError naming the pid otherwise. Returns the final
+    state, None if never started."""
     with _locked(flow):
         current = status(flow)
         if current is None:
             return None
         if current.running:
-            driver = _driver_pid(current)
+            job = processes.tree(current.pid)  # the JVM, the Python driver, PySpark's daemon and its workers
+            driver = _driver_pid(current, job)
             if driver is not None:
-                _signal(driver, signal.SIGTERM)  # the JVM exits with the driver's exit code
+                processes.send(driver, signal.SIGTERM)  # the JVM exits with the driver's exit code
             else:
-                _signal_group(current.pid, signal.SIGTERM)
-            if not _wait_gone(current, timeout):
-                _signal_group(current.pid, signal.SIGKILL)
-                if not _wait_gone(current, KILL_GRACE):
-                    raise ReplicatorError(f"flow {flow}: replicator pid {current.pid} did not stop")
+                processes.send_group(current.pid, signal.SIGTERM)
+            left = processes.wait_gone(job, timeout)
+            if left:
+                for pid in left:
+                    processes.send(pid, signal.SIGKILL)
+                left = processes.wait_gone(left, KILL_GRACE)
+            _reap(current.pid)
+            if left:
+                raise ReplicatorError(
+                    f"flow {flow}: replicator pid {current.pid} did not stop "
+                    f"(pids {', '.join(map(str, sorted(left)))} still alive)"
+                )
         stopped = Replicator(**{**asdict(current), "stopped_at": current.stopped_at or now_iso(), "running": False})
         _write(stopped)
         return stopped
@@ -106,7 +107,8 @@ def status(flow: str) -> Replicator | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         data["command"] = tuple(data["command"])
-        data["running"] = data["stopped_at"] is None and _is_ours(data["pid"], data["command"])
+        _reap(data["pid"])
+        data["running"] = data["stopped_at"] is None and processes.is_alive(data["pid"], data.get("start_ticks"))
         return Replicator(**data)
     except FileNotFoundError:
         return None
@@ -123,11 +125,7 @@ def last_error(flow: str) -> str:
     """The line that best explains why the replicator stopped: the job's own "error:" line from its latest
     run, else that run's last log line."""
     current = status(flow)
-    try:
-        text = Path(current.log).read_text(errors="replace") if current else ""
-    except FileNotFoundError:
-        text = ""
-    lines = [line.strip() for line in text.rpartition(_START_MARK)[2].splitlines()[1:] if line.strip()]
+    lines = (processes.latest_run(Path(current.log), _START_MARK) if current else None) or []
     errors = [line for line in lines if "error:" in line]
     return (errors or lines or ["no output"])[-1]
 
@@ -143,65 +141,26 @@ def _state_file(flow: str) -> Path:
 
 
 def _write(replicator: Replicator) -> None:
-    write_json(_state_file(replicator.flow), asdict(replicator))
+    processes.write_json(_state_file(replicator.flow), asdict(replicator))
 
 
 def _locked(flow: str) -> contextlib.AbstractContextManager[None]:
     """One start or stop of a flow at a time, across processes (parallel tasks, two DAG runs)."""
-    return locked(_state_file(flow))
+    return processes.locked(_state_file(flow))
 
 
-def _cmdline(pid: int) -> list[str]:
-    """A live process's argv; empty when gone, a zombie, or not ours to read."""
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return []
-    return raw.rstrip(b"\0").decode(errors="replace").split("\0") if raw else []
-
-
-def _is_ours(pid: int, command: Sequence[str]) -> bool:
+def _reap(pid: int) -> None:
+    """Collect our own finished child, which would otherwise stay a zombie of this process."""
     child = _children.get(pid)
-    if child is not None:
-        if child.poll() is None:
-            return True  # our own child; before it execs, /proc still shows our command line
+    if child is not None and child.poll() is not None:
         del _children[pid]
-        return False
-    tail = list(command[1:] or command)
-    args = _cmdline(pid)
-    return bool(args) and args[-len(tail):] == tail
 
 
-def _driver_pid(replicator: Replicator) -> int | None:
-    """The process running the application itself, in the replicator's process group: with spark-submit in
-    client mode the Python driver, started by the JVM as `python APP ARGS...` (a tail of our command)."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == replicator.pid:
-            continue
-        try:
-            pgid = os.getpgid(int(entry.name))
-        except OSError:
-            continue
-        args = _cmdline(int(entry.name))
-        if pgid == replicator.pid and len(args) > 2 and list(replicator.command[-(len(args) - 1):]) == args[1:]:
-            return int(entry.name)
+def _driver_pid(replicator: Replicator, job: Mapping[int, int]) -> int | None:
+    """The process running the application itself: with spark-submit in client mode the Python driver,
+    started by the JVM as `python APP ARGS...` (a tail of our command)."""
+    for pid in job:
+        args = processes.cmdline(pid)
+        if pid != replicator.pid and len(args) > 2 and list(replicator.command[-(len(args) - 1) :]) == args[1:]:
+            return pid
     return None
-
-
-def _wait_gone(replicator: Replicator, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while _is_ours(replicator.pid, replicator.command):
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.2)
-    return True
-
-
-def _signal(pid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, sig)
-
-
-def _signal_group(pid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, sig)

@@ -52,12 +52,18 @@ def _read_all(consumer: Consumer, topic: str, partition: int, timeout: float):
             yield message.key(), message.value()
 
 
-def _last_copy(consumer: Consumer, dest_topic: str, partition: int, start: int, end: int,
-               source_cluster_id: str, source_topic: str, source_partition: int,
-               timeout: float) -> int | None:
-    """Origin offset of the last record copied from the source partition within [start, end)."""
+def last_copy(
+    consumer: Consumer,
+    dest_topic: str,
+    partition: int,
+    start: int,
+    end: int,
+    origin: tuple[str, str, int],
+    timeout: float,
+) -> int | None:
+    """Origin offset of the last record copied from the source partition `origin` (cluster id, topic,
+    partition) within [start, end) of the destination partition."""
     found = None
-    origin = (source_cluster_id, source_topic, source_partition)
     for message in read_partition(consumer, dest_topic, partition, start, end, timeout):
         offset = copied_from(message.headers(), origin)
         if offset is not None:
@@ -65,24 +71,36 @@ def _last_copy(consumer: Consumer, dest_topic: str, partition: int, start: int, 
     return found
 
 
-def resume_offset(consumer: Consumer, dest_topic: str, partition: int, source_cluster_id: str,
-                  source_topic: str, checkpoint: Checkpoint | None, timeout: float = 10.0) -> int | None:
+def resume_offset(
+    consumer: Consumer,
+    dest_topic: str,
+    partition: int,
+    source_cluster_id: str,
+    source_topic: str,
+    checkpoint: Checkpoint | None,
+    high_watermark: int | None = None,
+    timeout: float = 10.0,
+) -> int | None:
     """Next source offset to copy, or None when the destination holds nothing of this partition.
 
-    `consumer` reads the destination with read_uncommitted, so that another writer's open
-    transaction cannot hide copies that follow it.
+    `consumer` reads the destination with read_committed, so that copies a crashed or fenced writer
+    left in an aborted transaction do not count; its end offset is then the last stable offset.
+    A checkpoint is committed with the copies it covers, so it holds even when another producer's
+    open transaction hides them; copies committed after such a transaction are found by the copy
+    task's take-over (copier.py), which reads on from the stable offset. A checkpoint past the
+    destination's `high_watermark` belongs to a topic since deleted and re-created: it is ignored.
     """
-    low, high = consumer.get_watermark_offsets(TopicPartition(dest_topic, partition), timeout=timeout)
-    if checkpoint is not None and checkpoint.dest_topic == dest_topic and low <= checkpoint.dest_next <= high:
-        last = _last_copy(consumer, dest_topic, partition, checkpoint.dest_next, high, source_cluster_id,
-                          source_topic, partition, timeout)
+    low, stable = consumer.get_watermark_offsets(TopicPartition(dest_topic, partition), timeout=timeout)
+    origin = (source_cluster_id, source_topic, partition)
+    ceiling = stable if high_watermark is None else high_watermark
+    if checkpoint is not None and checkpoint.dest_topic == dest_topic and low <= checkpoint.dest_next <= ceiling:
+        last = last_copy(consumer, dest_topic, partition, checkpoint.dest_next, stable, origin, timeout)
         return checkpoint.next if last is None else max(last + 1, checkpoint.next)
-    end = high
+    end = stable
     window = SCAN_WINDOW
     while end > low:
         start = max(low, end - window)
-        last = _last_copy(consumer, dest_topic, partition, start, end, source_cluster_id, source_topic, partition,
-                          timeout)
+        last = last_copy(consumer, dest_topic, partition, start, end, origin, timeout)
         if last is not None:
             return last + 1
         end, window = start, window * 2

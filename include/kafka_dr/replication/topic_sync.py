@@ -37,22 +37,25 @@ from confluent_kafka.admin import (
 from ..topology import INTERNAL_TOPIC_PREFIX, Flow
 from .internal import HEARTBEATS, PROGRESS, TOPIC_CONFIGS, latest_value, put_records
 
-CONFIG_EXCLUDE = tuple(re.compile(p) for p in (
-    # MirrorMaker 2's defaults (DefaultConfigPropertyFilter):
-    r"follower\.replication\.throttled\.replicas",  # replica ids of the source's brokers
-    r"leader\.replication\.throttled\.replicas",
-    r"min\.insync\.replicas",  # depends on the target's replication factor
-    r"unclean\.leader\.election\.enable",  # each cluster's own durability choice
-    r"message\.timestamp\.type",  # the target must keep CreateTime, or copies lose their timestamps
-    r"message\.timestamp\.difference\.max\.ms",  # would refuse copies of old records
-    # Their KIP-937 successors, for the same reason:
-    r"message\.timestamp\.(before|after)\.max\.ms",
-    # Tiered storage is set up per cluster; enabling it where it is not configured fails:
-    r"remote\.storage\.enable",
-    r"local\.retention\.(ms|bytes)",
-    # Confluent Server placement and tiering, tied to the source's racks and brokers:
-    r"confluent\..*",
-))
+CONFIG_EXCLUDE = tuple(
+    re.compile(p)
+    for p in (
+        # MirrorMaker 2's defaults (DefaultConfigPropertyFilter):
+        r"follower\.replication\.throttled\.replicas",  # replica ids of the source's brokers
+        r"leader\.replication\.throttled\.replicas",
+        r"min\.insync\.replicas",  # depends on the target's replication factor
+        r"unclean\.leader\.election\.enable",  # each cluster's own durability choice
+        r"message\.timestamp\.type",  # the target must keep CreateTime, or copies lose their timestamps
+        r"message\.timestamp\.difference\.max\.ms",  # would refuse copies of old records
+        # Their KIP-937 successors, for the same reason:
+        r"message\.timestamp\.(before|after)\.max\.ms",
+        # Tiered storage is set up per cluster; enabling it where it is not configured fails:
+        r"remote\.storage\.enable",
+        r"local\.retention\.(ms|bytes)",
+        # Confluent Server placement and tiering, tied to the source's racks and brokers:
+        r"confluent\..*",
+    )
+)
 """Topic config keys never synced. segment.bytes and other storage tuning are synced: they are safe on
 any cluster and part of what the operator chose for the topic."""
 
@@ -78,15 +81,23 @@ def excluded(key: str) -> bool:
     return any(p.fullmatch(key) for p in CONFIG_EXCLUDE)
 
 
-def sync_topics(flow: Flow, source_admin: AdminClient, target_admin: AdminClient, *,
-                flow_state: dict[str, int] | None, timeout: float = 15.0) -> SyncReport:
+def sync_topics(
+    flow: Flow,
+    source_admin: AdminClient,
+    target_admin: AdminClient,
+    *,
+    flow_state: dict[str, int] | None,
+    timeout: float = 15.0,
+) -> SyncReport:
     """Make the flow's destination topics ready; everything is checked before anything changes.
 
     Connection failures surface as KafkaException (callers retry); refusals as TopicSyncError."""
     state = flow_state or {}
-    source_topics = {name: len(meta.partitions)
-                     for name, meta in source_admin.list_topics(timeout=timeout).topics.items()
-                     if meta.error is None and (flow.topics.matches(name) or name == HEARTBEATS)}
+    source_topics = {
+        name: len(meta.partitions)
+        for name, meta in source_admin.list_topics(timeout=timeout).topics.items()
+        if meta.error is None and (flow.topics.matches(name) or name == HEARTBEATS)
+    }
     dests = _destinations(flow, source_topics)
     target_meta = target_admin.list_topics(timeout=timeout)
     target_topics = {name: len(meta.partitions) for name, meta in target_meta.topics.items() if meta.error is None}
@@ -100,24 +111,33 @@ def sync_topics(flow: Flow, source_admin: AdminClient, target_admin: AdminClient
         elif have < count and state.get(dest) == have:
             to_grow[dest] = count
         elif have < count:
-            refusals.append(f"destination topic {flow.target}:{dest} has {have} partitions, fewer than its source "
-                            f"{flow.source}:{topic} ({count}): records would change partition; delete it or add "
-                            f"partitions")
+            refusals.append(
+                f"destination topic {flow.target}:{dest} has {have} partitions, fewer than its source "
+                f"{flow.source}:{topic} ({count}): records would change partition; delete it or add "
+                f"partitions"
+            )
     if refusals:
         raise TopicSyncError("; ".join(refusals))
 
-    source_configs = _dynamic_configs(source_admin, list(source_topics), timeout) if flow.sync_topic_configs else {}
+    source_configs = dynamic_configs(source_admin, list(source_topics), timeout) if flow.sync_topic_configs else {}
     report = SyncReport()
     replication_factor = max(1, min(3, len(target_meta.brokers)))
     if to_create:
-        new_topics = [NewTopic(dests[t], source_topics[t], replication_factor,
-                               config={**TOPIC_CONFIGS.get(dests[t], {}), **source_configs.get(t, {})})
-                      for t in to_create]
+        new_topics = [
+            NewTopic(
+                dests[t],
+                source_topics[t],
+                replication_factor,
+                config={**TOPIC_CONFIGS.get(dests[t], {}), **source_configs.get(t, {})},
+            )
+            for t in to_create
+        ]
         _settle(flow, "create", target_admin.create_topics(new_topics, operation_timeout=timeout), timeout)
         report.created = [dests[t] for t in to_create]
     if to_grow:
-        futures = target_admin.create_partitions([NewPartitions(d, n) for d, n in to_grow.items()],
-                                                 operation_timeout=timeout)
+        futures = target_admin.create_partitions(
+            [NewPartitions(d, n) for d, n in to_grow.items()], operation_timeout=timeout
+        )
         _settle(flow, "add partitions to", futures, timeout)
         report.grown = dict(to_grow)
     if flow.sync_topic_configs:
@@ -134,17 +154,21 @@ def _destinations(flow: Flow, source_topics: dict[str, int]) -> dict[str, str]:
     for topic in sorted(source_topics):
         dest = HEARTBEATS if topic == HEARTBEATS else flow.destination_topic(topic)
         if dest != HEARTBEATS and dest.startswith(INTERNAL_TOPIC_PREFIX):
-            raise TopicSyncError(f"flow {flow.name}: {flow.source}:{topic} would be copied to {flow.target}:{dest}, "
-                                 f"a name reserved for kafka-dr's internal topics; change the rename")
+            raise TopicSyncError(
+                f"flow {flow.name}: {flow.source}:{topic} would be copied to {flow.target}:{dest}, "
+                f"a name reserved for kafka-dr's internal topics; change the rename"
+            )
         clash = next((t for t, d in dests.items() if d == dest), None)
         if clash is not None:
-            raise TopicSyncError(f"flow {flow.name}: source topics {flow.source}:{clash} and {flow.source}:{topic} "
-                                 f"would both be copied to {flow.target}:{dest}; change the rename")
+            raise TopicSyncError(
+                f"flow {flow.name}: source topics {flow.source}:{clash} and {flow.source}:{topic} "
+                f"would both be copied to {flow.target}:{dest}; change the rename"
+            )
         dests[topic] = dest
     return dests
 
 
-def _dynamic_configs(admin: AdminClient, topics: list[str], timeout: float) -> dict[str, dict[str, str]]:
+def dynamic_configs(admin: AdminClient, topics: list[str], timeout: float) -> dict[str, dict[str, str]]:
     """Per topic, the configs set on the topic itself (not broker or built-in defaults), minus excluded keys."""
     if not topics:
         return {}
@@ -152,16 +176,23 @@ def _dynamic_configs(admin: AdminClient, topics: list[str], timeout: float) -> d
     result = {}
     for resource, future in futures.items():
         entries = future.result(timeout).values()
-        result[resource.name] = {e.name: e.value for e in entries
-                                 if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and e.value is not None
-                                 and not excluded(e.name)}
+        result[resource.name] = {
+            e.name: e.value
+            for e in entries
+            if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and e.value is not None and not excluded(e.name)
+        }
     return result
 
 
-def _sync_configs(flow: Flow, target_admin: AdminClient, dests: dict[str, str],
-                  source_configs: dict[str, dict[str, str]], timeout: float) -> dict[str, dict[str, str | None]]:
+def _sync_configs(
+    flow: Flow,
+    target_admin: AdminClient,
+    dests: dict[str, str],
+    source_configs: dict[str, dict[str, str]],
+    timeout: float,
+) -> dict[str, dict[str, str | None]]:
     """Bring existing destinations' dynamic configs in line with their sources'; returns what changed."""
-    target_configs = _dynamic_configs(target_admin, list(dests.values()), timeout)
+    target_configs = dynamic_configs(target_admin, list(dests.values()), timeout)
     changes: dict[str, dict[str, str | None]] = {}
     for topic, dest in sorted(dests.items()):
         want, have = source_configs.get(topic, {}), target_configs.get(dest, {})
@@ -170,10 +201,19 @@ def _sync_configs(flow: Flow, target_admin: AdminClient, dests: dict[str, str],
         if change:
             changes[dest] = change
     if changes:
-        resources = [ConfigResource(ResourceType.TOPIC, dest, incremental_configs=[
-            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) if v is not None
-            else ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k, v in change.items()])
-            for dest, change in changes.items()]
+        resources = [
+            ConfigResource(
+                ResourceType.TOPIC,
+                dest,
+                incremental_configs=[
+                    ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+                    if v is not None
+                    else ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE)
+                    for k, v in change.items()
+                ],
+            )
+            for dest, change in changes.items()
+        ]
         futures = target_admin.incremental_alter_configs(resources, request_timeout=timeout)
         _settle(flow, "alter configs of", {r.name: f for r, f in futures.items()}, timeout)
     return changes
@@ -191,16 +231,20 @@ def _settle(flow: Flow, action: str, futures: dict[Any, Any], timeout: float) ->
             raise TopicSyncError(f"flow {flow.name}: cannot {action} {flow.target}:{name}: {err.str()}") from None
 
 
-_TRANSIENT = (KafkaError._TRANSPORT, KafkaError._TIMED_OUT,
-              KafkaError.TOPIC_ALREADY_EXISTS)  # a concurrent creator: the next round sees the topic and checks it
+_TRANSIENT = (
+    KafkaError._TRANSPORT,
+    KafkaError._TIMED_OUT,
+    KafkaError.TOPIC_ALREADY_EXISTS,
+)  # a concurrent creator: the next round sees the topic and checks it
 
 
 def _state_key(flow_name: str) -> bytes:
     return f"{flow_name}/{STATE_KEY_SUFFIX}".encode()
 
 
-def persist_flow_state(target_config: dict[str, Any], flow_name: str, flow_state: dict[str, int],
-                       timeout: float = 10.0) -> None:
+def persist_flow_state(
+    target_config: dict[str, Any], flow_name: str, flow_state: dict[str, int], timeout: float = 10.0
+) -> None:
     """Store the flow state in the target's `_kdr.progress` (it must survive the loss of the source)."""
     put_records(target_config, PROGRESS, [(_state_key(flow_name), flow_state)], timeout)
 
@@ -216,6 +260,7 @@ def load_flow_state(target_config: dict[str, Any], flow_name: str, timeout: floa
     except ValueError:
         state = None
     if not isinstance(state, dict) or not all(isinstance(k, str) and type(v) is int for k, v in state.items()):
-        raise TopicSyncError(f"{PROGRESS}: value of key {key.decode()} is not a JSON object of topic -> partition "
-                             f"count: {value[:80]!r}")
+        raise TopicSyncError(
+            f"{PROGRESS}: value of key {key.decode()} is not a JSON object of topic -> partition count: {value[:80]!r}"
+        )
     return state

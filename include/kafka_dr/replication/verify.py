@@ -53,8 +53,15 @@ class VerifyResult:
 
 
 def _read(config: dict[str, Any], topic: str, partition: int, isolation: str, end: int | None = None):
-    consumer = Consumer({**config, "group.id": "kdr-verify", "enable.auto.commit": False,
-                         "isolation.level": isolation, "enable.partition.eof": True})
+    consumer = Consumer(
+        {
+            **config,
+            "group.id": "kdr-verify",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+            "enable.partition.eof": True,
+        }
+    )
     try:
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=15)
         stop = high if end is None else min(end, high)
@@ -101,4 +108,4 @@ def verify_partition(task: VerifyTask) -> VerifyResult:
 
 def _without_last_hop(headers: list[tuple[str, bytes | None]]) -> list[tuple[str, bytes | None]]:
     last = max(i for i, (k, _) in enumerate(headers) if k == HEADER)
-    return headers[:last] + headers[last + 1:]
+    return headers[:last] + headers[last + 1 :]

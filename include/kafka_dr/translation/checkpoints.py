@@ -32,10 +32,12 @@ def checkpoint_key(flow: str, group: str, topic: str, partition: int) -> bytes:
     return f"{flow}/{group}/{topic}/{partition}".encode()
 
 
-def write_checkpoints(target_config: dict[str, Any], flow: str, groups: dict[str, list[Translated]],
-                      at_ms: int) -> int:
-    records = [(checkpoint_key(flow, group, t.topic, t.partition), {**t.to_dict(), "group": group, "at_ms": at_ms})
-               for group, translations in groups.items() for t in translations]
+def write_checkpoints(target_config: dict[str, Any], flow: str, groups: dict[str, list[Translated]], at_ms: int) -> int:
+    records = [
+        (checkpoint_key(flow, group, t.topic, t.partition), {**t.to_dict(), "group": group, "at_ms": at_ms})
+        for group, translations in groups.items()
+        for t in translations
+    ]
     put_records(target_config, CHECKPOINTS, records)
     return len(records)
 
@@ -65,9 +67,13 @@ def translate_in_process(requests: list[PartitionRequest]) -> list[Translated]:
     return [t for request in requests for t in translate_partition(request)]
 
 
-def checkpoint_groups(topology: Topology, flow: Flow, pattern: re.Pattern[str] | None,
-                      translate: Callable[[list[PartitionRequest]], list[Translated]] = translate_in_process,
-                      retries: int = 3) -> dict[str, list[Translated]]:
+def checkpoint_groups(
+    topology: Topology,
+    flow: Flow,
+    pattern: re.Pattern[str] | None,
+    translate: Callable[[list[PartitionRequest]], list[Translated]] = translate_in_process,
+    retries: int = 3,
+) -> dict[str, list[Translated]]:
     """Translate the committed offsets of the flow's groups from the source, keep them as checkpoints in the
     target with a lag snapshot of the flow (the RPO estimate should the source be lost), and return them.
     `translate` runs the per-partition requests: in Spark tasks (translate_offsets.py) or in process."""
@@ -81,8 +87,11 @@ def checkpoint_groups(topology: Topology, flow: Flow, pattern: re.Pattern[str] |
     partitions = sorted({key for offsets in committed.values() for key in offsets})
     ends = {}
     if partitions:
-        futures = admin.list_offsets({TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions},
-                                     isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=TIMEOUT_S)
+        futures = admin.list_offsets(
+            {TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions},
+            isolation_level=IsolationLevel.READ_COMMITTED,
+            request_timeout=TIMEOUT_S,
+        )
         ends = {(tp.topic, tp.partition): f.result(TIMEOUT_S).offset for tp, f in futures.items()}
     requests = plan_requests(committed, flow, source_config, target_config, cluster_id, ends)
     groups = by_group(committed, translate(requests) if requests else [])

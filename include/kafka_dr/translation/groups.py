@@ -32,9 +32,14 @@ def own_groups(topology: Topology) -> set[str]:
 def select_groups(names: Iterable[str], flow: Flow, topology: Topology, pattern: re.Pattern[str] | None) -> list[str]:
     """Groups of `flow` (its groups filter) that also fully match `pattern` when given."""
     own = own_groups(topology)
-    return sorted(name for name in names
-                  if name not in own and not name.startswith(INTERNAL_TOPIC_PREFIX) and flow.groups.matches(name)
-                  and (pattern is None or pattern.fullmatch(name)))
+    return sorted(
+        name
+        for name in names
+        if name not in own
+        and not name.startswith(INTERNAL_TOPIC_PREFIX)
+        and flow.groups.matches(name)
+        and (pattern is None or pattern.fullmatch(name))
+    )
 
 
 def list_groups(admin: AdminClient, timeout: float) -> list[str]:
@@ -44,36 +49,59 @@ def list_groups(admin: AdminClient, timeout: float) -> list[str]:
 
 def committed_offsets(admin: AdminClient, groups: list[str], flow: Flow, timeout: float) -> Committed:
     """Committed offsets of each group in the flow's source topics (one request per group, all in flight)."""
-    futures = {group: admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
-                                                         request_timeout=timeout)[group] for group in groups}
+    futures = {
+        group: admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=timeout)[group]
+        for group in groups
+    }
     committed: Committed = {}
     for group, future in futures.items():
         partitions = future.result(timeout).topic_partitions or []
-        offsets = {(tp.topic, tp.partition): tp.offset for tp in partitions
-                   if tp.offset >= 0 and tp.error is None and flow.topics.matches(tp.topic)}
+        offsets = {
+            (tp.topic, tp.partition): tp.offset
+            for tp in partitions
+            if tp.offset >= 0 and tp.error is None and flow.topics.matches(tp.topic)
+        }
         if offsets:
             committed[group] = offsets
     return committed
 
 
-def plan_requests(committed: Committed, flow: Flow, source_config: dict[str, Any], target_config: dict[str, Any],
-                  source_cluster_id: str, source_ends: dict[tuple[str, int], int]) -> list[PartitionRequest]:
+def plan_requests(
+    committed: Committed,
+    flow: Flow,
+    source_config: dict[str, Any],
+    target_config: dict[str, Any],
+    source_cluster_id: str,
+    source_ends: dict[tuple[str, int], int],
+) -> list[PartitionRequest]:
     """One request per source partition, carrying every group's offset there."""
     by_partition: dict[tuple[str, int], set[int]] = {}
     for offsets in committed.values():
         for key, offset in offsets.items():
             by_partition.setdefault(key, set()).add(offset)
-    return [PartitionRequest(source_config, target_config, source_cluster_id, topic, partition,
-                             flow.destination_topic(topic), tuple(sorted(offsets)), source_ends[(topic, partition)],
-                             flow.provenance)
-            for (topic, partition), offsets in sorted(by_partition.items())]
+    return [
+        PartitionRequest(
+            source_config,
+            target_config,
+            source_cluster_id,
+            topic,
+            partition,
+            flow.destination_topic(topic),
+            tuple(sorted(offsets)),
+            source_ends[(topic, partition)],
+            flow.provenance,
+        )
+        for (topic, partition), offsets in sorted(by_partition.items())
+    ]
 
 
 def by_group(committed: Committed, translated: Iterable[Translated]) -> dict[str, list[Translated]]:
     """Spread per-partition translations back over the groups that committed them."""
     lookup = {(t.topic, t.partition, t.source_offset): t for t in translated}
-    return {group: [lookup[(topic, partition, offset)] for (topic, partition), offset in sorted(offsets.items())]
-            for group, offsets in sorted(committed.items())}
+    return {
+        group: [lookup[(topic, partition, offset)] for (topic, partition), offset in sorted(offsets.items())]
+        for group, offsets in sorted(committed.items())
+    }
 
 
 @dataclass(frozen=True)
@@ -95,8 +123,9 @@ def apply_offsets(admin: AdminClient, groups: dict[str, list[TopicPartition]], t
         if members:
             results.append(Applied(group, False, f"{members} active member(s) in the target"))
             continue
-        commits[group] = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, offsets)],
-                                                            request_timeout=timeout)[group]
+        commits[group] = admin.alter_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group, offsets)], request_timeout=timeout
+        )[group]
     for group, future in commits.items():
         try:
             future.result(timeout)

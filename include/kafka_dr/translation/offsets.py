@@ -63,9 +63,17 @@ def _reader(config: dict[str, Any]) -> Consumer:
     here stops at a known end and offset lookups queue behind a pending fetch on the connection."""
     key = json.dumps(config, sort_keys=True, default=str)
     if key not in _READERS:
-        _READERS[key] = Consumer({**config, "group.id": "_kdr.translate", "enable.auto.commit": False,
-                                  "enable.auto.offset.store": False, "enable.partition.eof": True,
-                                  "isolation.level": "read_committed", "fetch.wait.max.ms": 10})
+        _READERS[key] = Consumer(
+            {
+                **config,
+                "group.id": "_kdr.translate",
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "enable.partition.eof": True,
+                "isolation.level": "read_committed",
+                "fetch.wait.max.ms": 10,
+            }
+        )
     return _READERS[key]
 
 
@@ -80,12 +88,15 @@ def translate_partition(request: PartitionRequest) -> list[Translated]:
     else:
         found = _by_timestamp(reader, request, wanted, high)
         method = "timestamp"
-    return [Translated(request.topic, request.partition, offset, request.dest_topic, found[offset], method)
-            for offset in request.offsets]
+    return [
+        Translated(request.topic, request.partition, offset, request.dest_topic, found[offset], method)
+        for offset in request.offsets
+    ]
 
 
-def _by_provenance(reader: Consumer, request: PartitionRequest, wanted: list[int], low: int,
-                   high: int) -> dict[int, int]:
+def _by_provenance(
+    reader: Consumer, request: PartitionRequest, wanted: list[int], low: int, high: int
+) -> dict[int, int]:
     origin = (request.source_cluster_id, request.topic, request.partition)
     start = _search(reader, request.dest_topic, request.partition, origin, wanted[0], low, high)
     found: dict[int, int] = {}
@@ -107,8 +118,9 @@ def _by_provenance(reader: Consumer, request: PartitionRequest, wanted: list[int
     return found
 
 
-def _search(reader: Consumer, topic: str, partition: int, origin: tuple[str, str, int], target: int,
-            low: int, high: int) -> int:
+def _search(
+    reader: Consumer, topic: str, partition: int, origin: tuple[str, str, int], target: int, low: int, high: int
+) -> int:
     """Smallest destination offset from which the first copy of `origin` has a source offset >= `target`
     (or after the last copy below `target` when there is none): every copy before it is below `target`."""
     while low < high:
@@ -121,8 +133,9 @@ def _search(reader: Consumer, topic: str, partition: int, origin: tuple[str, str
     return low
 
 
-def _next_copy(reader: Consumer, topic: str, partition: int, origin: tuple[str, str, int], start: int,
-               stop: int) -> tuple[int, int] | None:
+def _next_copy(
+    reader: Consumer, topic: str, partition: int, origin: tuple[str, str, int], start: int, stop: int
+) -> tuple[int, int] | None:
     """(destination offset, source offset) of the first copy of `origin` in [start, stop)."""
     for message in read_partition(reader, topic, partition, start, stop, READ_TIMEOUT_S):
         source_offset = copied_from(message.headers(), origin)
@@ -138,29 +151,35 @@ def _by_timestamp(reader: Consumer, request: PartitionRequest, wanted: list[int]
     for offset in wanted:
         timestamp = None
         if offset < request.source_end:
-            record = next(read_partition(source, request.topic, request.partition, offset, request.source_end,
-                                         READ_TIMEOUT_S), None)
+            record = next(
+                read_partition(source, request.topic, request.partition, offset, request.source_end, READ_TIMEOUT_S),
+                None,
+            )
             timestamp = None if record is None else record.timestamp()[1]
         if timestamp is None:
             found[offset] = high
             continue
-        found[offset] = offsets_for_times(request.target_config, request.dest_topic, {request.partition: timestamp},
-                                          reader)[request.partition]
+        found[offset] = offsets_for_times(
+            request.target_config, request.dest_topic, {request.partition: timestamp}, reader
+        )[request.partition]
     return found
 
 
-def offsets_for_times(config: dict[str, Any], topic: str, times: dict[int, int],
-                      reader: Consumer | None = None) -> dict[int, int]:
+def offsets_for_times(
+    config: dict[str, Any], topic: str, times: dict[int, int], reader: Consumer | None = None
+) -> dict[int, int]:
     """Per partition, the earliest offset whose timestamp is >= the given time (Kafka's offsetsForTimes),
     or the log end offset when there is none: what `kafka-consumer-groups --reset-offsets --to-datetime`
     commits."""
     reader = reader or _reader(config)
-    result = reader.offsets_for_times([TopicPartition(topic, p, ts) for p, ts in times.items()],
-                                      timeout=READ_TIMEOUT_S)
+    result = reader.offsets_for_times([TopicPartition(topic, p, ts) for p, ts in times.items()], timeout=READ_TIMEOUT_S)
     offsets = {}
     for tp in result:
-        offsets[tp.partition] = tp.offset if tp.offset >= 0 else reader.get_watermark_offsets(
-            TopicPartition(topic, tp.partition), timeout=READ_TIMEOUT_S)[1]
+        offsets[tp.partition] = (
+            tp.offset
+            if tp.offset >= 0
+            else reader.get_watermark_offsets(TopicPartition(topic, tp.partition), timeout=READ_TIMEOUT_S)[1]
+        )
     return offsets
 
 

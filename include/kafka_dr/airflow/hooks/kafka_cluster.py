@@ -11,6 +11,7 @@ command line, and nothing secret is logged.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from airflow.sdk import BaseHook
@@ -37,8 +38,9 @@ class KafkaClusterHook(BaseHook):
     conn_type = "kafka_dr"
     hook_name = "kafka-dr Kafka cluster"
 
-    def __init__(self, cluster_name: str, kafka_conn_id: str | None = None, *, topology: Topology | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, cluster_name: str, kafka_conn_id: str | None = None, *, topology: Topology | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.topology = topology if topology is not None else load_topology()
         self.cluster: Cluster = self.topology.cluster(cluster_name)
@@ -57,15 +59,28 @@ class KafkaClusterHook(BaseHook):
                     raise
                 self._security = clients.extra_settings(self.cluster.name)
                 if self._security:
-                    self.log.info("cluster %s: no connection %s; security settings from $%s: %s", self.cluster.name,
-                                  self.kafka_conn_id, variable, clients.redact(self._security))
+                    self.log.info(
+                        "cluster %s: no connection %s; security settings from $%s: %s",
+                        self.cluster.name,
+                        self.kafka_conn_id,
+                        variable,
+                        clients.redact(self._security),
+                    )
                 else:
-                    self.log.info("cluster %s: no connection %s nor $%s: plaintext, no security settings",
-                                  self.cluster.name, self.kafka_conn_id, variable)
+                    self.log.info(
+                        "cluster %s: no connection %s nor $%s: plaintext, no security settings",
+                        self.cluster.name,
+                        self.kafka_conn_id,
+                        variable,
+                    )
             else:
                 self._security = self._from_connection(conn.extra_dejson, conn.login, conn.password)
-                self.log.info("cluster %s: security settings from connection %s: %s", self.cluster.name,
-                              self.kafka_conn_id, clients.redact(self._security))
+                self.log.info(
+                    "cluster %s: security settings from connection %s: %s",
+                    self.cluster.name,
+                    self.kafka_conn_id,
+                    clients.redact(self._security),
+                )
         return self._security
 
     def client_config(self, **overrides: Any) -> dict[str, Any]:
@@ -87,7 +102,8 @@ class KafkaClusterHook(BaseHook):
             reason = error.str() if isinstance(error, KafkaError) else str(exc)
             raise ClusterUnreachable(
                 f"cluster {self.cluster.name} ({self.cluster.bootstrap_servers}) is not reachable: "
-                f"{' '.join(reason.split())}") from None
+                f"{' '.join(reason.split())}"
+            ) from None
         return cluster_id
 
     def _from_connection(self, extra: dict[str, Any], login: str | None, password: str | None) -> dict[str, Any]:
@@ -95,9 +111,21 @@ class KafkaClusterHook(BaseHook):
         for key, value in settings.items():
             if not isinstance(value, str | int | float | bool):
                 raise clients.ClientConfigError(
-                    f"connection {self.kafka_conn_id}: extra {key!r} must be a scalar librdkafka value")
+                    f"connection {self.kafka_conn_id}: extra {key!r} must be a scalar librdkafka value"
+                )
         if login:
             settings["sasl.username"] = login
         if password:
             settings["sasl.password"] = password
         return settings
+
+
+def clusters_env(
+    topology: Topology, clusters: Iterable[str], conn_ids: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The clusters' client settings as a child process's environment (never its command line); `conn_ids`
+    names a cluster's connection when it is not `kafka_dr_<cluster>`."""
+    env: dict[str, str] = {}
+    for cluster in clusters:
+        env.update(KafkaClusterHook(cluster, (conn_ids or {}).get(cluster), topology=topology).env_for_subprocess())
+    return env

@@ -18,14 +18,16 @@ from typing import Any
 from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowException
 
+from ...paths import SPARK_JOBS
 from ...replication import replicators
 from ...state import state_dir
 from ...topology import load_topology
-from .. import PROJECT_ROOT, topology_path
+from .. import topology_path
+from ..hooks.spark_submit import submit_command
 from .spark_job import SparkJobOperator
 
 MODES = ("bounded", "continuous")
-REPLICATE_JOB = PROJECT_ROOT / "spark_jobs" / "replicate.py"
+REPLICATE_JOB = SPARK_JOBS / "replicate.py"
 
 
 class ReplicationOperator(SparkJobOperator):
@@ -45,8 +47,16 @@ class ReplicationOperator(SparkJobOperator):
     template_fields: Sequence[str] = ("flow", "topology")
     ui_color = "#d7e8f7"
 
-    def __init__(self, *, flow: str, mode: str = "bounded", topology: str | None = None,
-                 application: str = str(REPLICATE_JOB), startup_check: float = 5.0, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        flow: str,
+        mode: str = "bounded",
+        topology: str | None = None,
+        application: str = str(REPLICATE_JOB),
+        startup_check: float = 5.0,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(application=application, **kwargs)
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
@@ -68,30 +78,55 @@ class ReplicationOperator(SparkJobOperator):
     def _run_bounded(self, args: list[str], env: dict[str, str]) -> dict[str, Any]:
         summary = self.run_job(f"kdr-replicate-{self.flow}", args, env, f"flow {self.flow}: bounded replication")
         if summary.get("lost"):
-            self.log.warning("flow %s: %s source records were deleted by retention before they were copied: %s",
-                             self.flow, summary["lost"], summary.get("lost_ranges"))
-        self.log.info("flow %s: copied %s records (%s bytes, %s filtered) in %s s", self.flow,
-                      summary.get("records"), summary.get("bytes"), summary.get("filtered"), summary.get("seconds"))
+            self.log.warning(
+                "flow %s: %s source records were deleted by retention before they were copied: %s",
+                self.flow,
+                summary["lost"],
+                summary.get("lost_ranges"),
+            )
+        self.log.info(
+            "flow %s: copied %s records (%s bytes, %s filtered) in %s s",
+            self.flow,
+            summary.get("records"),
+            summary.get("bytes"),
+            summary.get("filtered"),
+            summary.get("seconds"),
+        )
         return summary
 
     def _start_continuous(self, args: list[str], env: dict[str, str]) -> dict[str, Any]:
         report = state_dir() / "replicators" / f"{self.flow}.summary.json"
         hook = self.spark_hook(f"kdr-replicate-{self.flow}", [*args, "--report", str(report)])
-        command = hook._build_spark_submit_command(self.application)
+        command = submit_command(hook, self.application)
         replicator, started = replicators.start(self.flow, command, env)
         if not started:
-            self.log.info("flow %s: replicator already running (pid %s since %s); not started again",
-                          self.flow, replicator.pid, replicator.started_at)
+            self.log.info(
+                "flow %s: replicator already running (pid %s since %s); not started again",
+                self.flow,
+                replicator.pid,
+                replicator.started_at,
+            )
             if list(replicator.command) != command:
-                self.log.warning("flow %s: the running replicator has another command line; stop it to apply "
-                                 "the new settings (it runs: %s)", self.flow, " ".join(replicator.command[-8:]))
+                self.log.warning(
+                    "flow %s: the running replicator has another command line; stop it to apply "
+                    "the new settings (it runs: %s)",
+                    self.flow,
+                    " ".join(replicator.command[-8:]),
+                )
         else:
             self.log.info("flow %s: replicator started (pid %s), log %s", self.flow, replicator.pid, replicator.log)
             deadline = time.monotonic() + self.startup_check
             while time.monotonic() < deadline:
                 if not replicators.is_running(self.flow):
-                    raise AirflowException(f"flow {self.flow}: replicator exited during startup: "
-                                           f"{replicators.last_error(self.flow)}; see {replicator.log}")
+                    raise AirflowException(
+                        f"flow {self.flow}: replicator exited during startup: "
+                        f"{replicators.last_error(self.flow)}; see {replicator.log}"
+                    )
                 time.sleep(0.5)
-        return {"flow": self.flow, "pid": replicator.pid, "log": replicator.log,
-                "started_at": replicator.started_at, "started": started}
+        return {
+            "flow": self.flow,
+            "pid": replicator.pid,
+            "log": replicator.log,
+            "started_at": replicator.started_at,
+            "started": started,
+        }

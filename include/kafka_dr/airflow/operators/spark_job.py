@@ -18,7 +18,8 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException
 
 from ...topology import Topology
-from ..hooks.kafka_cluster import KafkaClusterHook
+from ..hooks.kafka_cluster import clusters_env
+from ..hooks.spark_submit import exit_code
 
 EXIT_MEANING = {1: "failed", 2: "bad input"}
 
@@ -31,9 +32,16 @@ class SparkJobOperator(BaseOperator):
     :param py_files: --py-files for cluster masters (the kafka_dr package); not needed in local mode
     """
 
-    def __init__(self, *, application: str, spark_conn_id: str = "spark_default",
-                 kafka_conn_ids: Mapping[str, str] | None = None, conf: dict[str, Any] | None = None,
-                 py_files: str | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        application: str,
+        spark_conn_id: str = "spark_default",
+        kafka_conn_ids: Mapping[str, str] | None = None,
+        conf: dict[str, Any] | None = None,
+        py_files: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.application = application
         self.spark_conn_id = spark_conn_id
@@ -48,15 +56,12 @@ class SparkJobOperator(BaseOperator):
 
     def cluster_env(self, topology: Topology, clusters: Iterable[str]) -> dict[str, str]:
         """The clusters' client settings for the job's environment (never its command line)."""
-        env: dict[str, str] = {}
-        for cluster in clusters:
-            env.update(KafkaClusterHook(cluster, self.kafka_conn_ids.get(cluster), topology=topology)
-                       .env_for_subprocess())
-        return env
+        return clusters_env(topology, clusters, self.kafka_conn_ids)
 
     def spark_hook(self, name: str, args: list[str]) -> SparkSubmitHook:
-        return SparkSubmitHook(conn_id=self.spark_conn_id, conf=self.conf, py_files=self.py_files, name=name,
-                               application_args=args)
+        return SparkSubmitHook(
+            conn_id=self.spark_conn_id, conf=self.conf, py_files=self.py_files, name=name, application_args=args
+        )
 
     def run_job(self, name: str, args: list[str], env: dict[str, str], what: str) -> dict[str, Any]:
         """Submit the job to the end; returns its summary. `what` names the job in errors."""
@@ -66,12 +71,11 @@ class SparkJobOperator(BaseOperator):
             try:
                 self._spark.submit(self.application, env={**os.environ, **env})
             except AirflowException:
-                # The provider keeps the exit code only on its Popen; the job's own error is in its summary.
-                process = getattr(self._spark, "_submit_sp", None)
-                code = process.returncode if process is not None else None
+                code = exit_code(self._spark)  # the job's own error is in its summary
                 error = (_read_summary(report) or {}).get("error") or "see the spark-submit output above"
-                raise AirflowException(f"{what} {EXIT_MEANING.get(code, 'failed')} (exit code {code}): {error}"
-                                       ) from None
+                raise AirflowException(
+                    f"{what} {EXIT_MEANING.get(code, 'failed')} (exit code {code}): {error}"
+                ) from None
             summary = _read_summary(report)
         if summary is None:
             raise AirflowException(f"{what}: {Path(self.application).name} exited 0 without writing its summary")

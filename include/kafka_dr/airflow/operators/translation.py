@@ -7,11 +7,12 @@ from typing import Any
 
 from airflow.sdk import Context
 
+from ...paths import SPARK_JOBS
 from ...topology import load_topology
-from .. import PROJECT_ROOT, topology_path
+from .. import topology_path
 from .spark_job import SparkJobOperator
 
-TRANSLATE_JOB = PROJECT_ROOT / "spark_jobs" / "translate_offsets.py"
+TRANSLATE_JOB = SPARK_JOBS / "translate_offsets.py"
 
 
 class TranslateOffsetsOperator(SparkJobOperator):
@@ -29,9 +30,18 @@ class TranslateOffsetsOperator(SparkJobOperator):
     template_fields: Sequence[str] = ("flow", "groups", "topology", "reset_to_datetime")
     ui_color = "#e8f0d7"
 
-    def __init__(self, *, flow: str, groups: str | None = None, apply: bool = False, from_checkpoints: bool = False,
-                 reset_to_datetime: str | None = None, topology: str | None = None,
-                 application: str = str(TRANSLATE_JOB), **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        flow: str,
+        groups: str | None = None,
+        apply: bool = False,
+        from_checkpoints: bool = False,
+        reset_to_datetime: str | None = None,
+        topology: str | None = None,
+        application: str = str(TRANSLATE_JOB),
+        **kwargs: Any,
+    ) -> None:
         super().__init__(application=application, **kwargs)
         self.flow = flow
         self.groups = groups
@@ -55,9 +65,15 @@ class TranslateOffsetsOperator(SparkJobOperator):
         if self.reset_to_datetime:
             args += ["--reset-to-datetime", self.reset_to_datetime]
         summary = self.run_job(f"kdr-translate-{flow.name}", args, env, f"flow {flow.name}: offset translation")
-        self.log.info("flow %s: %s groups, %s group-partitions translated from %s; applied %s, skipped %s",
-                      flow.name, summary.get("group_count"), summary.get("partition_count"), summary.get("origin"),
-                      len(summary.get("applied", [])), len(summary.get("skipped", [])))
+        self.log.info(
+            "flow %s: %s groups, %s group-partitions translated from %s; applied %s, skipped %s",
+            flow.name,
+            summary.get("group_count"),
+            summary.get("partition_count"),
+            summary.get("origin"),
+            len(summary.get("applied", [])),
+            len(summary.get("skipped", [])),
+        )
         for skipped in summary.get("skipped", []):
             self.log.warning("group %s left alone: %s", skipped["group"], skipped["reason"])
         return summary

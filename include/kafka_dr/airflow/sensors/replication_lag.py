@@ -31,10 +31,21 @@ class ReplicationLagSensor(BaseSensorOperator):
     template_fields: Sequence[str] = ("flow", "topology", "topics", "max_records", "max_seconds")
     ui_color = "#f7e8d7"
 
-    def __init__(self, *, flow: str, max_records: int | None = None, max_seconds: float | None = None,
-                 topics: str | None = None, topology: str | None = None, deferrable: bool = True,
-                 check_replicator: bool = False, lag_timeout: float = 10.0, poke_interval: float = 10.0,
-                 timeout: float = 600.0, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        flow: str,
+        max_records: int | None = None,
+        max_seconds: float | None = None,
+        topics: str | None = None,
+        topology: str | None = None,
+        deferrable: bool = True,
+        check_replicator: bool = False,
+        lag_timeout: float = 10.0,
+        poke_interval: float = 10.0,
+        timeout: float = 600.0,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(poke_interval=poke_interval, timeout=timeout, **kwargs)
         if max_records is None and max_seconds is None:
             raise ValueError("a lag gate needs max_records or max_seconds")
@@ -79,8 +90,13 @@ class ReplicationLagSensor(BaseSensorOperator):
     def _trigger(self, deadline: float | None) -> ReplicationLagTrigger:
         """The trigger does the measuring in both modes, so poke and defer judge lag the same way."""
         return ReplicationLagTrigger(
-            flow=self.flow, topology=str(topology_path(self.topology)),
+            flow=self.flow,
+            topology=str(topology_path(self.topology)),
             max_records=None if self.max_records is None else int(self.max_records),
             max_seconds=None if self.max_seconds is None else float(self.max_seconds),
-            topics=self.topics or None, poke_interval=self.poke_interval, deadline=deadline,
-            lag_timeout=self.lag_timeout, check_replicator=self.check_replicator)
+            topics=self.topics or None,
+            poke_interval=self.poke_interval,
+            deadline=deadline,
+            lag_timeout=self.lag_timeout,
+            check_replicator=self.check_replicator,
+        )

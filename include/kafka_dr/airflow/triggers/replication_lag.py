@@ -30,9 +30,19 @@ class ReplicationLagTrigger(BaseTrigger):
     or when `check_replicator` is set and the flow's tracked replicator is no longer running.
     """
 
-    def __init__(self, *, flow: str, topology: str, max_records: int | None = None, max_seconds: float | None = None,
-                 topics: str | None = None, poke_interval: float = 10.0, deadline: float | None = None,
-                 lag_timeout: float = 10.0, check_replicator: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        flow: str,
+        topology: str,
+        max_records: int | None = None,
+        max_seconds: float | None = None,
+        topics: str | None = None,
+        poke_interval: float = 10.0,
+        deadline: float | None = None,
+        lag_timeout: float = 10.0,
+        check_replicator: bool = False,
+    ) -> None:
         super().__init__()
         self.flow = flow
         self.topology = topology
@@ -45,11 +55,20 @@ class ReplicationLagTrigger(BaseTrigger):
         self.check_replicator = check_replicator
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return ("kafka_dr.airflow.triggers.replication_lag.ReplicationLagTrigger", {
-            "flow": self.flow, "topology": self.topology, "max_records": self.max_records,
-            "max_seconds": self.max_seconds, "topics": self.topics, "poke_interval": self.poke_interval,
-            "deadline": self.deadline, "lag_timeout": self.lag_timeout, "check_replicator": self.check_replicator,
-        })
+        return (
+            "kafka_dr.airflow.triggers.replication_lag.ReplicationLagTrigger",
+            {
+                "flow": self.flow,
+                "topology": self.topology,
+                "max_records": self.max_records,
+                "max_seconds": self.max_seconds,
+                "topics": self.topics,
+                "poke_interval": self.poke_interval,
+                "deadline": self.deadline,
+                "lag_timeout": self.lag_timeout,
+                "check_replicator": self.check_replicator,
+            },
+        )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         while True:

@@ -13,16 +13,23 @@ from .server import Broker
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m kafka_dr.local.broker",
-                                     description="Embedded single-node Kafka broker (one cluster).")
+    parser = argparse.ArgumentParser(
+        prog="python -m kafka_dr.local.broker", description="Embedded single-node Kafka broker (one cluster)."
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind and advertise")
     parser.add_argument("--port", type=int, default=9092)
     parser.add_argument("--data-dir", type=Path, required=True, help="log directory (created if missing)")
     parser.add_argument("--node-id", type=int, default=1)
-    parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
-                        help="broker config override, e.g. group.initial.rebalance.delay.ms=0")
-    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-                        help="DEBUG logs every request")
+    parser.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="broker config override, e.g. group.initial.rebalance.delay.ms=0",
+    )
+    parser.add_argument(
+        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="DEBUG logs every request"
+    )
     return parser.parse_args(argv)
 
 

@@ -54,9 +54,15 @@ def clean(partition: PartitionLog, now_ms: int, delete_retention_ms: int) -> int
                 out += batch
                 continue
             records = list(DefaultRecordBatch(batch))
-            kept = [r for r in records if r.key is None or (
-                latest[bytes(r.key)] == r.offset
-                and not (r.value is None and r.timestamp < now_ms - delete_retention_ms))]
+            kept = [
+                r
+                for r in records
+                if r.key is None
+                or (
+                    latest[bytes(r.key)] == r.offset
+                    and not (r.value is None and r.timestamp < now_ms - delete_retention_ms)
+                )
+            ]
             segment_removed += len(records) - len(kept)
             if len(kept) == len(records):
                 out += batch
@@ -70,12 +76,17 @@ def clean(partition: PartitionLog, now_ms: int, delete_retention_ms: int) -> int
 
 
 def _rebuild(header, records) -> bytes:
-    builder = DefaultRecordBatchBuilder(2, header.attributes & ATTR_COMPRESSION_MASK, header.is_transactional,
-                                        header.producer_id, header.producer_epoch, header.base_sequence,
-                                        batch_size=1 << 31)
+    builder = DefaultRecordBatchBuilder(
+        2,
+        header.attributes & ATTR_COMPRESSION_MASK,
+        header.is_transactional,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        batch_size=1 << 31,
+    )
     for record in records:
-        builder.append(record.offset - header.base_offset, record.timestamp, record.key, record.value,
-                       record.headers)
+        builder.append(record.offset - header.base_offset, record.timestamp, record.key, record.value, record.headers)
     batch = assign_offset(bytes(builder.build()), header.base_offset)
     if header.attributes & ATTR_LOG_APPEND_TIME:
         set_log_append_time(batch, header.max_timestamp)

@@ -19,10 +19,11 @@ from pathlib import Path
 
 import kafka.errors as Errors
 
+from kafka_dr.processes import write_atomic
+
 log = logging.getLogger(__name__)
 
-EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
-    "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
+EMPTY, PREPARING, COMPLETING, STABLE, DEAD = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
 OFFSETS_FILE = "__consumer_offsets.jsonl"
 MIN_SESSION_TIMEOUT_MS = 1000  # group.min.session.timeout.ms is 6000 in Kafka; lower eases tests
 MAX_SESSION_TIMEOUT_MS = 1800000
@@ -97,6 +98,7 @@ class Group:
         if self.protocol_type != "consumer" or not self.protocol_name or not self.members:
             return None
         from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
+
         topics: set[str] = set()
         for member in self.members.values():
             try:
@@ -135,12 +137,14 @@ class GroupCoordinator:
         self._compact()
 
     def _compact(self) -> None:
-        tmp = self._path.with_suffix(".tmp")
-        with tmp.open("w") as out:
-            for group in self.groups.values():
-                for (topic, partition), om in group.offsets.items():
-                    out.write(self._entry(group.group_id, topic, partition, om))
-        tmp.replace(self._path)
+        write_atomic(
+            self._path,
+            "".join(
+                self._entry(group.group_id, topic, partition, om)
+                for group in self.groups.values()
+                for (topic, partition), om in group.offsets.items()
+            ),
+        )
 
     @staticmethod
     def _entry(group_id: str, topic: str, partition: int, om: OffsetAndMetadata | None) -> str:
@@ -150,8 +154,7 @@ class GroupCoordinator:
         return json.dumps(body) + "\n"
 
     def store_offsets(self, group: Group, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> None:
-        os.write(self._fd, "".join(self._entry(group.group_id, t, p, om)
-                                   for (t, p), om in offsets.items()).encode())
+        os.write(self._fd, "".join(self._entry(group.group_id, t, p, om) for (t, p), om in offsets.items()).encode())
         group.offsets.update(offsets)
 
     def delete_offsets(self, group: Group, keys: list[tuple[str, int]]) -> None:
@@ -178,10 +181,19 @@ class GroupCoordinator:
         return group
 
     # ---- join / sync -----------------------------------------------------------------------
-    async def join(self, group_id: str, member_id: str, group_instance_id: str | None, client_id: str,
-                   client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int,
-                   protocol_type: str, protocols: list[tuple[str, bytes]], require_known_member_id: bool
-                   ) -> JoinResult:
+    async def join(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        require_known_member_id: bool,
+    ) -> JoinResult:
         if not group_id:
             return JoinResult(Errors.InvalidGroupIdError.errno)
         if not MIN_SESSION_TIMEOUT_MS <= session_timeout_ms <= MAX_SESSION_TIMEOUT_MS:
@@ -189,10 +201,14 @@ class GroupCoordinator:
         group = self.group(group_id)
         if group.state == DEAD:
             return JoinResult(Errors.CoordinatorNotAvailableError.errno)
-        if not protocols or (group.members and (
+        if not protocols or (
+            group.members
+            and (
                 protocol_type != group.protocol_type
-                or not {n for n, _ in protocols} & set.intersection(
-                    *({n for n, _ in m.protocols} for m in group.members.values())))):
+                or not {n for n, _ in protocols}
+                & set.intersection(*({n for n, _ in m.protocols} for m in group.members.values()))
+            )
+        ):
             return JoinResult(Errors.InconsistentGroupProtocolError.errno)
         if group_instance_id:
             # Static membership: the instance id owns its member; a rejoin replaces the old id.
@@ -212,8 +228,16 @@ class GroupCoordinator:
 
         member = group.members.get(member_id)
         if member is None:
-            member = Member(member_id, group_instance_id, client_id, client_host, session_timeout_ms,
-                            rebalance_timeout_ms, protocol_type, protocols)
+            member = Member(
+                member_id,
+                group_instance_id,
+                client_id,
+                client_host,
+                session_timeout_ms,
+                rebalance_timeout_ms,
+                protocol_type,
+                protocols,
+            )
             group.members[member_id] = member
             group.protocol_type = protocol_type
             changed = True
@@ -223,8 +247,7 @@ class GroupCoordinator:
             member.session_timeout_ms = session_timeout_ms
             member.rebalance_timeout_ms = rebalance_timeout_ms
         member.last_heartbeat = time.monotonic()
-        if not changed and (group.state == COMPLETING
-                            or (group.state == STABLE and member_id != group.leader_id)):
+        if not changed and (group.state == COMPLETING or (group.state == STABLE and member_id != group.leader_id)):
             # Kafka's shortcut: a rejoin with unchanged metadata needs no new generation.
             return self._join_result(group, member)
         future = asyncio.get_running_loop().create_future()
@@ -250,7 +273,8 @@ class GroupCoordinator:
         timeout = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
         delay = self.initial_rebalance_delay_ms if initial else 0
         group.rebalance_task = asyncio.get_running_loop().create_task(
-            self._complete_join_after(group, delay / 1000, timeout / 1000))
+            self._complete_join_after(group, delay / 1000, timeout / 1000)
+        )
 
     async def _complete_join_after(self, group: Group, initial_delay: float, timeout: float) -> None:
         await asyncio.sleep(initial_delay)
@@ -267,8 +291,7 @@ class GroupCoordinator:
     def _complete_join(self, group: Group) -> None:
         if group.state != PREPARING:
             return
-        for member_id in [m.member_id for m in group.members.values()
-                          if m.join_future is None or m.join_future.done()]:
+        for member_id in [m.member_id for m in group.members.values() if m.join_future is None or m.join_future.done()]:
             log.info("group %s: member %s did not rejoin in time", group.group_id, member_id)
             self._remove_member(group, member_id, cancel=False)
         group.generation_id += 1
@@ -286,19 +309,27 @@ class GroupCoordinator:
             member.last_heartbeat = time.monotonic()
             future, member.join_future = member.join_future, None
             future.set_result(self._join_result(group, member))
-        log.info("group %s: generation %d with %d members", group.group_id, group.generation_id,
-                 len(group.members))
+        log.info("group %s: generation %d with %d members", group.group_id, group.generation_id, len(group.members))
 
     def _join_result(self, group: Group, member: Member) -> JoinResult:
         members = []
         if member.member_id == group.leader_id:
-            members = [(m.member_id, m.group_instance_id, m.metadata_for(group.protocol_name))
-                       for m in group.members.values()]
-        return JoinResult(0, group.generation_id, group.protocol_type, group.protocol_name,
-                          group.leader_id or "", member.member_id, members)
+            members = [
+                (m.member_id, m.group_instance_id, m.metadata_for(group.protocol_name)) for m in group.members.values()
+            ]
+        return JoinResult(
+            0,
+            group.generation_id,
+            group.protocol_type,
+            group.protocol_name,
+            group.leader_id or "",
+            member.member_id,
+            members,
+        )
 
-    async def sync(self, group_id: str, generation_id: int, member_id: str,
-                   assignments: dict[str, bytes]) -> tuple[int, bytes]:
+    async def sync(
+        self, group_id: str, generation_id: int, member_id: str, assignments: dict[str, bytes]
+    ) -> tuple[int, bytes]:
         group = self.groups.get(group_id)
         if group is None or member_id not in group.members:
             return Errors.UnknownMemberIdError.errno, b""
@@ -339,8 +370,7 @@ class GroupCoordinator:
         if group is None:
             return Errors.UnknownMemberIdError.errno
         if group_instance_id:
-            member = next((m for m in group.members.values() if m.group_instance_id == group_instance_id),
-                          None)
+            member = next((m for m in group.members.values() if m.group_instance_id == group_instance_id), None)
             if member is None or (member_id and member.member_id != member_id):
                 return Errors.UnknownMemberIdError.errno if member is None else Errors.FencedInstanceIdError.errno
             member_id = member.member_id
@@ -357,8 +387,11 @@ class GroupCoordinator:
         member = group.members.pop(member_id)
         for future in (member.join_future, member.sync_future):
             if cancel and future and not future.done():
-                future.set_result(JoinResult(Errors.UnknownMemberIdError.errno) if future is member.join_future
-                                  else (Errors.UnknownMemberIdError.errno, b""))
+                future.set_result(
+                    JoinResult(Errors.UnknownMemberIdError.errno)
+                    if future is member.join_future
+                    else (Errors.UnknownMemberIdError.errno, b"")
+                )
 
     def _membership_changed(self, group: Group, reason: str) -> None:
         if group.state in (STABLE, COMPLETING):
@@ -376,9 +409,12 @@ class GroupCoordinator:
         """Drop members that stopped heart-beating (members blocked in a join are exempt)."""
         now = time.monotonic()
         for group in list(self.groups.values()):
-            expired = [m.member_id for m in group.members.values()
-                       if (m.join_future is None or m.join_future.done())
-                       and (now - m.last_heartbeat) * 1000 > m.session_timeout_ms]
+            expired = [
+                m.member_id
+                for m in group.members.values()
+                if (m.join_future is None or m.join_future.done())
+                and (now - m.last_heartbeat) * 1000 > m.session_timeout_ms
+            ]
             for member_id in expired:
                 log.info("group %s: member %s session expired", group.group_id, member_id)
                 self._remove_member(group, member_id, cancel=True)
@@ -386,8 +422,9 @@ class GroupCoordinator:
                 self._membership_changed(group, "session timeout")
 
     # ---- offsets ---------------------------------------------------------------------------
-    def validate_commit(self, group_id: str, generation_id: int, member_id: str,
-                        group_instance_id: str | None = None) -> tuple[Group | None, int]:
+    def validate_commit(
+        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None = None
+    ) -> tuple[Group | None, int]:
         """Kafka's checks, in its order: anyone may commit to an empty group with generation -1;
         otherwise only a member of the current generation, and not while the group is syncing."""
         group = self.group(group_id)

@@ -19,6 +19,8 @@ from pathlib import Path
 import crc32c
 import kafka.errors as Errors
 
+from kafka_dr.processes import write_atomic
+
 from .records import (
     CONTROL_ABORT,
     CRC_START,
@@ -101,7 +103,7 @@ class PartitionLog:
             segment = self._open_segment(int(path.stem), path)
             if not self._recover_segment(segment):
                 # A torn or corrupt batch: everything after it is unreliable, as in Kafka recovery.
-                for later in paths[i + 1:]:
+                for later in paths[i + 1 :]:
                     log.warning("deleting segment %s after corruption in %s", later, path)
                     later.unlink()
                 break
@@ -123,8 +125,11 @@ class PartitionLog:
         while pos + HEADER_SIZE <= len(data):
             header = parse_header(data, pos)
             end = pos + header.length
-            if end > len(data) or header.length < HEADER_SIZE or \
-                    crc32c.crc32c(memoryview(data)[pos + CRC_START:end]) != header.crc:
+            if (
+                end > len(data)
+                or header.length < HEADER_SIZE
+                or crc32c.crc32c(memoryview(data)[pos + CRC_START : end]) != header.crc
+            ):
                 break
             self._index(segment, header, pos)
             self._track_producer(header, header.base_offset, memoryview(data)[pos:end])
@@ -188,15 +193,15 @@ class PartitionLog:
         if header.producer_epoch > state.epoch or header.base_sequence < 0:
             if header.producer_epoch > state.epoch and header.base_sequence not in (0, -1):
                 raise Errors.OutOfOrderSequenceNumberError(
-                    f"new epoch {header.producer_epoch} must start at sequence 0, got {header.base_sequence}")
+                    f"new epoch {header.producer_epoch} must start at sequence 0, got {header.base_sequence}"
+                )
             return None
         for first, last, offset in state.recent:
             if first == header.base_sequence and last == header.last_sequence:
                 return offset
         expected = (state.last_sequence + 1) % 2**31
         if header.base_sequence != expected:
-            raise Errors.OutOfOrderSequenceNumberError(
-                f"expected sequence {expected}, got {header.base_sequence}")
+            raise Errors.OutOfOrderSequenceNumberError(f"expected sequence {expected}, got {header.base_sequence}")
         return None
 
     # ---- writes ----------------------------------------------------------------------------
@@ -216,20 +221,19 @@ class PartitionLog:
         self._track_producer(header, header.base_offset, batch)
         return header.base_offset
 
-    def append_marker(self, producer_id: int, producer_epoch: int, commit: bool,
-                      coordinator_epoch: int, now_ms: int) -> int:
-        batch = bytearray(control_batch(self.log_end_offset, producer_id, producer_epoch, commit,
-                                        coordinator_epoch, now_ms))
+    def append_marker(
+        self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, now_ms: int
+    ) -> int:
+        batch = bytearray(
+            control_batch(self.log_end_offset, producer_id, producer_epoch, commit, coordinator_epoch, now_ms)
+        )
         return self.append(batch, parse_header(batch))
-
-    def has_ongoing_txn(self, producer_id: int) -> bool:
-        return producer_id in self.ongoing_txns
 
     # ---- reads -----------------------------------------------------------------------------
     def _locate(self, offset: int) -> tuple[Segment, int] | None:
         """The segment and batch index of the batch holding offset (or the next one after it)."""
         i = bisect.bisect_right([s.base_offset for s in self.segments], offset) - 1
-        for segment in self.segments[max(i, 0):]:
+        for segment in self.segments[max(i, 0) :]:
             j = bisect.bisect_left(segment.lasts, offset)
             if j < len(segment.lasts):
                 return segment, j
@@ -249,7 +253,8 @@ class PartitionLog:
         """
         if offset < self.log_start_offset or offset > self.log_end_offset:
             raise Errors.OffsetOutOfRangeError(
-                f"offset {offset} outside [{self.log_start_offset}, {self.log_end_offset}]")
+                f"offset {offset} outside [{self.log_start_offset}, {self.log_end_offset}]"
+            )
         if offset >= upper_bound:
             return b""
         found = self._locate(offset)
@@ -323,7 +328,8 @@ class PartitionLog:
             offset = self.high_watermark
         if offset < 0 or offset > self.high_watermark:
             raise Errors.OffsetOutOfRangeError(
-                f"cannot delete before {offset}: high watermark is {self.high_watermark}")
+                f"cannot delete before {offset}: high watermark is {self.high_watermark}"
+            )
         if offset > self.log_start_offset:
             self._set_log_start(offset)
             self._drop_segments(lambda s, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset)
@@ -331,9 +337,7 @@ class PartitionLog:
 
     def _set_log_start(self, offset: int) -> None:
         self.log_start_offset = offset
-        tmp = self.directory / (START_OFFSET_FILE + ".tmp")
-        tmp.write_text(f"{offset}\n")
-        tmp.replace(self.directory / START_OFFSET_FILE)
+        write_atomic(self.directory / START_OFFSET_FILE, f"{offset}\n")
         self.aborted = [t for t in self.aborted if t.last_offset >= offset]
 
     def enforce_retention(self, now_ms: int) -> int:
@@ -350,8 +354,7 @@ class PartitionLog:
             nonlocal total
             if nxt is None:
                 return False  # never the active segment
-            too_old = retention_ms >= 0 and segment.max_timestamp >= 0 and \
-                now_ms - segment.max_timestamp > retention_ms
+            too_old = retention_ms >= 0 and segment.max_timestamp >= 0 and now_ms - segment.max_timestamp > retention_ms
             too_big = retention_bytes >= 0 and total - segment.size >= retention_bytes
             if too_old or too_big:
                 total -= segment.size

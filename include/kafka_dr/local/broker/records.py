@@ -65,10 +65,35 @@ class BatchHeader:
 
 
 def parse_header(buf: bytes | memoryview, pos: int = 0) -> BatchHeader:
-    (base_offset, batch_length, _epoch, magic, crc, attributes, last_delta, base_ts, max_ts,
-     pid, pepoch, base_seq, count) = HEADER.unpack_from(buf, pos)
-    return BatchHeader(base_offset, batch_length + LOG_OVERHEAD, magic, crc, attributes, last_delta,
-                       base_ts, max_ts, pid, pepoch, base_seq, count)
+    (
+        base_offset,
+        batch_length,
+        _epoch,
+        magic,
+        crc,
+        attributes,
+        last_delta,
+        base_ts,
+        max_ts,
+        pid,
+        pepoch,
+        base_seq,
+        count,
+    ) = HEADER.unpack_from(buf, pos)
+    return BatchHeader(
+        base_offset,
+        batch_length + LOG_OVERHEAD,
+        magic,
+        crc,
+        attributes,
+        last_delta,
+        base_ts,
+        max_ts,
+        pid,
+        pepoch,
+        base_seq,
+        count,
+    )
 
 
 def validate_single_batch(data: bytes) -> BatchHeader:
@@ -80,7 +105,8 @@ def validate_single_batch(data: bytes) -> BatchHeader:
         raise InvalidRecordError(f"unsupported record batch magic {header.magic}")
     if header.length != len(data):
         raise InvalidRecordError(
-            f"produce payload must hold exactly one record batch ({header.length} != {len(data)} bytes)")
+            f"produce payload must hold exactly one record batch ({header.length} != {len(data)} bytes)"
+        )
     if crc32c.crc32c(memoryview(data)[CRC_START:]) != header.crc:
         raise InvalidRecordError("record batch CRC mismatch")
     if header.records_count <= 0 or header.last_offset_delta != header.records_count - 1:
@@ -116,17 +142,18 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
-def control_batch(base_offset: int, producer_id: int, producer_epoch: int, commit: bool,
-                  coordinator_epoch: int, timestamp_ms: int) -> bytes:
+def control_batch(
+    base_offset: int, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, timestamp_ms: int
+) -> bytes:
     """A transaction marker: one control record, key (version, type), value (version, coordinator epoch)."""
     key = struct.pack(">hh", 0, CONTROL_COMMIT if commit else CONTROL_ABORT)
     value = struct.pack(">hi", 0, coordinator_epoch)
-    body = (b"\x00" + _varint(0) + _varint(0) + _varint(len(key)) + key
-            + _varint(len(value)) + value + _varint(0))
+    body = b"\x00" + _varint(0) + _varint(0) + _varint(len(key)) + key + _varint(len(value)) + value + _varint(0)
     record = _varint(len(body)) + body
     attributes = ATTR_TRANSACTIONAL | ATTR_CONTROL
-    tail = struct.pack(">hiqqqhii", attributes, 0, timestamp_ms, timestamp_ms, producer_id, producer_epoch,
-                       -1, 1) + record
+    tail = (
+        struct.pack(">hiqqqhii", attributes, 0, timestamp_ms, timestamp_ms, producer_id, producer_epoch, -1, 1) + record
+    )
     crc = crc32c.crc32c(tail)
     head = struct.pack(">qiibI", base_offset, len(tail) + 9, 0, MAGIC_V2, crc)
     return head + tail

@@ -48,8 +48,9 @@ def read_or_create_cluster_id(data_dir: Path, node_id: int) -> str:
     """meta.properties as Kafka writes it; a fresh data dir gets a fresh cluster id."""
     path = data_dir / "meta.properties"
     if path.exists():
-        props = dict(line.split("=", 1) for line in path.read_text().splitlines()
-                     if "=" in line and not line.startswith("#"))
+        props = dict(
+            line.split("=", 1) for line in path.read_text().splitlines() if "=" in line and not line.startswith("#")
+        )
         return props["cluster.id"].strip()
     cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
     path.write_text(f"#kafka-dr embedded broker\nversion=1\nnode.id={node_id}\ncluster.id={cluster_id}\n")
@@ -57,8 +58,14 @@ def read_or_create_cluster_id(data_dir: Path, node_id: int) -> str:
 
 
 class Broker:
-    def __init__(self, data_dir: Path, host: str = "127.0.0.1", port: int = 9092, node_id: int = 1,
-                 configs: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        host: str = "127.0.0.1",
+        port: int = 9092,
+        node_id: int = 1,
+        configs: dict[str, str] | None = None,
+    ) -> None:
         self.data_dir = data_dir
         self.host = host
         self.port = port
@@ -86,18 +93,24 @@ class Broker:
 
     # ---- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve_connection, self.host, self.port,
-                                                  reuse_address=True)
+        self._server = await asyncio.start_server(self._serve_connection, self.host, self.port, reuse_address=True)
         loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(self._every(0.1, self.groups.expire_sessions)),
             loop.create_task(self._every(1.0, self.txns.abort_expired)),
-            loop.create_task(self._every(int(self.configs["log.retention.check.interval.ms"]) / 1000,
-                                         self._enforce_retention)),
+            loop.create_task(
+                self._every(int(self.configs["log.retention.check.interval.ms"]) / 1000, self._enforce_retention)
+            ),
             loop.create_task(self._every(int(self.configs["log.cleaner.backoff.ms"]) / 1000, self._compact)),
         ]
-        log.info("broker %d of cluster %s listening on %s:%d, data in %s", self.node_id, self.cluster_id,
-                 self.host, self.port, self.data_dir)
+        log.info(
+            "broker %d of cluster %s listening on %s:%d, data in %s",
+            self.node_id,
+            self.cluster_id,
+            self.host,
+            self.port,
+            self.data_dir,
+        )
 
     async def _every(self, seconds: float, job) -> None:
         while True:
@@ -192,8 +205,7 @@ class Broker:
         except Exception as exc:
             raise _CloseConnection(f"malformed {api.request.__name__} v{version}: {exc}") from exc
         context = RequestContext(request.header.client_id or "", client_host, version)
-        log.debug("%s v%d from %s (correlation %d)", api.request.__name__, version, context.client_id,
-                  correlation_id)
+        log.debug("%s v%d from %s (correlation %d)", api.request.__name__, version, context.client_id, correlation_id)
         response = await api.handler(self, request, context)
         log.debug("answered %s correlation %d", api.request.__name__, correlation_id)
         if response is None:
@@ -203,8 +215,10 @@ class Broker:
 
     def api_versions(self) -> list:
         item = ApiVersionsResponse.ApiVersion
-        return [item(api_key=a.key, min_version=a.min_version, max_version=a.max_version)
-                for a in sorted(self.apis.values(), key=lambda a: a.key)]
+        return [
+            item(api_key=a.key, min_version=a.min_version, max_version=a.max_version)
+            for a in sorted(self.apis.values(), key=lambda a: a.key)
+        ]
 
 
 class _CloseConnection(Exception):

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import kafka.errors as Errors
 
+from kafka_dr.processes import write_atomic
+
 from .log import PartitionLog
 
 METADATA_FILE = "topics.json"
@@ -83,13 +85,15 @@ def validate_config(name: str, value: str | None) -> None:
         bad = [v for v in items if v not in allowed]
         if bad:
             raise Errors.InvalidConfigurationError(
-                f"Invalid value {value} for configuration {name}: must be one of {sorted(allowed)}")
+                f"Invalid value {value} for configuration {name}: must be one of {sorted(allowed)}"
+            )
 
 
 def validate_topic_name(name: str) -> None:
     if name in (".", "..") or not LEGAL_TOPIC.fullmatch(name or ""):
         raise Errors.InvalidTopicError(
-            f"Topic name '{name}' is illegal: use up to 249 of [a-zA-Z0-9._-], not '.' or '..'")
+            f"Topic name '{name}' is illegal: use up to 249 of [a-zA-Z0-9._-], not '.' or '..'"
+        )
 
 
 @dataclass
@@ -121,11 +125,11 @@ class TopicStore:
             self._register(topic)
 
     def _save(self) -> None:
-        meta = {t.name: {"id": str(t.topic_id), "partitions": len(t.partitions), "configs": t.configs}
-                for t in self.topics.values()}
-        tmp = self.data_dir / (METADATA_FILE + ".tmp")
-        tmp.write_text(json.dumps(meta, indent=1, sort_keys=True))
-        tmp.replace(self.data_dir / METADATA_FILE)
+        meta = {
+            t.name: {"id": str(t.topic_id), "partitions": len(t.partitions), "configs": t.configs}
+            for t in self.topics.values()
+        }
+        write_atomic(self.data_dir / METADATA_FILE, json.dumps(meta, indent=1, sort_keys=True))
 
     def _register(self, topic: Topic) -> None:
         self.topics[topic.name] = topic
@@ -178,7 +182,8 @@ class TopicStore:
         if total <= len(topic.partitions):
             raise Errors.InvalidPartitionsError(
                 f"Topic currently has {len(topic.partitions)} partitions, which is higher than or "
-                f"equal to the requested {total}.")
+                f"equal to the requested {total}."
+            )
         if validate_only:
             return
         topic.partitions += [self._open_partition(topic, p) for p in range(len(topic.partitions), total)]

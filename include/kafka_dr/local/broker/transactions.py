@@ -18,6 +18,8 @@ from pathlib import Path
 
 import kafka.errors as Errors
 
+from kafka_dr.processes import write_atomic
+
 from .groups import GroupCoordinator, OffsetAndMetadata
 from .topics import TopicStore
 
@@ -43,20 +45,45 @@ class TxnMetadata:
     started_ms: int = 0
 
     def to_json(self) -> str:
-        return json.dumps({
-            "id": self.transactional_id, "pid": self.producer_id, "epoch": self.producer_epoch,
-            "timeout": self.timeout_ms, "state": self.state, "started": self.started_ms,
-            "partitions": sorted(self.partitions), "groups": sorted(self.groups),
-            "offsets": {g: [[t, p, om.offset, om.metadata, om.leader_epoch, om.commit_timestamp]
-                            for (t, p), om in offs.items()] for g, offs in self.pending_offsets.items()},
-        }) + "\n"
+        return (
+            json.dumps(
+                {
+                    "id": self.transactional_id,
+                    "pid": self.producer_id,
+                    "epoch": self.producer_epoch,
+                    "timeout": self.timeout_ms,
+                    "state": self.state,
+                    "started": self.started_ms,
+                    "partitions": sorted(self.partitions),
+                    "groups": sorted(self.groups),
+                    "offsets": {
+                        g: [
+                            [t, p, om.offset, om.metadata, om.leader_epoch, om.commit_timestamp]
+                            for (t, p), om in offs.items()
+                        ]
+                        for g, offs in self.pending_offsets.items()
+                    },
+                }
+            )
+            + "\n"
+        )
 
     @classmethod
     def from_json(cls, entry: dict) -> TxnMetadata:
-        return cls(entry["id"], entry["pid"], entry["epoch"], entry["timeout"], entry["state"],
-                   {(t, p) for t, p in entry["partitions"]}, set(entry["groups"]),
-                   {g: {(t, p): OffsetAndMetadata(o, m, e, ts) for t, p, o, m, e, ts in offs}
-                    for g, offs in entry["offsets"].items()}, entry["started"])
+        return cls(
+            entry["id"],
+            entry["pid"],
+            entry["epoch"],
+            entry["timeout"],
+            entry["state"],
+            {(t, p) for t, p in entry["partitions"]},
+            set(entry["groups"]),
+            {
+                g: {(t, p): OffsetAndMetadata(o, m, e, ts) for t, p, o, m, e, ts in offs}
+                for g, offs in entry["offsets"].items()
+            },
+            entry["started"],
+        )
 
 
 class TransactionCoordinator:
@@ -74,9 +101,7 @@ class TransactionCoordinator:
                 except (json.JSONDecodeError, KeyError):
                     continue  # a torn last line after a crash
                 self.txns[txn.transactional_id] = txn
-        tmp = self._path.with_suffix(".tmp")
-        tmp.write_text("".join(t.to_json() for t in self.txns.values()))
-        tmp.replace(self._path)
+        write_atomic(self._path, "".join(t.to_json() for t in self.txns.values()))
         self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND, 0o644)
         self.by_pid = {t.producer_id: t for t in self.txns.values()}
 
@@ -89,19 +114,19 @@ class TransactionCoordinator:
     def new_producer_id(self) -> int:
         pid = self._next_pid
         self._next_pid += 1
-        tmp = self._pid_path.with_suffix(".tmp")
-        tmp.write_text(str(self._next_pid))
-        tmp.replace(self._pid_path)
+        write_atomic(self._pid_path, str(self._next_pid))
         return pid
 
     # ---- InitProducerId --------------------------------------------------------------------
-    def init_producer_id(self, transactional_id: str | None, timeout_ms: int,
-                         producer_id: int = -1, producer_epoch: int = -1) -> tuple[int, int]:
+    def init_producer_id(
+        self, transactional_id: str | None, timeout_ms: int, producer_id: int = -1, producer_epoch: int = -1
+    ) -> tuple[int, int]:
         if not transactional_id:
             return self.new_producer_id(), 0
         if not 0 < timeout_ms <= MAX_TIMEOUT_MS:
             raise Errors.InvalidTransactionTimeoutError(
-                f"transaction timeout {timeout_ms} ms is outside (0, {MAX_TIMEOUT_MS}]")
+                f"transaction timeout {timeout_ms} ms is outside (0, {MAX_TIMEOUT_MS}]"
+            )
         txn = self.txns.get(transactional_id)
         if txn is None:
             txn = TxnMetadata(transactional_id, self.new_producer_id(), 0, timeout_ms)
@@ -132,10 +157,10 @@ class TransactionCoordinator:
         txn = self.txns.get(transactional_id)
         if txn is None or txn.producer_id != producer_id:
             raise Errors.InvalidProducerIdMappingError(
-                f"producer id {producer_id} is not mapped to transactional id {transactional_id}")
+                f"producer id {producer_id} is not mapped to transactional id {transactional_id}"
+            )
         if producer_epoch != txn.producer_epoch:
-            raise Errors.ProducerFencedError(
-                f"producer epoch {producer_epoch} is fenced by {txn.producer_epoch}")
+            raise Errors.ProducerFencedError(f"producer epoch {producer_epoch} is fenced by {txn.producer_epoch}")
         return txn
 
     def check_produce(self, producer_id: int, producer_epoch: int, topic: str, partition: int) -> None:
@@ -147,7 +172,8 @@ class TransactionCoordinator:
             raise Errors.ProducerFencedError(f"producer epoch {producer_epoch} is fenced")
         if txn.state != ONGOING or (topic, partition) not in txn.partitions:
             raise Errors.InvalidTxnStateError(
-                f"{topic}-{partition} was not added to transaction {txn.transactional_id}")
+                f"{topic}-{partition} was not added to transaction {txn.transactional_id}"
+            )
 
     def _begin(self, txn: TxnMetadata) -> None:
         if txn.state != ONGOING:
@@ -158,8 +184,9 @@ class TransactionCoordinator:
             txn.pending_offsets.clear()
 
     # ---- AddPartitionsToTxn / AddOffsetsToTxn / TxnOffsetCommit ------------------------------
-    def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                       partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    def add_partitions(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[tuple[str, int]]
+    ) -> dict[tuple[str, int], int]:
         """Per-partition error codes; nothing is added unless every partition is valid (as Kafka)."""
         txn = self._check(transactional_id, producer_id, producer_epoch)
         errors: dict[tuple[str, int], int] = {}
@@ -182,8 +209,14 @@ class TransactionCoordinator:
         txn.groups.add(group_id)
         self._persist(txn)
 
-    def txn_offset_commit(self, transactional_id: str, group_id: str, producer_id: int, producer_epoch: int,
-                          offsets: dict[tuple[str, int], OffsetAndMetadata]) -> None:
+    def txn_offset_commit(
+        self,
+        transactional_id: str,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        offsets: dict[tuple[str, int], OffsetAndMetadata],
+    ) -> None:
         txn = self._check(transactional_id, producer_id, producer_epoch)
         if txn.state != ONGOING or group_id not in txn.groups:
             raise Errors.InvalidTxnStateError(f"group {group_id} was not added to the transaction")
@@ -224,8 +257,7 @@ class TransactionCoordinator:
 
     def pending_offsets(self, group_id: str) -> set[tuple[str, int]]:
         """Partitions with uncommitted transactional offsets (OffsetFetch require_stable)."""
-        return {tp for t in self.txns.values() if t.state == ONGOING
-                for tp in t.pending_offsets.get(group_id, {})}
+        return {tp for t in self.txns.values() if t.state == ONGOING for tp in t.pending_offsets.get(group_id, {})}
 
     def abort_expired(self) -> None:
         now = int(time.time() * 1000)

@@ -252,10 +252,6 @@ class RegistryState:
                 raise errors.schema_not_found(schema_id)
             return [r for s, v in users if deleted or not (r := self._versions[s][v]).deleted]
 
-    def all_ids(self) -> list[int]:
-        with self._lock:
-            return sorted(self._by_id)
-
     def lookup(self, subject: str, candidate: ParsedSchema, refs: tuple[Reference, ...], deleted: bool) -> SchemaRecord:
         """The version of ``subject`` holding this schema (POST /subjects/{s})."""
         records = self.versions(subject, deleted)

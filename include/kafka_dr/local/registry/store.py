@@ -197,8 +197,12 @@ class KafkaStore:
         """Hold a read while a reachable store is still being loaded, so a fresh instance does not
         answer "not found" for schemas it is about to read; an unreachable store holds nothing."""
         deadline = time.monotonic() + timeout
-        while (self.reading.is_set() and not self.loaded.is_set() and self.last_error is None
-               and time.monotonic() < deadline):
+        while (
+            self.reading.is_set()
+            and not self.loaded.is_set()
+            and self.last_error is None
+            and time.monotonic() < deadline
+        ):
             self.loaded.wait(0.1)
 
     def _unavailable(self) -> errors.RegistryError:

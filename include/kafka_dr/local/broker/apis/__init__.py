@@ -47,6 +47,7 @@ def api(request: type, response: type, min_version: int, max_version: int) -> Ca
     def register(handler: Handler) -> Handler:
         REGISTRY[request.API_KEY] = Api(request.API_KEY, request, response, min_version, max_version, handler)
         return handler
+
     return register
 
 

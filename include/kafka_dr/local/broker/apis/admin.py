@@ -27,8 +27,14 @@ DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
-def create_topic_or_error(broker, name: str, partitions: int, configs: dict[str, str],
-                          replication_factor: int = -1, validate_only: bool = False) -> int:
+def create_topic_or_error(
+    broker,
+    name: str,
+    partitions: int,
+    configs: dict[str, str],
+    replication_factor: int = -1,
+    validate_only: bool = False,
+) -> int:
     try:
         _create(broker, name, partitions, configs, replication_factor, validate_only)
         return 0
@@ -36,11 +42,13 @@ def create_topic_or_error(broker, name: str, partitions: int, configs: dict[str,
         return error_code(exc)
 
 
-def _create(broker, name: str, partitions: int, configs: dict[str, str], replication_factor: int,
-            validate_only: bool) -> None:
+def _create(
+    broker, name: str, partitions: int, configs: dict[str, str], replication_factor: int, validate_only: bool
+) -> None:
     if replication_factor not in (-1, 1):
         raise Errors.InvalidReplicationFactorError(
-            f"Replication factor: {replication_factor} larger than available brokers: 1.")
+            f"Replication factor: {replication_factor} larger than available brokers: 1."
+        )
     partitions = int(broker.configs["num.partitions"]) if partitions == -1 else partitions
     if validate_only:
         broker.topics.check_create(name, partitions, configs)
@@ -60,19 +68,40 @@ async def create_topics(broker, request, ctx):
             _create(broker, t.name, t.num_partitions, configs, t.replication_factor, request.validate_only)
             topic = broker.topics.topics.get(t.name)
             partitions = len(topic.partitions) if topic else t.num_partitions
-            results.append(R(name=t.name, topic_id=topic.topic_id if topic else None, error_code=0,
-                             error_message=None, num_partitions=partitions, replication_factor=1,
-                             configs=[_create_config(topic, n) for n in sorted(TOPIC_CONFIGS)] if topic else []))
+            results.append(
+                R(
+                    name=t.name,
+                    topic_id=topic.topic_id if topic else None,
+                    error_code=0,
+                    error_message=None,
+                    num_partitions=partitions,
+                    replication_factor=1,
+                    configs=[_create_config(topic, n) for n in sorted(TOPIC_CONFIGS)] if topic else [],
+                )
+            )
         except Errors.KafkaError as exc:
-            results.append(R(name=t.name, error_code=error_code(exc), error_message=error_message(exc),
-                             num_partitions=-1, replication_factor=-1, configs=None))
+            results.append(
+                R(
+                    name=t.name,
+                    error_code=error_code(exc),
+                    error_message=error_message(exc),
+                    num_partitions=-1,
+                    replication_factor=-1,
+                    configs=None,
+                )
+            )
     return CreateTopicsResponse[ctx.version](throttle_time_ms=0, topics=results)
 
 
 def _create_config(topic, name):
     C = CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs
-    return C(name=name, value=topic.config(name), read_only=False, is_sensitive=False,
-             config_source=DYNAMIC_TOPIC_CONFIG if name in topic.configs else DEFAULT_CONFIG)
+    return C(
+        name=name,
+        value=topic.config(name),
+        read_only=False,
+        is_sensitive=False,
+        config_source=DYNAMIC_TOPIC_CONFIG if name in topic.configs else DEFAULT_CONFIG,
+    )
 
 
 @api(DeleteTopicsRequest, DeleteTopicsResponse, 1, 5)
@@ -113,8 +142,15 @@ async def describe_configs(broker, request, ctx):
         try:
             if res.resource_type == TOPIC_RESOURCE:
                 topic = broker.topics.get(res.resource_name)
-                entries = [(name, topic.config(name), DYNAMIC_TOPIC_CONFIG if name in topic.configs
-                            else DEFAULT_CONFIG, TOPIC_CONFIGS[name][1]) for name in sorted(TOPIC_CONFIGS)]
+                entries = [
+                    (
+                        name,
+                        topic.config(name),
+                        DYNAMIC_TOPIC_CONFIG if name in topic.configs else DEFAULT_CONFIG,
+                        TOPIC_CONFIGS[name][1],
+                    )
+                    for name in sorted(TOPIC_CONFIGS)
+                ]
             elif res.resource_type == BROKER_RESOURCE:
                 if res.resource_name not in ("", str(broker.node_id)):
                     raise Errors.InvalidRequestError(f"unknown broker {res.resource_name}")
@@ -127,14 +163,38 @@ async def describe_configs(broker, request, ctx):
                 if keys is not None and name not in keys:
                     continue
                 synonyms = [S(name=name, value=value, source=source)] if request.include_synonyms else []
-                configs.append(C(name=name, value=value, read_only=res.resource_type == BROKER_RESOURCE,
-                                 config_source=source, is_default=source == DEFAULT_CONFIG,
-                                 is_sensitive=False, synonyms=synonyms, config_type=kind, documentation=None))
-            results.append(R(error_code=0, error_message=None, resource_type=res.resource_type,
-                             resource_name=res.resource_name, configs=configs))
+                configs.append(
+                    C(
+                        name=name,
+                        value=value,
+                        read_only=res.resource_type == BROKER_RESOURCE,
+                        config_source=source,
+                        is_default=source == DEFAULT_CONFIG,
+                        is_sensitive=False,
+                        synonyms=synonyms,
+                        config_type=kind,
+                        documentation=None,
+                    )
+                )
+            results.append(
+                R(
+                    error_code=0,
+                    error_message=None,
+                    resource_type=res.resource_type,
+                    resource_name=res.resource_name,
+                    configs=configs,
+                )
+            )
         except Errors.KafkaError as exc:
-            results.append(R(error_code=error_code(exc), error_message=error_message(exc),
-                             resource_type=res.resource_type, resource_name=res.resource_name, configs=[]))
+            results.append(
+                R(
+                    error_code=error_code(exc),
+                    error_message=error_message(exc),
+                    resource_type=res.resource_type,
+                    resource_name=res.resource_name,
+                    configs=[],
+                )
+            )
     return DescribeConfigsResponse[ctx.version](throttle_time_ms=0, results=results)
 
 
@@ -162,9 +222,13 @@ def _alter(broker, request, new_configs) -> list:
 async def alter_configs(broker, request, ctx):
     R = AlterConfigsResponse.AlterConfigsResourceResponse
     results = _alter(broker, request, lambda topic, entries: {c.name: c.value for c in entries})
-    return AlterConfigsResponse[ctx.version](throttle_time_ms=0, responses=[
-        R(error_code=code, error_message=msg, resource_type=res.resource_type, resource_name=res.resource_name)
-        for code, msg, res in results])
+    return AlterConfigsResponse[ctx.version](
+        throttle_time_ms=0,
+        responses=[
+            R(error_code=code, error_message=msg, resource_type=res.resource_type, resource_name=res.resource_name)
+            for code, msg, res in results
+        ],
+    )
 
 
 def _incremental(topic, entries) -> dict[str, str]:
@@ -179,8 +243,11 @@ def _incremental(topic, entries) -> dict[str, str]:
                 raise Errors.InvalidConfigurationError(f"{c.name} is not a list config")
             items = [v for v in topic.config(c.name).split(",") if v]
             change = [v for v in (c.value or "").split(",") if v]
-            items = items + [v for v in change if v not in items] if c.config_operation == APPEND \
+            items = (
+                items + [v for v in change if v not in items]
+                if c.config_operation == APPEND
                 else [v for v in items if v not in change]
+            )
             configs[c.name] = ",".join(items)
         else:
             raise Errors.InvalidRequestError(f"unknown config operation {c.config_operation}")
@@ -191,6 +258,10 @@ def _incremental(topic, entries) -> dict[str, str]:
 async def incremental_alter_configs(broker, request, ctx):
     R = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
     results = _alter(broker, request, _incremental)
-    return IncrementalAlterConfigsResponse[ctx.version](throttle_time_ms=0, responses=[
-        R(error_code=code, error_message=msg, resource_type=res.resource_type, resource_name=res.resource_name)
-        for code, msg, res in results])
+    return IncrementalAlterConfigsResponse[ctx.version](
+        throttle_time_ms=0,
+        responses=[
+            R(error_code=code, error_message=msg, resource_type=res.resource_type, resource_name=res.resource_name)
+            for code, msg, res in results
+        ],
+    )

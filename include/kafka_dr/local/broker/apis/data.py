@@ -36,8 +36,13 @@ async def produce(broker, request, ctx):
     P = R.PartitionProduceResponse
     if request.acks not in (-1, 0, 1):
         code = Errors.InvalidRequiredAcksError.errno
-        responses = [R(name=t.name, partition_responses=[P(index=p.index, error_code=code, base_offset=-1)
-                                                          for p in t.partition_data]) for t in request.topic_data]
+        responses = [
+            R(
+                name=t.name,
+                partition_responses=[P(index=p.index, error_code=code, base_offset=-1) for p in t.partition_data],
+            )
+            for t in request.topic_data
+        ]
         return ProduceResponse[ctx.version](responses=responses, throttle_time_ms=0)
     responses = []
     appended = False
@@ -46,15 +51,32 @@ async def produce(broker, request, ctx):
         for p in t.partition_data:
             try:
                 base_offset, log_append_time, log_start = append_batch(
-                    broker, t.name, p.index, p.records or b"", request.transactional_id)
+                    broker, t.name, p.index, p.records or b"", request.transactional_id
+                )
                 appended = True
-                results.append(P(index=p.index, error_code=0, base_offset=base_offset,
-                                 log_append_time_ms=log_append_time, log_start_offset=log_start,
-                                 record_errors=[], error_message=None))
+                results.append(
+                    P(
+                        index=p.index,
+                        error_code=0,
+                        base_offset=base_offset,
+                        log_append_time_ms=log_append_time,
+                        log_start_offset=log_start,
+                        record_errors=[],
+                        error_message=None,
+                    )
+                )
             except Exception as exc:
-                results.append(P(index=p.index, error_code=error_code(exc), base_offset=-1,
-                                 log_append_time_ms=-1, log_start_offset=-1, record_errors=[],
-                                 error_message=error_message(exc)))
+                results.append(
+                    P(
+                        index=p.index,
+                        error_code=error_code(exc),
+                        base_offset=-1,
+                        log_append_time_ms=-1,
+                        log_start_offset=-1,
+                        record_errors=[],
+                        error_message=error_message(exc),
+                    )
+                )
         responses.append(R(name=t.name, partition_responses=results))
     if appended:
         broker.notify_append()
@@ -63,8 +85,9 @@ async def produce(broker, request, ctx):
     return ProduceResponse[ctx.version](responses=responses, throttle_time_ms=0)
 
 
-def append_batch(broker, topic_name: str, partition: int, data: bytes,
-                 transactional_id: str | None) -> tuple[int, int, int]:
+def append_batch(
+    broker, topic_name: str, partition: int, data: bytes, transactional_id: str | None
+) -> tuple[int, int, int]:
     """Validate and append one produced batch; (base offset, log append time or -1, log start)."""
     # Only Metadata auto-creates topics; Produce to an unknown one fails as in Kafka.
     log = broker.topics.partition(topic_name, partition)
@@ -77,7 +100,8 @@ def append_batch(broker, topic_name: str, partition: int, data: bytes,
         raise Errors.InvalidRecordError(f"compacted topic {topic_name} does not accept records without a key")
     if header.length > int(topic.config("max.message.bytes")):
         raise Errors.MessageSizeTooLargeError(
-            f"batch of {header.length} bytes exceeds max.message.bytes={topic.config('max.message.bytes')}")
+            f"batch of {header.length} bytes exceeds max.message.bytes={topic.config('max.message.bytes')}"
+        )
     if header.is_transactional:
         if not transactional_id:
             raise Errors.InvalidRecordError("transactional batch without a transactional id")
@@ -123,9 +147,17 @@ def read_fetch(broker, request) -> tuple[list, int]:
             try:
                 log = broker.topics.partition(t.topic, p.partition)
             except Errors.KafkaError as exc:
-                partitions.append(P(partition_index=p.partition, error_code=error_code(exc), high_watermark=-1,
-                                    last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
-                                    records=None))
+                partitions.append(
+                    P(
+                        partition_index=p.partition,
+                        error_code=error_code(exc),
+                        high_watermark=-1,
+                        last_stable_offset=-1,
+                        log_start_offset=-1,
+                        aborted_transactions=None,
+                        records=None,
+                    )
+                )
                 continue
             committed = request.isolation_level == READ_COMMITTED
             bound = log.last_stable_offset if committed else log.high_watermark
@@ -139,14 +171,24 @@ def read_fetch(broker, request) -> tuple[list, int]:
                 records, code = b"", error_code(exc)
             if records and committed:
                 last = parse_last_offset(records)
-                aborted = [A(producer_id=a.producer_id, first_offset=a.first_offset)
-                           for a in log.aborted_between(p.fetch_offset, last + 1)]
+                aborted = [
+                    A(producer_id=a.producer_id, first_offset=a.first_offset)
+                    for a in log.aborted_between(p.fetch_offset, last + 1)
+                ]
             total += len(records)
             budget -= len(records)
-            partitions.append(P(partition_index=p.partition, error_code=code, high_watermark=log.high_watermark,
-                                last_stable_offset=log.last_stable_offset, log_start_offset=log.log_start_offset,
-                                aborted_transactions=aborted if committed else None, preferred_read_replica=-1,
-                                records=records))
+            partitions.append(
+                P(
+                    partition_index=p.partition,
+                    error_code=code,
+                    high_watermark=log.high_watermark,
+                    last_stable_offset=log.last_stable_offset,
+                    log_start_offset=log.log_start_offset,
+                    aborted_transactions=aborted if committed else None,
+                    preferred_read_replica=-1,
+                    records=records,
+                )
+            )
         responses.append(R(topic=t.topic, partitions=partitions))
     return responses, total
 
@@ -168,15 +210,23 @@ async def list_offsets(broker, request, ctx):
     P = R.ListOffsetsPartitionResponse
 
     def answer(topic, p):
-        offset, timestamp = _offset_for(broker.topics.partition(topic, p.partition_index), p.timestamp,
-                                        request.isolation_level)
-        return P(partition_index=p.partition_index, error_code=0, timestamp=timestamp, offset=offset,
-                 leader_epoch=0 if offset >= 0 else -1)
+        offset, timestamp = _offset_for(
+            broker.topics.partition(topic, p.partition_index), p.timestamp, request.isolation_level
+        )
+        return P(
+            partition_index=p.partition_index,
+            error_code=0,
+            timestamp=timestamp,
+            offset=offset,
+            leader_epoch=0 if offset >= 0 else -1,
+        )
 
-    results = each_partition(request.topics, "name", answer,
-                             lambda p, code: P(partition_index=p.partition_index, error_code=code))
-    return ListOffsetsResponse[ctx.version](throttle_time_ms=0, topics=[
-        R(name=name, partitions=parts) for name, parts in results])
+    results = each_partition(
+        request.topics, "name", answer, lambda p, code: P(partition_index=p.partition_index, error_code=code)
+    )
+    return ListOffsetsResponse[ctx.version](
+        throttle_time_ms=0, topics=[R(name=name, partitions=parts) for name, parts in results]
+    )
 
 
 def _offset_for(log, timestamp: int, isolation_level: int) -> tuple[int, int]:
@@ -202,10 +252,15 @@ async def delete_records(broker, request, ctx):
         low = broker.topics.partition(topic, p.partition_index).delete_records_before(p.offset)
         return P(partition_index=p.partition_index, low_watermark=low, error_code=0)
 
-    results = each_partition(request.topics, "name", answer, lambda p, code: P(
-        partition_index=p.partition_index, low_watermark=-1, error_code=code))
-    return DeleteRecordsResponse[ctx.version](throttle_time_ms=0, topics=[
-        R(name=name, partitions=parts) for name, parts in results])
+    results = each_partition(
+        request.topics,
+        "name",
+        answer,
+        lambda p, code: P(partition_index=p.partition_index, low_watermark=-1, error_code=code),
+    )
+    return DeleteRecordsResponse[ctx.version](
+        throttle_time_ms=0, topics=[R(name=name, partitions=parts) for name, parts in results]
+    )
 
 
 @api(OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4)
@@ -219,7 +274,7 @@ async def offset_for_leader_epoch(broker, request, ctx):
         end = log.log_end_offset if p.leader_epoch >= 0 else -1
         return P(error_code=0, partition=p.partition, leader_epoch=0, end_offset=end)
 
-    results = each_partition(request.topics, "topic", answer,
-                             lambda p, code: P(error_code=code, partition=p.partition))
-    return OffsetForLeaderEpochResponse[ctx.version](throttle_time_ms=0, topics=[
-        R(topic=name, partitions=parts) for name, parts in results])
+    results = each_partition(request.topics, "topic", answer, lambda p, code: P(error_code=code, partition=p.partition))
+    return OffsetForLeaderEpochResponse[ctx.version](
+        throttle_time_ms=0, topics=[R(topic=name, partitions=parts) for name, parts in results]
+    )

@@ -39,28 +39,47 @@ MAX_METADATA = 4096  # offset.metadata.max.bytes
 @api(JoinGroupRequest, JoinGroupResponse, 0, 9)
 async def join_group(broker, request, ctx):
     result = await broker.groups.join(
-        request.group_id, request.member_id, request.group_instance_id, ctx.client_id, ctx.client_host,
+        request.group_id,
+        request.member_id,
+        request.group_instance_id,
+        ctx.client_id,
+        ctx.client_host,
         request.session_timeout_ms,
         request.rebalance_timeout_ms if request.rebalance_timeout_ms > 0 else request.session_timeout_ms,
-        request.protocol_type, [(p.name, p.metadata) for p in request.protocols],
-        require_known_member_id=ctx.version >= 4)
+        request.protocol_type,
+        [(p.name, p.metadata) for p in request.protocols],
+        require_known_member_id=ctx.version >= 4,
+    )
     M = JoinGroupResponse.JoinGroupResponseMember
     return JoinGroupResponse[ctx.version](
-        throttle_time_ms=0, error_code=result.error, generation_id=result.generation_id,
-        protocol_type=result.protocol_type, protocol_name=result.protocol_name, leader=result.leader,
-        skip_assignment=False, member_id=result.member_id,
-        members=[M(member_id=m, group_instance_id=i, metadata=meta) for m, i, meta in result.members])
+        throttle_time_ms=0,
+        error_code=result.error,
+        generation_id=result.generation_id,
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name,
+        leader=result.leader,
+        skip_assignment=False,
+        member_id=result.member_id,
+        members=[M(member_id=m, group_instance_id=i, metadata=meta) for m, i, meta in result.members],
+    )
 
 
 @api(SyncGroupRequest, SyncGroupResponse, 0, 5)
 async def sync_group(broker, request, ctx):
     code, assignment = await broker.groups.sync(
-        request.group_id, request.generation_id, request.member_id,
-        {a.member_id: a.assignment for a in request.assignments})
+        request.group_id,
+        request.generation_id,
+        request.member_id,
+        {a.member_id: a.assignment for a in request.assignments},
+    )
     group = broker.groups.groups.get(request.group_id)
     return SyncGroupResponse[ctx.version](
-        throttle_time_ms=0, error_code=code, assignment=assignment,
-        protocol_type=group.protocol_type if group else None, protocol_name=group.protocol_name if group else None)
+        throttle_time_ms=0,
+        error_code=code,
+        assignment=assignment,
+        protocol_type=group.protocol_type if group else None,
+        protocol_name=group.protocol_name if group else None,
+    )
 
 
 @api(HeartbeatRequest, HeartbeatResponse, 0, 4)
@@ -75,9 +94,14 @@ async def leave_group(broker, request, ctx):
         code = broker.groups.leave(request.group_id, request.member_id)
         return LeaveGroupResponse[ctx.version](throttle_time_ms=0, error_code=code)
     M = LeaveGroupResponse.MemberResponse
-    members = [M(member_id=m.member_id, group_instance_id=m.group_instance_id,
-                 error_code=broker.groups.leave(request.group_id, m.member_id, m.group_instance_id))
-               for m in request.members]
+    members = [
+        M(
+            member_id=m.member_id,
+            group_instance_id=m.group_instance_id,
+            error_code=broker.groups.leave(request.group_id, m.member_id, m.group_instance_id),
+        )
+        for m in request.members
+    ]
     return LeaveGroupResponse[ctx.version](throttle_time_ms=0, error_code=0, members=members)
 
 
@@ -85,8 +109,9 @@ async def leave_group(broker, request, ctx):
 async def offset_commit(broker, request, ctx):
     R = OffsetCommitResponse.OffsetCommitResponseTopic
     P = R.OffsetCommitResponsePartition
-    group, code = broker.groups.validate_commit(request.group_id, request.generation_id_or_member_epoch,
-                                                request.member_id, request.group_instance_id)
+    group, code = broker.groups.validate_commit(
+        request.group_id, request.generation_id_or_member_epoch, request.member_id, request.group_instance_id
+    )
     now = int(time.time() * 1000)
     offsets = {}
     topics = []
@@ -100,7 +125,8 @@ async def offset_commit(broker, request, ctx):
                 pcode = Errors.OffsetMetadataTooLargeError.errno
             if not pcode:
                 offsets[(t.name, p.partition_index)] = OffsetAndMetadata(
-                    p.committed_offset, p.committed_metadata, p.committed_leader_epoch, now)
+                    p.committed_offset, p.committed_metadata, p.committed_leader_epoch, now
+                )
             partitions.append(P(partition_index=p.partition_index, error_code=pcode))
         topics.append(R(name=t.name, partitions=partitions))
     if group is not None and offsets:
@@ -139,20 +165,42 @@ async def offset_fetch(broker, request, ctx):
         R = OffsetFetchResponse.OffsetFetchResponseTopic
         P = R.OffsetFetchResponsePartition
         rows = _fetch_group_offsets(broker, request.group_id, request.topics, request.require_stable)
-        return OffsetFetchResponse[ctx.version](throttle_time_ms=0, error_code=0, topics=[
-            R(name=topic, partitions=[P(partition_index=p, committed_offset=o, committed_leader_epoch=e,
-                                        metadata=m, error_code=c) for p, o, e, m, c in parts])
-            for topic, parts in rows])
+        return OffsetFetchResponse[ctx.version](
+            throttle_time_ms=0,
+            error_code=0,
+            topics=[
+                R(
+                    name=topic,
+                    partitions=[
+                        P(partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m, error_code=c)
+                        for p, o, e, m, c in parts
+                    ],
+                )
+                for topic, parts in rows
+            ],
+        )
     G = OffsetFetchResponse.OffsetFetchResponseGroup
     T = G.OffsetFetchResponseTopics
     P = T.OffsetFetchResponsePartitions
     groups = []
     for g in request.groups:
         rows = _fetch_group_offsets(broker, g.group_id, g.topics, request.require_stable)
-        groups.append(G(group_id=g.group_id, error_code=0, topics=[
-            T(name=topic, partitions=[P(partition_index=p, committed_offset=o, committed_leader_epoch=e,
-                                        metadata=m, error_code=c) for p, o, e, m, c in parts])
-            for topic, parts in rows]))
+        groups.append(
+            G(
+                group_id=g.group_id,
+                error_code=0,
+                topics=[
+                    T(
+                        name=topic,
+                        partitions=[
+                            P(partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m, error_code=c)
+                            for p, o, e, m, c in parts
+                        ],
+                    )
+                    for topic, parts in rows
+                ],
+            )
+        )
     return OffsetFetchResponse[ctx.version](throttle_time_ms=0, groups=groups)
 
 
@@ -166,8 +214,14 @@ async def list_groups(broker, request, ctx):
         group = broker.groups.existing(group_id)
         if group is None or (states and group.state.lower() not in states) or (types and "classic" not in types):
             continue
-        groups.append(L(group_id=group_id, protocol_type=group.protocol_type or "consumer",
-                        group_state=group.state, group_type="classic"))
+        groups.append(
+            L(
+                group_id=group_id,
+                protocol_type=group.protocol_type or "consumer",
+                group_state=group.state,
+                group_type="classic",
+            )
+        )
     return ListGroupsResponse[ctx.version](throttle_time_ms=0, error_code=0, groups=groups)
 
 
@@ -180,26 +234,41 @@ async def describe_groups(broker, request, ctx):
         group = broker.groups.describe(group_id)
         if group is None:
             # Kafka describes an unknown group as Dead with no members (error NONE before v6).
-            described.append(D(error_code=0, group_id=group_id, group_state=DEAD, protocol_type="",
-                               protocol_data="", members=[]))
+            described.append(
+                D(error_code=0, group_id=group_id, group_state=DEAD, protocol_type="", protocol_data="", members=[])
+            )
             continue
         stable = group.state == "Stable"
-        members = [M(member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
-                     client_host=m.client_host,
-                     member_metadata=m.metadata_for(group.protocol_name) if stable and group.protocol_name else b"",
-                     member_assignment=m.assignment if stable else b"")
-                   for m in group.members.values()]
-        described.append(D(error_code=0, group_id=group_id, group_state=group.state,
-                           protocol_type=group.protocol_type or "",
-                           protocol_data=group.protocol_name if stable else "", members=members))
+        members = [
+            M(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                member_metadata=m.metadata_for(group.protocol_name) if stable and group.protocol_name else b"",
+                member_assignment=m.assignment if stable else b"",
+            )
+            for m in group.members.values()
+        ]
+        described.append(
+            D(
+                error_code=0,
+                group_id=group_id,
+                group_state=group.state,
+                protocol_type=group.protocol_type or "",
+                protocol_data=group.protocol_name if stable else "",
+                members=members,
+            )
+        )
     return DescribeGroupsResponse[ctx.version](throttle_time_ms=0, groups=described)
 
 
 @api(DeleteGroupsRequest, DeleteGroupsResponse, 0, 2)
 async def delete_groups(broker, request, ctx):
     R = DeleteGroupsResponse.DeletableGroupResult
-    return DeleteGroupsResponse[ctx.version](throttle_time_ms=0, results=[
-        R(group_id=g, error_code=broker.groups.delete(g)) for g in request.groups_names])
+    return DeleteGroupsResponse[ctx.version](
+        throttle_time_ms=0, results=[R(group_id=g, error_code=broker.groups.delete(g)) for g in request.groups_names]
+    )
 
 
 @api(OffsetDeleteRequest, OffsetDeleteResponse, 0, 0)
@@ -208,8 +277,9 @@ async def offset_delete(broker, request, ctx):
     P = T.OffsetDeleteResponsePartition
     group = broker.groups.existing(request.group_id)
     if group is None:
-        return OffsetDeleteResponse[ctx.version](error_code=Errors.GroupIdNotFoundError.errno, throttle_time_ms=0,
-                                                 topics=[])
+        return OffsetDeleteResponse[ctx.version](
+            error_code=Errors.GroupIdNotFoundError.errno, throttle_time_ms=0, topics=[]
+        )
     subscribed = group.subscribed_topics() if group.members else set()
     topics = []
     deletable = []
@@ -217,8 +287,9 @@ async def offset_delete(broker, request, ctx):
         partitions = []
         for p in t.partitions:
             if subscribed is None or t.name in subscribed:
-                partitions.append(P(partition_index=p.partition_index,
-                                    error_code=Errors.GroupSubscribedToTopicError.errno))
+                partitions.append(
+                    P(partition_index=p.partition_index, error_code=Errors.GroupSubscribedToTopicError.errno)
+                )
             else:
                 deletable.append((t.name, p.partition_index))
                 partitions.append(P(partition_index=p.partition_index, error_code=0))

@@ -1,4 +1,4 @@
-"""Plain tasks shared by the DR DAGs; each fails with one line saying what is wrong and where.
+"""Tasks of the dr_bringup DAG; each fails with one line saying what is wrong and where.
 
 Every task takes the `plan` that `validate_topology` returns, one {"flow", "topology"} entry per selected
 flow, so a run works from the inputs checked at its start; the entries are also the kwargs of the
@@ -7,7 +7,6 @@ per-flow mapped operators (ReplicationOperator, ReplicationLagSensor).
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
@@ -21,9 +20,9 @@ from ..replication.heartbeat import HeartbeatError, send_heartbeat, wait_for_hea
 from ..replication.internal import ensure_internal_topics
 from ..replication.topic_sync import TopicSyncError, load_flow_state, persist_flow_state, sync_topics
 from ..schema_registry import first_url, get_json
-from ..state import now_iso, report_path
+from ..state import now_iso
 from ..topology import Flow, Topology, TopologyError, load_topology
-from . import topology_path
+from .common import flow_clusters, selected_flows, write_report
 from .hooks.kafka_cluster import ClusterUnreachable, KafkaClusterHook
 
 LEADER_WAIT = 15.0
@@ -37,22 +36,13 @@ def validate_topology(params: dict[str, Any] | None = None) -> list[dict[str, st
     cluster's client settings. Params: topology, flows (empty: all), max_lag_records, max_lag_seconds."""
     params = params or {}
     try:
-        path = topology_path(params.get("topology"))
-        topo = load_topology(path)
-        if not topo.flows:
-            raise TopologyError(f"{path}: flows: none defined, nothing to replicate")
-        flows = params.get("flows")
-        if isinstance(flows, str) or not isinstance(flows, list | tuple | None):
-            raise ValueError(f"param flows: must be a list of flow names, got {flows!r}")
-        selected = [topo.flow(name) for name in dict.fromkeys(flows or [f.name for f in topo.flows])]
+        path, _, selected = selected_flows(params, "nothing to replicate")
         thresholds = {name: params.get(name) for name in ("max_lag_records", "max_lag_seconds")}
         for name, value in thresholds.items():
             if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value < 0):
                 raise ValueError(f"param {name}: must be a number >= 0 or null, got {value!r}")
         if all(value is None for value in thresholds.values()):
             raise ValueError("params max_lag_records and max_lag_seconds: give at least one")
-        for cluster in _clusters(selected):
-            KafkaClusterHook(cluster, topology=topo).security_settings()
     except (TopologyError, ClientConfigError, ValueError) as exc:
         raise AirflowFailException(str(exc)) from None
     return [{"flow": flow.name, "topology": str(path)} for flow in selected]
@@ -63,7 +53,7 @@ def clusters_reachable(plan: list[dict[str, str]], timeout: float = 10.0) -> dic
     """Every cluster answers, and no two topology entries are the same Kafka cluster (a copy onto itself)."""
     topo, flows = _load(plan)
     ids, problems = {}, []
-    for cluster in _clusters(flows):
+    for cluster in flow_clusters(flows):
         try:
             ids[cluster] = _hook(topo, cluster).check_reachable(timeout)
         except ClusterUnreachable as exc:
@@ -83,7 +73,7 @@ def internal_topics(plan: list[dict[str, str]]) -> dict[str, list[str]]:
     """The `_kdr.` topics exist on every cluster of the run; returns the ones created now."""
     topo, flows = _load(plan)
     created = {}
-    for cluster in _clusters(flows):
+    for cluster in flow_clusters(flows):
         try:
             created[cluster] = ensure_internal_topics(AdminClient(_hook(topo, cluster).client_config()))
         except KafkaException as exc:
@@ -107,8 +97,11 @@ def destination_topics_synced(plan: list[dict[str, str]]) -> dict[str, dict[str,
             raise AirflowFailException(f"flow {flow.name}: {exc}") from None
         except KafkaException as exc:
             raise AirflowFailException(f"flow {flow.name}: topic sync failed: {error_text(exc)}") from None
-        reports[flow.name] = {"created": report.created, "grown": report.grown,
-                              "changed_configs": report.changed_configs}
+        reports[flow.name] = {
+            "created": report.created,
+            "grown": report.grown,
+            "changed_configs": report.changed_configs,
+        }
     return reports
 
 
@@ -117,8 +110,9 @@ def schema_registries_checked(plan: list[dict[str, str]]) -> dict[str, dict[str,
     """Every registry of the run's clusters answers GET /subjects, and those that report their leader agree on
     one: the primary's registry when the topology names one."""
     topo, flows = _load(plan)
-    urls = {c: first_url(topo.cluster(c).schema_registry)
-            for c in _clusters(flows) if topo.cluster(c).schema_registry}
+    urls = {
+        c: first_url(topo.cluster(c).schema_registry) for c in flow_clusters(flows) if topo.cluster(c).schema_registry
+    }
     result, problems = {}, []
     for cluster, url in urls.items():
         try:
@@ -142,8 +136,12 @@ def schema_registries_checked(plan: list[dict[str, str]]) -> dict[str, dict[str,
         problems.append("schema registries without a leader: " + ", ".join(c for c, u in leaders.items() if u is None))
     elif len(named) > 1:
         want = f" (the primary is {primary}: {expected})" if expected else ""
-        problems.append("schema registries disagree on their leader" + want + ": "
-                        + ", ".join(f"{c} follows {u}" for c, u in leaders.items()))
+        problems.append(
+            "schema registries disagree on their leader"
+            + want
+            + ": "
+            + ", ".join(f"{c} follows {u}" for c, u in leaders.items())
+        )
     if problems:
         raise AirflowFailException("; ".join(problems))
     return result
@@ -168,21 +166,20 @@ def report(plan: list[dict[str, str]], results: dict[str, Any]) -> dict[str, Any
     """Write what the run did and measured to STATE_DIR/reports/<dag>-<run>.json, and return it."""
     context = get_current_context()
     dag_id, run_id = context["dag"].dag_id, context["run_id"]
-    body = {"dag_id": dag_id, "run_id": run_id, "finished_at": now_iso(),
-            "params": dict(context["params"]), "plan": list(plan),
-            **{key: list(value) if _is_sequence(value) else value for key, value in results.items()}}
-    path = report_path(dag_id, run_id)
-    path.write_text(json.dumps(body, indent=2, default=str) + "\n", encoding="utf-8")
-    return {**body, "report_file": str(path)}
+    body = {
+        "dag_id": dag_id,
+        "run_id": run_id,
+        "finished_at": now_iso(),
+        "params": dict(context["params"]),
+        "plan": list(plan),
+        **{key: list(value) if _is_sequence(value) else value for key, value in results.items()},
+    }
+    return write_report(dag_id, run_id, body)
 
 
 def _load(plan: list[dict[str, str]]) -> tuple[Topology, list[Flow]]:
     topo = load_topology(plan[0]["topology"])
     return topo, [topo.flow(entry["flow"]) for entry in plan]
-
-
-def _clusters(flows: list[Flow]) -> list[str]:
-    return sorted({c for flow in flows for c in (flow.source, flow.target)})
 
 
 def _hook(topo: Topology, cluster: str) -> KafkaClusterHook:

@@ -1,0 +1,39 @@
+"""dr_replication_health: every few minutes, sample each flow, evaluate it, restart dead replicators, report.
+
+validate -> check (one mapped task per flow: sample, keep it in the target's `_kdr.health`, evaluate the
+last 10 samples with Burrow's rules plus GAP, DRIFT, CYCLE and the topology's SLOs) -> self-heal (restart a
+dead continuous replicator, at most 3 times an hour per flow) -> report (snapshot JSON; the run fails with
+one line per flow in ERR).
+
+The schedule is $KDR_HEALTH_SCHEDULE (a cron expression or preset, read when the DAG file is parsed),
+every 5 minutes by default.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pendulum
+from airflow.sdk import DAG, chain
+
+from kafka_dr.airflow.common import flows_param, topology_param
+from kafka_dr.airflow.health import check, report, self_heal, validate_flows
+
+with DAG(
+    dag_id="dr_replication_health",
+    schedule=os.environ.get("KDR_HEALTH_SCHEDULE") or "*/5 * * * *",
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    tags=["kafka-dr"],
+    doc_md=__doc__,
+    params={
+        "topology": topology_param(),
+        "flows": flows_param("Flows to check"),
+    },
+):
+    plan = validate_flows()
+    checked = check.expand_kwargs(plan)
+    healed = self_heal(checked, topology="{{ params.topology }}")
+    done = report(checked, healed)
+    chain(plan, checked, healed, done)

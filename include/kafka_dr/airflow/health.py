@@ -1,0 +1,86 @@
+"""Tasks of dr_replication_health: validate, check each flow (mapped, so one flow's outage cannot hide another's
+status), self-heal dead continuous replicators, report and fail loudly.
+
+The checking itself is kafka_dr.health (no Airflow there); these tasks add the Airflow connections' client
+settings, the restart of a dead replicator with its own command line, and the run's report.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from airflow.sdk import get_current_context, task
+from airflow.sdk.exceptions import AirflowFailException
+
+from ..clients import ClientConfigError
+from ..health.check import check_flow
+from ..health.healing import heal
+from ..health.rules import FlowHealth, render_table
+from ..state import now_iso
+from ..topology import Topology, TopologyError, load_topology
+from . import topology_path
+from .common import selected_flows, write_report
+from .hooks.kafka_cluster import clusters_env
+
+
+@task
+def validate_flows(params: dict[str, Any] | None = None) -> list[dict[str, str]]:
+    """The flows to check (param flows; empty: all), one {"flow", "topology"} each, after checking the topology
+    and each cluster's client settings."""
+    try:
+        path, _, selected = selected_flows(params or {})
+    except (TopologyError, ClientConfigError, ValueError) as exc:
+        raise AirflowFailException(str(exc)) from None
+    return [{"flow": flow.name, "topology": str(path)} for flow in selected]
+
+
+@task
+def check(flow: str, topology: str) -> dict[str, Any]:
+    """One health sample and evaluation of `flow` (what `kafka-dr health --flow FLOW` shows), as JSON."""
+    topo = load_topology(topology)
+    health = check_flow(topo, flow, environ=_environ(topo, flow))
+    print(render_table([health]))  # the task log's table
+    return health.to_dict()
+
+
+@task
+def self_heal(checked: list[dict[str, Any]], topology: str | None = None) -> list[dict[str, Any]]:
+    """Restart each continuous replicator found dead (see kafka_dr.health.healing for the limits)."""
+    topo = load_topology(topology_path(topology))
+    actions = []
+    for health in checked:
+        action = heal(FlowHealth.from_dict(health), environ=_environ(topo, health["name"]))
+        if action is not None:
+            print(f"flow {health['name']}: {action['action']}: {action['reason']}")
+            actions.append(action)
+    return actions
+
+
+@task
+def report(checked: list[dict[str, Any]], healed: list[dict[str, Any]]) -> dict[str, Any]:
+    """Write the run's snapshot to STATE_DIR/reports/<dag>-<run>.json, then fail the run with one line per
+    flow in ERR (a flow whose dead replicator was just restarted is reported, not failed)."""
+    context = get_current_context()
+    dag_id, run_id = context["dag"].dag_id, context["run_id"]
+    flows = [FlowHealth.from_dict(h) for h in checked]
+    restarted = {action["flow"] for action in healed if action["action"] == "restarted"}
+    body = {
+        "dag_id": dag_id,
+        "run_id": run_id,
+        "finished_at": now_iso(),
+        "flows": [h.to_dict() for h in flows],
+        "self_heal": list(healed),
+    }
+    written = write_report(dag_id, run_id, body)
+    print(render_table(flows))
+    failed = [h.failure_line() for h in flows if h.status == "ERR" and h.name not in restarted]
+    if failed:
+        raise AirflowFailException("\n".join(failed))
+    return written
+
+
+def _environ(topo: Topology, flow_name: str) -> dict[str, str]:
+    """This process's environment plus the flow's clusters' settings from their Airflow connections."""
+    flow = topo.flow(flow_name)
+    return {**os.environ, **clusters_env(topo, (flow.source, flow.target))}

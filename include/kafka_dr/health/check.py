@@ -1,0 +1,62 @@
+"""One health check of a flow, as `dr_replication_health` and `kafka-dr health` run it: sample the flow (with its
+earlier samples from the target's `_kdr.health`), evaluate the window, and keep the new samples and the
+evaluation in the target (the evaluation also as a JSON file under the state dir), where the next run, the
+failover report and the dashboard read them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka import KafkaException
+
+from ..clients import client_config, error_text
+from ..replication.internal import PROGRESS, latest_value, put_many
+from ..state import subdir, write_json
+from ..topology import Topology
+from .rules import FlowHealth, evaluate_flow
+from .sampler import sample_records, take_sample
+
+log = logging.getLogger(__name__)
+
+
+def check_flow(topology: Topology, flow_name: str, environ: Mapping[str, str] | None = None) -> FlowHealth:
+    """Sample, evaluate and keep the health of one flow; never raises for a cluster that is down (the flow is
+    ERR, saying which cluster)."""
+    flow = topology.flow(flow_name)
+    sample = take_sample(topology, flow.name, environ)
+    windows = {key: list(history) for key, history in sample.history.items()}
+    for current in sample.partitions:
+        windows.setdefault((current.topic, current.partition), []).append(current)
+    health = evaluate_flow(flow.name, windows, sample.findings, topology.health, sample.findings.time_ms)
+    target_config = None if sample.findings.unreachable else client_config(topology.cluster(flow.target), environ)
+    save_evaluation(target_config, health, sample.findings.time_ms, sample_records(flow.name, sample.partitions))
+    return health
+
+
+def save_evaluation(
+    target_config: dict[str, Any] | None, health: FlowHealth, at_ms: int, samples: list[tuple[str, bytes, Any]]
+) -> None:
+    """The run's samples (the next runs' windows) and the flow's evaluation in its target, in one write: the
+    evaluation in `_kdr.progress`, where it survives the Airflow host and the source. The evaluation also goes to
+    STATE_DIR/health/<flow>.json, even when the target does not answer (`target_config` None)."""
+    snapshot = {**health.to_dict(), "at_ms": at_ms}
+    write_json(subdir("health") / f"{health.name}.json", snapshot)
+    if target_config is not None:
+        try:
+            put_many(target_config, [*samples, (PROGRESS, _snapshot_key(health.name), snapshot)])
+        except KafkaException as exc:
+            log.warning("flow %s: samples and evaluation not kept in the target: %s", health.name, error_text(exc))
+
+
+def load_evaluation(target_config: dict[str, Any], flow: str) -> dict[str, Any] | None:
+    """The flow's latest evaluation as kept in its target (None: never evaluated)."""
+    value = latest_value(target_config, PROGRESS, _snapshot_key(flow))
+    return None if value is None else json.loads(value)
+
+
+def _snapshot_key(flow: str) -> bytes:
+    return f"{flow}/__health__".encode()

@@ -1,0 +1,121 @@
+"""The skeleton of every Spark job of kafka-dr (spark_jobs/*.py) and its DESIGN.md command-line contract.
+
+Each job keeps its logic in a `run(...)` that takes a built Spark context and returns the JSON summary (so
+that tests can call it in-process with a shared Spark session); its `main` hands `job_main` what builds the
+context and calls `run`. `job_main` is the one place that maps errors to exit codes (bad input 2, failure 1),
+always prints the summary as the last line of standard output (and writes it to --report), and stops Spark,
+so that the three jobs cannot drift apart in how they end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from confluent_kafka import KafkaException
+
+from .clients import ClientConfigError, error_text
+from .replication.copier import CopyError
+from .replication.planner import UnreachableError
+from .replication.topic_sync import TopicSyncError
+from .topology import Flow, Topology, TopologyError, load_topology
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+
+class BadInput(ValueError):
+    """A bad argument; exit 2 before anything changes."""
+
+
+# Exit 2, with the exception's text (which names a secret-holding variable, never its value).
+BAD_INPUT = (TopologyError, ClientConfigError, TopicSyncError, BadInput)
+# Exit 1, with error_text's line (CopyError includes FencedError).
+FAILURES = (UnreachableError, CopyError, KafkaException, TimeoutError)
+
+
+def job_main(
+    job: str,
+    args: argparse.Namespace,
+    start: Callable[[argparse.Namespace, Topology, Flow], dict[str, Any]],
+    *,
+    raised_in_tasks: tuple[str, ...],
+    failed_keys: tuple[str, ...] = ("flow",),
+) -> int:
+    """Run one job to its exit code: load --topology and --flow, call `start` (which builds Spark when it needs
+    it and calls the job's `run`), then stop Spark and emit the summary. A summary whose status is "failed"
+    exits 1. On an error the summary is `failed_keys` of `args` with status "failed" and the error's one line:
+    BAD_INPUT exits 2, FAILURES and anything else 1 (a Spark job failure yields the message of the first of
+    `raised_in_tasks` found in its text, see task_error)."""
+    # INFO for kafka-dr only: py4j logs its shutdown at INFO after the summary, and spark-submit prints the
+    # driver's standard error on its standard output.
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kafka_dr").setLevel(logging.INFO)
+    error: str | None = None
+    try:
+        topology = load_topology(args.topology)
+        summary = start(args, topology, topology.flow(args.flow))
+        status = 1 if summary.get("status") == "failed" else 0
+    except BAD_INPUT as exc:
+        status, error = 2, str(exc)
+    except FAILURES as exc:
+        status, error = 1, error_text(exc)
+    except Exception as exc:  # noqa: BLE001 - a Spark task failure carries the task's Python error inside
+        status, error = 1, task_error(exc, raised_in_tasks)
+    finally:
+        stop_spark()
+    if error is not None:
+        summary = {**{key: getattr(args, key) for key in failed_keys}, "status": "failed", "error": error}
+    emit_summary(job, summary, args.report)
+    return status
+
+
+_started_here: list[SparkSession] = []  # sessions start_spark created, which stop_spark ends
+
+
+def start_spark(app_name: str) -> SparkContext:
+    """The context of the Spark session: the caller's, when one is active (a test's shared session, kept
+    running), else a new one that stop_spark ends. Warnings only in the log."""
+    from pyspark.sql import SparkSession
+
+    created = SparkSession.getActiveSession() is None
+    session = SparkSession.builder.appName(app_name).getOrCreate()
+    session.sparkContext.setLogLevel("WARN")
+    if created:
+        _started_here.append(session)
+    return session.sparkContext
+
+
+def stop_spark() -> None:
+    """Stop the Spark session the job started, if it started one."""
+    while _started_here:
+        _started_here.pop().stop()
+
+
+def emit_summary(job: str, summary: dict[str, Any], report: Path | None) -> None:
+    """The error, if any, as one line on standard error; the JSON summary as the last line of standard output
+    and, with --report, in that file."""
+    if summary.get("error"):
+        print(f"{job}: error: {summary['error']}", file=sys.stderr, flush=True)
+    line = json.dumps(summary)
+    if report:
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text(line + "\n")
+    print(line, flush=True)
+
+
+def task_error(exc: BaseException, raised_in_tasks: tuple[str, ...]) -> str:
+    """The one line that matters from a Spark job failure: the message of the first of the Python exceptions
+    the tasks raise (`raised_in_tasks`, class names) found in the Java-wrapped text, else its first line."""
+    text = str(exc)
+    for name in raised_in_tasks:
+        marker = f"{name}: "
+        if marker in text:
+            return text.split(marker, 1)[1].splitlines()[0]
+    return text.splitlines()[0] if text else type(exc).__name__

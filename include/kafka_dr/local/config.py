@@ -1,0 +1,149 @@
+"""Settings of the embedded two-datacenter stack: ports and registry settings per DC, checked and saved.
+
+Apart from the supervisor (`local.stack`) because the settings are plain data every command agrees on
+through DATA_DIR/stack.json, checked in full before any process is touched.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from ..processes import write_atomic
+
+HOST = "127.0.0.1"
+
+_DC_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+_CONFIG_VERSION = 1
+
+
+class StackInputError(ValueError):
+    """The request itself is wrong (unknown DC, bad port, bad stack.json); nothing was changed."""
+
+
+@dataclass(frozen=True)
+class DcConfig:
+    """Ports and registry settings of one local datacenter."""
+
+    name: str
+    broker_port: int
+    registry_port: int
+    registry_kafkastore: str
+    registry_leader_eligible: bool
+
+    @property
+    def broker_address(self) -> str:
+        return f"{HOST}:{self.broker_port}"
+
+    @property
+    def registry_url(self) -> str:
+        return f"http://{HOST}:{self.registry_port}"
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    """All local datacenters; persisted as DATA_DIR/stack.json so every command agrees on it."""
+
+    dcs: tuple[DcConfig, ...]
+
+    @classmethod
+    def default(
+        cls, broker_ports: Sequence[int] = (9091, 9092), registry_ports: Sequence[int] = (8081, 8082)
+    ) -> StackConfig:
+        """DESIGN.md's layout: dc2's registry follows the store of dc1, which alone is leader-eligible."""
+        if len(broker_ports) != 2 or len(registry_ports) != 2:
+            raise StackInputError("the local stack has two DCs: give exactly two broker and two registry ports")
+        primary_store = f"{HOST}:{broker_ports[0]}"
+        config = cls(
+            dcs=(
+                DcConfig("dc1", broker_ports[0], registry_ports[0], primary_store, True),
+                DcConfig("dc2", broker_ports[1], registry_ports[1], primary_store, False),
+            )
+        )
+        config.validate("ports")
+        return config
+
+    def dc(self, name: str) -> DcConfig:
+        for dc in self.dcs:
+            if dc.name == name:
+                return dc
+        raise StackInputError(f"unknown DC {name!r} (known: {', '.join(d.name for d in self.dcs)})")
+
+    def with_dc(self, new: DcConfig) -> StackConfig:
+        return replace(self, dcs=tuple(new if dc.name == new.name else dc for dc in self.dcs))
+
+    def validate(self, source: str) -> None:
+        """Refuse unusable settings with one line, before any process is touched."""
+        if not self.dcs:
+            raise StackInputError(f"{source}: no DCs defined")
+        seen_names: set[str] = set()
+        seen_ports: dict[int, str] = {}
+        for i, dc in enumerate(self.dcs):
+            where = f"{source}: dcs[{i}]"
+            if not isinstance(dc.name, str) or not _DC_NAME_RE.fullmatch(dc.name):
+                raise StackInputError(f"{where}.name: bad DC name {dc.name!r} (letters, digits, '_', '-')")
+            if dc.name in seen_names:
+                raise StackInputError(f"{where}.name: duplicate DC {dc.name!r}")
+            seen_names.add(dc.name)
+            for key in ("broker_port", "registry_port"):
+                port = getattr(dc, key)
+                if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+                    raise StackInputError(f"{where}.{key}: must be a port number 1-65535, got {port!r}")
+                if port in seen_ports:
+                    raise StackInputError(f"{where}.{key}: port {port} is also {seen_ports[port]}")
+                seen_ports[port] = f"{dc.name} {key}"
+            if not isinstance(dc.registry_leader_eligible, bool):
+                raise StackInputError(f"{where}.registry_leader_eligible: must be true or false")
+            check_bootstrap_servers(dc.registry_kafkastore, f"{where}.registry_kafkastore")
+
+    def to_json(self) -> str:
+        return json.dumps({"version": _CONFIG_VERSION, "dcs": [asdict(dc) for dc in self.dcs]}, indent=2) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str, source: str) -> StackConfig:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise StackInputError(f"{source}: not valid JSON: {exc}") from None
+        if not isinstance(data, dict) or data.get("version") != _CONFIG_VERSION:
+            raise StackInputError(f"{source}: not a version {_CONFIG_VERSION} stack file")
+        raw_dcs = data.get("dcs")
+        if not isinstance(raw_dcs, list):
+            raise StackInputError(f"{source}: dcs: must be a list")
+        fields = list(DcConfig.__dataclass_fields__)
+        dcs = []
+        for i, raw in enumerate(raw_dcs):
+            if not isinstance(raw, dict) or sorted(raw) != sorted(fields):
+                raise StackInputError(f"{source}: dcs[{i}]: must be a mapping with keys {', '.join(fields)}")
+            dcs.append(DcConfig(**raw))
+        config = cls(dcs=tuple(dcs))
+        config.validate(source)
+        return config
+
+    @classmethod
+    def load(cls, path: Path) -> StackConfig | None:
+        """The settings saved in `path`, None when there are none yet; a bad file is a StackInputError."""
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        return cls.from_json(text, str(path))
+
+    def save(self, path: Path) -> None:
+        """Atomically: a command reading it meanwhile sees the old settings or the new, never half."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, self.to_json())
+
+
+def check_bootstrap_servers(value: Any, what: str) -> str:
+    """Validate a "host:port[,host:port]" list, the form the registry's kafkastore option takes."""
+    items = value.split(",") if isinstance(value, str) else [None]
+    for item in items:
+        host, _, port = (item or "").strip().rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise StackInputError(f"{what}: bad address list {value!r} (expected host:port[,host:port])")
+    return value

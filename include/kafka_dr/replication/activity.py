@@ -1,0 +1,63 @@
+"""Whether anything still copies a flow, seen from its target alone: no tracker, any host.
+
+Every running replicator appends to `_kdr.progress` in its target: its copy tasks a checkpoint per
+partition about once a second while records (or the driver's heartbeats) flow, its driver a claim
+record at every epoch even when nothing flows. Records of a flow appended during a window longer
+than an epoch, committed or not, mean some replicator of it still runs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, IsolationLevel
+from confluent_kafka.admin import AdminClient
+
+from ..clients import end_offsets, read_partition
+from .internal import PROGRESS, owner_key
+
+WINDOW_S = 6.0  # longer than a continuous epoch (5 s by default): even an idle replicator writes its claim
+
+
+@dataclass(frozen=True)
+class Activity:
+    flow: str
+    records: int  # progress and claim records the flow's replicators appended during the window
+    last_key: str | None
+
+
+def watch(
+    target_config: dict[str, Any], flows: Iterable[str], window: float = WINDOW_S, timeout: float = 10.0
+) -> dict[str, Activity]:
+    """Watch the target's `_kdr.progress` for `window` seconds; what each flow's replicators appended meanwhile."""
+    flows = list(flows)
+    admin = AdminClient(target_config)
+    partition = [(PROGRESS, 0)]
+    start = end_offsets(admin, partition, IsolationLevel.READ_UNCOMMITTED, timeout)[partition[0]]
+    time.sleep(window)
+    end = end_offsets(admin, partition, IsolationLevel.READ_UNCOMMITTED, timeout)[partition[0]]
+    counts = dict.fromkeys(flows, 0)
+    last: dict[str, str] = {}
+    # read_uncommitted: a write of a transaction still open counts as much as a committed one.
+    reader = Consumer(
+        {
+            **target_config,
+            "group.id": "_kdr.activity",
+            "enable.auto.commit": False,
+            "isolation.level": "read_uncommitted",
+            "enable.partition.eof": True,
+        }
+    )
+    try:
+        for message in read_partition(reader, PROGRESS, 0, start, end, timeout):
+            key = (message.key() or b"").decode(errors="replace")
+            flow, _, rest = key.partition("/")
+            if flow in counts and (key.encode() == owner_key(flow) or rest.rpartition("/")[2].isdigit()):
+                counts[flow] += 1
+                last[flow] = key
+    finally:
+        reader.close()
+    return {flow: Activity(flow, counts[flow], last.get(flow)) for flow in flows}

@@ -1,0 +1,144 @@
+"""The failover report (DESIGN.md "Reports"), built from what the DAG's tasks gathered: plain dicts and lag
+readings in, the JSON body and its Markdown page out. Nothing here talks to Airflow or Kafka, so the rules of
+RPO, RTO, groups and step timings are unit-tested with hand-built inputs (tests/unit/test_reports.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from .replication.lag import FlowLag
+from .topology import INTERNAL_TOPIC_PREFIX
+
+
+@dataclass(frozen=True)
+class LagReading:
+    """One flow's lag when the report is written: measured from the source now (`exact`), else the last
+    snapshot kept in the target (an estimate as of its time); `lag` is None when there is neither."""
+
+    lag: FlowLag | None
+    exact: bool
+
+
+def rpo(readings: Mapping[str, LagReading]) -> dict[str, Any]:
+    """Records committed in the failed cluster but not replicated, per topic, kafka-dr's own topics left out.
+    The total is unknown (None) when a flow has no reading at all, and exact only when every flow was measured
+    from its source."""
+    per_topic: dict[str, int] = {}
+    sources: dict[str, dict[str, Any]] = {}
+    for name, reading in readings.items():
+        if reading.lag is None:
+            sources[name] = {"exact": False, "measured_at_ms": None, "note": "source unreachable and no snapshot"}
+            continue
+        sources[name] = {"exact": reading.exact, "measured_at_ms": reading.lag.measured_at_ms}
+        for partition in reading.lag.partitions:
+            if not partition.topic.startswith(INTERNAL_TOPIC_PREFIX):
+                per_topic[partition.topic] = per_topic.get(partition.topic, 0) + partition.lag_records
+    known = all(s["measured_at_ms"] is not None for s in sources.values())
+    return {
+        "records": sum(per_topic.values()) if known else None,
+        "per_topic": per_topic,
+        "exact": known and all(s["exact"] for s in sources.values()),
+        "flows": sources,
+    }
+
+
+def rto_seconds(run_started: datetime, clients_switched: Mapping[str, Any] | None) -> float | None:
+    """Seconds from the run's start to the end of the step that switched the clients; None when that step
+    never ended, because then the clients were not switched."""
+    ended = (clients_switched or {}).get("ended")
+    return None if ended is None else round((datetime.fromisoformat(ended) - run_started).total_seconds(), 3)
+
+
+def group_summary(translations: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Groups translated, applied and left alone (with the reason), over the per-flow translation summaries."""
+    return {
+        "translated": sum(t.get("group_count", 0) for t in translations),
+        "applied": sorted(g for t in translations for g in t.get("applied", [])),
+        "skipped": [s for t in translations for s in t.get("skipped", [])],
+    }
+
+
+def step_seconds(step: Mapping[str, Any]) -> float | None:
+    """A step's duration: the seconds its job reported, else ended - started; None for a step with no end."""
+    if "seconds" in step:
+        return step["seconds"]
+    if not step.get("started") or not step.get("ended"):
+        return None
+    return round((datetime.fromisoformat(step["ended"]) - datetime.fromisoformat(step["started"])).total_seconds(), 3)
+
+
+def failover_report(
+    plan: Mapping[str, Any],
+    results: Mapping[str, Any],
+    lag: Mapping[str, LagReading],
+    *,
+    dag_id: str,
+    run_id: str,
+    run_started: datetime | None,
+    producers_first: Sequence[str],
+) -> dict[str, Any]:
+    """The JSON body of a dr_failover report. `plan` is validate_failover's result, `results` the later tasks'
+    by task name ("translations": the per-flow translation summaries), `lag` each failed flow's reading and
+    `producers_first` the aliases this run moved before the lag drained. Without a recorded start the run counts
+    from its validation's start."""
+    start = run_started or datetime.fromisoformat(plan["step"]["started"])
+    switched = results.get("switch_consumers") or {}
+    translations = results.get("translations") or []
+    steps = {"validate": plan["step"]}
+    steps.update(
+        {name: value["step"] for name, value in results.items() if isinstance(value, Mapping) and "step" in value}
+    )
+    steps.update({f"translate_offsets {t.get('flow')}": {"seconds": t.get("seconds")} for t in translations})
+    return {
+        "dag_id": dag_id,
+        "run_id": run_id,
+        "failed_cluster": plan["failed"],
+        "target_cluster": plan["target"],
+        "mode": plan["mode"],
+        "run_started": start.isoformat(),
+        "rpo": rpo(lag),
+        "rto_seconds": rto_seconds(start, switched.get("step")),
+        "groups": group_summary(translations),
+        "schema_registry": results.get("schema_registry"),
+        "clients": {"producers_first": list(producers_first), "moved": switched.get("moved", [])},
+        "steps": steps,
+    }
+
+
+def failover_page(body: Mapping[str, Any]) -> str:
+    """The Markdown page beside the JSON: RPO and RTO first, for the person who ran the failover."""
+    rpo_ = body["rpo"]
+    rpo_text = "unknown" if rpo_["records"] is None else f"{rpo_['records']} records"
+    rpo_kind = "exact" if rpo_["exact"] else "estimate from the last lag measurement"
+    lines = [
+        f"# Failover {body['failed_cluster']} -> {body['target_cluster']} ({body['mode']})",
+        "",
+        f"- run `{body['run_id']}`, started {body['run_started']}",
+        f"- **RPO: {rpo_text}** ({rpo_kind})"
+        + "".join(f"; {topic}: {n}" for topic, n in sorted(rpo_["per_topic"].items())),
+        f"- **RTO: {body['rto_seconds']} s** (trigger to clients switched)",
+        f"- groups translated: {body['groups']['translated']}, applied: {len(body['groups']['applied'])}, "
+        f"left alone: {len(body['groups']['skipped'])}",
+    ]
+    lines += [f"  - {s['group']}: {s['reason']}" for s in body["groups"]["skipped"]]
+    lines += [
+        f"- schema registry: {json.dumps(body['schema_registry'], default=str)}",
+        f"- clients moved: {', '.join(body['clients']['producers_first'] + body['clients']['moved']) or 'none'}",
+        "",
+        "| step | started | ended | seconds |",
+        "|---|---|---|---|",
+    ]
+    lines += [
+        f"| {name} | {step.get('started', '')} | {step.get('ended', '')} | {_cell(step_seconds(step))} |"
+        for name, step in body["steps"].items()
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _cell(value: float | None) -> str:
+    return "" if value is None else str(value)

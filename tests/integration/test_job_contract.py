@@ -1,0 +1,69 @@
+"""The DESIGN.md job contract, shared by the three Spark jobs through kafka_dr.jobs.job_main: a malformed
+client settings variable is bad input (exit 2), named in the JSON summary that ends standard output and
+fills --report, and its value (a secret) is shown nowhere. No broker is needed: the settings are read
+before any connection. Real spark-submit processes: this is the command-line contract. And a job run in
+process (as most tests run them) leaves the caller's Spark session running."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from pyspark.sql import SparkSession
+from support.spark import run_in_process, submit_in_background
+from support.topology import write_topology
+
+JOBS = ("replicate", "translate_offsets", "verify")
+SECRET = "hunter2"
+
+
+def test_malformed_cluster_settings_are_bad_input_named_without_their_value(tmp_path, monkeypatch):
+    topology = write_topology(
+        tmp_path / "topology.yaml",
+        {"dc1": "127.0.0.1:1", "dc2": "127.0.0.1:1"},
+        "  - {name: f, source: dc1, target: dc2, topics: {include: ['t']}}",
+    )
+    monkeypatch.setenv("KDR_CLUSTER_DC1_CONFIG", '{"sasl.password": "' + SECRET + '",')
+    procs = {
+        job: submit_in_background(
+            job,
+            "--topology",
+            str(topology),
+            "--flow",
+            "f",
+            "--report",
+            str(tmp_path / f"{job}.json"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for job in JOBS
+    }
+    try:
+        outputs = {job: proc.communicate(timeout=180) for job, proc in procs.items()}
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    for job, (out, err) in outputs.items():
+        assert procs[job].returncode == 2, f"{job}: exit {procs[job].returncode}\n{err[-3000:]}"
+        last = out.splitlines()[-1]
+        summary = json.loads(last)
+        assert summary["status"] == "failed" and summary["flow"] == "f", (job, summary)
+        assert summary["error"].startswith("KDR_CLUSTER_DC1_CONFIG: not a JSON object"), (job, summary)
+        assert (tmp_path / f"{job}.json").read_text() == last + "\n", job
+        assert SECRET not in out and SECRET not in err and "Traceback" not in out + err, job
+    assert json.loads(outputs["replicate"][0].splitlines()[-1])["mode"] == "bounded"
+
+
+def test_a_job_run_in_process_leaves_the_callers_spark_session_running(spark, broker_pair, tmp_path):
+    """kafka_dr.jobs stops only a Spark session it started: the tests' shared session outlives each job."""
+    topology = write_topology(
+        tmp_path / "topology.yaml",
+        {"dc1": broker_pair.dc1.bootstrap, "dc2": broker_pair.dc2.bootstrap},
+        "  - {name: idle, source: dc1, target: dc2, topics: {include: ['no-such-topic']}}",
+    )
+    code, summary, err = run_in_process("verify", "--topology", str(topology), "--flow", "idle")
+    assert (code, summary["status"], summary["expected"]) == (0, "verified", 0), err[-2000:]
+    assert SparkSession.getActiveSession() is spark
+    assert spark.sparkContext.parallelize([1, 2]).sum() == 3  # its context still runs jobs

@@ -1,0 +1,235 @@
+"""The Airflow harness of the tests: a throw-away AIRFLOW_HOME with the project's dags/ and plugins/, Spark in
+local mode, and DAG runs with every task in a process of its own.
+
+Airflow reads its configuration when first imported, so `configure_environment` runs before any test module
+imports airflow (tests/airflow/conftest.py calls it at import; kafka_dr.local and kafka_dr.spark_env do not
+import airflow).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from kafka_dr.paths import PROJECT_ROOT
+from kafka_dr.spark_env import spark_env
+
+from .ports import free_port
+
+VENV_BIN = Path(sys.executable).parent
+
+
+def configure_environment(session_dir: Path) -> None:
+    """AIRFLOW_HOME and kafka-dr's state under `session_dir`, DAGS_FOLDER the project's dags/, no examples, and
+    spark-submit from this venv with a spark_default connection for local[2]."""
+    os.environ.update(
+        {
+            "AIRFLOW_HOME": str(session_dir / "airflow-home"),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(PROJECT_ROOT / "dags"),
+            "AIRFLOW__CORE__PLUGINS_FOLDER": str(PROJECT_ROOT / "plugins"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+            # The Spark provider's hook builds `--master local[2] --deploy-mode client` from this: a "spark"
+            # connection whose host holds the whole master URL and no port.
+            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(
+                {"conn_type": "spark", "host": "local[2]", "extra": {"deploy-mode": "client"}}
+            ),
+            "KDR_STATE_DIR": str(session_dir / "state"),
+        }
+    )
+    os.environ.update(spark_env())  # spark-submit on PATH, SPARK_HOME and PYSPARK_PYTHON from this venv
+    os.environ.pop("KDR_TOPOLOGY", None)  # tests name their topology files explicitly
+
+
+def load_dag(dag_id: str) -> Any:
+    """The DAG as the project's dags/ folder defines it (importing every DAG file, as the scheduler does)."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
+    assert not bag.import_errors, bag.import_errors
+    return bag.dags[dag_id]
+
+
+def migrate_db() -> Path:
+    """A migrated metadata DB in AIRFLOW_HOME (about 5 s)."""
+    result = subprocess.run(
+        [str(VENV_BIN / "airflow"), "db", "migrate"], capture_output=True, text=True, env=os.environ, timeout=180
+    )
+    assert result.returncode == 0, f"airflow db migrate failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return Path(os.environ["AIRFLOW_HOME"])
+
+
+# --- DAG runs with every task in its own process -------------------------------------------------------------
+#
+# dag.test() runs every task inside the calling process, so state that only lives in memory passes from one task
+# to the next there and nowhere else. `run_dag` runs a DAG as Airflow's LocalExecutor does: it is
+# `airflow dags test --use-executor` in a subprocess (Airflow's own scheduling loop of dag.test) whose LocalExecutor
+# workers hand each task instance to a task supervisor, which forks a fresh task process; that process talks to an
+# execution API server (`airflow api-server --apps execution`, once per session on a free port) for its state,
+# XComs, params and connections. Deferred tasks wait in an `airflow triggerer` started beside each run with the
+# environment of the moment (a test's KDR_STATE_DIR reaches its triggers). SQLite is fine: no task process opens
+# the metadata DB, only the api-server, the triggerer and the scheduling loop do.
+
+DAG_RUN_TIMEOUT = 300.0
+
+
+@dataclass(frozen=True)
+class DagRunResult:
+    """What a DAG run run by `run_dag` left in the metadata DB."""
+
+    dag_id: str
+    run_id: str
+    state: str
+    tasks: dict[tuple[str, int], str]  # (task_id, map_index) -> final state
+    pids: dict[tuple[str, int], int | None]  # the process that ran each task instance's last try
+    seconds: float
+    log: Path  # everything the scheduling loop, its executor and the task processes printed
+
+    def xcom(self, task_id: str, map_index: int = -1) -> Any:
+        """The return value a task instance pushed, read from the metadata DB."""
+        from airflow.models.xcom import XComModel
+        from airflow.utils.session import create_session
+
+        with create_session() as session:
+            row = session.scalars(
+                XComModel.get_many(
+                    run_id=self.run_id, dag_ids=self.dag_id, task_ids=task_id, map_indexes=map_index, key="return_value"
+                )
+            ).first()
+            return None if row is None else XComModel.deserialize_value(row)
+
+    def describe(self) -> str:
+        """Task states, then the tail of the run's output: for assertion messages."""
+        states = ", ".join(f"{t}{'' if i < 0 else f'[{i}]'}={s}" for (t, i), s in sorted(self.tasks.items()))
+        tail = self.log.read_text(errors="replace")[-4000:] if self.log.exists() else ""
+        return f"{self.dag_id} {self.run_id}: {self.state} in {self.seconds:.1f}s; {states}\n--- {self.log}:\n{tail}"
+
+
+@contextlib.contextmanager
+def execution_api(log: Path) -> Iterator[dict[str, str]]:
+    """An execution API server for task processes on a free port (about 6 s): yields the environment that
+    points an executor's workers at it."""
+    port = free_port()
+    env = {
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+        # The executor signs each task's token and the api-server checks it: one secret for both.
+        "AIRFLOW__API_AUTH__JWT_SECRET": os.urandom(48).hex(),
+    }
+    with open(log, "ab") as out:
+        server = start_airflow(
+            ["api-server", "--apps", "execution", "-H", "127.0.0.1", "-p", str(port), "-w", "1"],
+            out,
+            {**os.environ, **env},
+        )
+    try:
+        wait_healthy(server, f"http://127.0.0.1:{port}/execution/health", log, timeout=90)
+        yield env
+    finally:
+        end_process(server)
+
+
+def run_dag(
+    dag_id: str, conf: dict[str, Any] | None, api_env: dict[str, str], runs: Path, timeout: float = DAG_RUN_TIMEOUT
+) -> DagRunResult:
+    """One DAG run with every task instance in a process of its own (see above); its output in `runs/`."""
+    from airflow.sdk import timezone
+
+    env = {
+        **os.environ,
+        **api_env,
+        "AIRFLOW__CORE__PARALLELISM": "8",  # LocalExecutor workers forked up front (32 by default)
+        # A task supervisor notices its task process has exited within this many seconds.
+        "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "1",
+    }
+    runs.mkdir(parents=True, exist_ok=True)
+    logical_date = timezone.utcnow()
+    log = runs / f"{dag_id}-{logical_date:%Y%m%dT%H%M%S%f}.log"
+    started = time.monotonic()
+    with open(log, "ab") as out:
+        triggerer = start_airflow(["triggerer", "--skip-serve-logs"], out, env)
+        try:
+            test_args = ["dags", "test", dag_id, logical_date.isoformat(), "--use-executor"]
+            loop = start_airflow([*test_args, "--conf", json.dumps(conf or {})], out, env)
+            try:
+                loop.wait(timeout)
+            except subprocess.TimeoutExpired:
+                pass
+            finally:
+                end_process(loop)  # its LocalExecutor workers are in its process group
+        finally:
+            # Its trigger runner may wait up to 10 s for a trigger's worker thread at exit; nothing it still
+            # holds matters once the run is over.
+            end_process(triggerer, grace=3)
+    return dag_run_result(dag_id, logical_date, time.monotonic() - started, log)
+
+
+def dag_run_result(dag_id: str, logical_date: Any, seconds: float, log: Path) -> DagRunResult:
+    from airflow.models.dagrun import DagRun
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        dag_run = session.scalars(
+            select(DagRun).where(DagRun.dag_id == dag_id, DagRun.logical_date == logical_date)
+        ).one_or_none()
+        assert dag_run is not None, f"no {dag_id} run at {logical_date}:\n{log.read_text(errors='replace')[-4000:]}"
+        tis = session.scalars(
+            select(TaskInstance).where(TaskInstance.dag_id == dag_id, TaskInstance.run_id == dag_run.run_id)
+        ).all()
+        return DagRunResult(
+            dag_id,
+            dag_run.run_id,
+            str(dag_run.state),
+            {(ti.task_id, ti.map_index): str(ti.state) for ti in tis},
+            {(ti.task_id, ti.map_index): ti.pid for ti in tis},
+            seconds,
+            log,
+        )
+
+
+def start_airflow(args: list[str], out: IO[bytes], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """`airflow ARGS` in a session of its own (so end_process reaches all it starts), output to `out`."""
+    return subprocess.Popen(
+        [str(VENV_BIN / "airflow"), *args],
+        stdin=subprocess.DEVNULL,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        env=env,
+        start_new_session=True,
+    )
+
+
+def wait_healthy(proc: subprocess.Popen[bytes], url: str, log: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{url} never answered:\n{log.read_text(errors='replace')[-3000:]}")
+        time.sleep(0.2)
+
+
+def end_process(proc: subprocess.Popen[bytes], grace: float = 30.0) -> None:
+    """Stop a process this harness started, and what is left of its own process group."""
+    if proc.poll() is None:
+        proc.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(grace)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)  # its session, made by start_new_session: only what it started
+    proc.wait()

@@ -1,0 +1,216 @@
+"""Small in-memory fakes of the confluent-kafka objects that the copier, resume, translation and planner touch.
+
+They model only what that code relies on: a consumer assigned to partitions delivers their records in offset
+order from the assigned offset, skips offset gaps (compaction, transaction markers, aborted records), and, with
+enable.partition.eof, sends one _PARTITION_EOF event whose offset is the partition's end once it is read to it.
+Each log is what a read_committed consumer sees: `high` is its end (the last stable offset).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    TIMESTAMP_CREATE_TIME,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
+
+Headers = list[tuple[str, bytes | None]]
+
+
+class FakeMessage:
+    """A record (or an error event when `error` is set), with confluent_kafka.Message's accessors."""
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        key: bytes | None = None,
+        value: bytes | None = None,
+        headers: Headers | None = None,
+        timestamp: int = 0,
+        error: KafkaError | None = None,
+    ) -> None:
+        self._topic, self._partition, self._offset = topic, partition, offset
+        self._key, self._value, self._headers, self._timestamp, self._error = key, value, headers, timestamp, error
+
+    def topic(self) -> str:
+        return self._topic
+
+    def partition(self) -> int:
+        return self._partition
+
+    def offset(self) -> int:
+        return self._offset
+
+    def key(self) -> bytes | None:
+        return self._key
+
+    def value(self) -> bytes | None:
+        return self._value
+
+    def headers(self) -> Headers | None:
+        return self._headers  # the same list on every call, as confluent_kafka caches it
+
+    def timestamp(self) -> tuple[int, int]:
+        return TIMESTAMP_CREATE_TIME, self._timestamp
+
+    def error(self) -> KafkaError | None:
+        return self._error
+
+    def __repr__(self) -> str:
+        return f"FakeMessage({self._topic}-{self._partition}@{self._offset}, error={self._error})"
+
+
+def eof_event(topic: str, partition: int, offset: int) -> FakeMessage:
+    return FakeMessage(topic, partition, offset, error=KafkaError(KafkaError._PARTITION_EOF))
+
+
+@dataclass
+class FakeLog:
+    messages: list[FakeMessage]
+    low: int
+    high: int
+
+
+class FakeConsumer:
+    """An assign-only consumer over in-memory partitions.
+
+    `assignments` records every (topic, partition, offset) assigned, so tests can check where reads started.
+    Assigning an offset outside [low, high] fails the test at once (the code under test must not read out of
+    range), and so does a caller that keeps polling a partition with nothing left to deliver."""
+
+    MAX_IDLE_POLLS = 1_000
+
+    def __init__(self, partition_eof: bool = True) -> None:
+        self.partition_eof = partition_eof
+        self.logs: dict[tuple[str, int], FakeLog] = {}
+        self.assignments: list[tuple[str, int, int]] = []
+        self._positions: dict[tuple[str, int], int] = {}
+        self._eof_sent: set[tuple[str, int]] = set()
+        self._idle = 0
+
+    def add(
+        self,
+        topic: str,
+        partition: int,
+        messages: Iterable[FakeMessage],
+        low: int | None = None,
+        high: int | None = None,
+    ) -> FakeConsumer:
+        """A partition holding `messages` (in offset order); low/high default to the first offset and last + 1."""
+        messages = list(messages)
+        offsets = [m.offset() for m in messages]
+        assert offsets == sorted(set(offsets)), f"offsets must increase: {offsets}"
+        assert all((m.topic(), m.partition()) == (topic, partition) for m in messages)
+        low = (offsets[0] if offsets else 0) if low is None else low
+        high = (offsets[-1] + 1 if offsets else low) if high is None else high
+        assert low <= high and all(low <= o < high for o in offsets), (low, high, offsets)
+        self.logs[(topic, partition)] = FakeLog(messages, low, high)
+        return self
+
+    def _log(self, topic: str, partition: int) -> FakeLog:
+        if (topic, partition) not in self.logs:
+            raise KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
+        return self.logs[(topic, partition)]
+
+    def get_watermark_offsets(
+        self, partition: TopicPartition, timeout: float | None = None, cached: bool = False
+    ) -> tuple[int, int]:
+        log = self._log(partition.topic, partition.partition)
+        return log.low, log.high
+
+    def assign(self, partitions: list[TopicPartition]) -> None:
+        self._positions.clear()
+        self._eof_sent.clear()
+        for tp in partitions:
+            log = self._log(tp.topic, tp.partition)
+            offset = {OFFSET_BEGINNING: log.low, OFFSET_END: log.high}.get(tp.offset, tp.offset)
+            assert log.low <= offset <= log.high, f"{tp.topic}-{tp.partition}: offset {tp.offset} out of range"
+            self._positions[(tp.topic, tp.partition)] = offset
+            self.assignments.append((tp.topic, tp.partition, offset))
+
+    def unassign(self) -> None:
+        self._positions.clear()
+
+    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[FakeMessage]:
+        batch: list[FakeMessage] = []
+        for key, position in self._positions.items():
+            log = self.logs[key]
+            pending = [m for m in log.messages if m.offset() >= position]
+            taken = pending[: num_messages - len(batch)]
+            batch.extend(taken)
+            if taken:
+                position = taken[-1].offset() + 1
+            if len(taken) == len(pending):
+                position = max(position, log.high)  # read past trailing markers to the end
+                if self.partition_eof and key not in self._eof_sent and len(batch) < num_messages:
+                    batch.append(eof_event(*key, log.high))
+                    self._eof_sent.add(key)
+            self._positions[key] = position
+            if len(batch) >= num_messages:
+                break
+        self._idle = 0 if batch else self._idle + 1
+        assert self._idle <= self.MAX_IDLE_POLLS, "polled a consumer with nothing left to deliver"
+        return batch
+
+    def poll(self, timeout: float | None = None) -> FakeMessage | None:
+        batch = self.consume(1)
+        return batch[0] if batch else None
+
+    def offsets_for_times(self, partitions: list[TopicPartition], timeout: float | None = None) -> list[TopicPartition]:
+        """Per partition, the first offset whose timestamp is >= the one asked for, else -1."""
+        found = []
+        for tp in partitions:
+            log = self._log(tp.topic, tp.partition)
+            offset = next((m.offset() for m in log.messages if m.timestamp()[1] >= tp.offset), -1)
+            found.append(TopicPartition(tp.topic, tp.partition, offset))
+        return found
+
+    def close(self) -> None:
+        self.unassign()
+
+
+@dataclass
+class Produced:
+    topic: str
+    key: bytes | None
+    value: bytes | None
+    headers: Headers | None
+    partition: int
+    timestamp: int
+    on_delivery: Any = field(default=None, repr=False)
+
+
+class FakeProducer:
+    """Records produce() calls (headers copied, as the client serialises them at the call)."""
+
+    def __init__(self) -> None:
+        self.produced: list[Produced] = []
+
+    def produce(
+        self,
+        topic: str,
+        value: bytes | None = None,
+        key: bytes | None = None,
+        headers: Headers | None = None,
+        partition: int = -1,
+        timestamp: int = 0,
+        on_delivery: Any = None,
+    ) -> None:
+        self.produced.append(
+            Produced(topic, key, value, None if headers is None else list(headers), partition, timestamp, on_delivery)
+        )
+
+    def poll(self, timeout: float = 0) -> int:
+        return 0
+
+    def flush(self, timeout: float | None = None) -> int:
+        return 0

@@ -1,0 +1,292 @@
+"""The embedded broker and schema registry as single processes the tests start, stop, kill and restart.
+
+`BrokerProcess` is a one-broker cluster (`python -m kafka_dr.local.broker`) on a free port; `RegistryProcess`
+is a schema registry (`python -m kafka_dr.local.registry`) over a broker's `_schemas` store. Tests that need
+the whole two-DC stack as `kafka-dr local` runs it use support.stack instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.schema_registry import SchemaRegistryClient
+
+from kafka_dr.paths import PROJECT_ROOT
+
+from .ports import free_port
+from .topology import topology_text
+
+START_TIMEOUT = 30.0
+FAST_GROUPS = {"group.initial.rebalance.delay.ms": "0"}  # broker configs for tests whose consumers join alone
+
+
+class ServerProcess:
+    """A server subprocess with its own log file; `ready()` says when it serves."""
+
+    def __init__(self, name: str, log_dir: Path) -> None:
+        self.name = name
+        self.log_path = log_dir / f"{name}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def ready(self) -> bool:
+        raise NotImplementedError
+
+    def start(self, wait: bool = True) -> ServerProcess:
+        assert not self.running(), f"{self.name} is already running"
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        command = self.command()
+        with open(self.log_path, "ab") as log:
+            log.write(f"\n===== start #{self.starts + 1}: {' '.join(command)}\n".encode())
+            log.flush()
+            self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=PROJECT_ROOT)
+        self.starts += 1
+        if wait:
+            self.wait_until(self.ready, "to serve")
+        return self
+
+    def wait_until(self, probe: Callable[[], bool], what: str, timeout: float = START_TIMEOUT) -> None:
+        """Poll `probe` until it is true; fail with the log's tail if the process exits or time runs out."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.check_alive()
+            try:
+                if probe():
+                    return
+            except Exception:  # noqa: BLE001 - any failure of the probe means "not yet"
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{self.name}: not {what} after {timeout:.0f}s:\n{self.log_tail()}")
+            time.sleep(0.05)
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def check_alive(self) -> bool:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise RuntimeError(f"{self.name} exited with {self.proc.returncode}:\n{self.log_tail()}")
+        return True
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """SIGTERM and wait; a server that does not exit in `timeout` is killed and the test told so."""
+        if not self.running():
+            return
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise RuntimeError(f"{self.name} did not exit within {timeout}s of SIGTERM:\n{self.log_tail()}") from None
+
+    def kill(self) -> None:
+        """SIGKILL: a crash, nothing cleans up."""
+        if self.running():
+            assert self.proc is not None
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def restart(self) -> ServerProcess:
+        self.stop()
+        return self.start()
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+
+class BrokerProcess(ServerProcess):
+    """One embedded broker: a single-broker cluster with its own data dir (and so its own cluster id)."""
+
+    def __init__(
+        self,
+        name: str,
+        data_dir: Path,
+        port: int | None = None,
+        node_id: int = 1,
+        configs: dict[str, str] | None = None,
+        log_dir: Path | None = None,
+    ) -> None:
+        super().__init__(name, log_dir or data_dir.parent)
+        self.data_dir = data_dir
+        self.port = port or free_port()
+        self.node_id = node_id
+        self.configs = dict(configs or {})
+        self._cluster_id: str | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def config(self) -> dict[str, str]:
+        """confluent-kafka settings that reach this broker."""
+        return {"bootstrap.servers": self.bootstrap}
+
+    @property
+    def cluster_id(self) -> str:
+        """The cluster id the running broker reports (asked once; a wipe gives a new broker object)."""
+        if self._cluster_id is None:
+            admin = AdminClient(self.config)  # kept referenced until the answer: a collected client cancels it
+            self._cluster_id = admin.describe_cluster(request_timeout=10).result().cluster_id
+        return self._cluster_id
+
+    def cluster_id_on_disk(self) -> str:
+        for line in (self.data_dir / "meta.properties").read_text().splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "cluster.id":
+                return value.strip()
+        raise AssertionError(f"{self.data_dir}/meta.properties has no cluster.id")
+
+    def command(self) -> list[str]:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        options = f"--host 127.0.0.1 --port {self.port} --node-id {self.node_id}".split()
+        command = [sys.executable, "-m", "kafka_dr.local.broker", *options, "--data-dir", str(self.data_dir)]
+        for key, value in self.configs.items():
+            command += ["--config", f"{key}={value}"]
+        return command
+
+    def ready(self) -> bool:
+        return api_versions_ok("127.0.0.1", self.port)
+
+    def start(self, wait: bool = True) -> BrokerProcess:
+        super().start(wait)
+        return self
+
+
+class RegistryProcess(ServerProcess):
+    """One embedded schema registry over the `_schemas` topic of `kafkastore` (a bootstrap address)."""
+
+    def __init__(self, name: str, log_dir: Path, kafkastore: str, eligible: bool, port: int | None = None) -> None:
+        super().__init__(name, log_dir)
+        self.data_dir = log_dir / name
+        self.port = port or free_port()
+        self.configure(kafkastore, eligible)
+
+    def configure(self, kafkastore: str, eligible: bool) -> None:
+        """The registry's settings; they take effect at the next start, as for a real one."""
+        self.kafkastore, self.eligible = kafkastore, eligible
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def command(self) -> list[str]:
+        options = (
+            f"--host 127.0.0.1 --port {self.port} --kafkastore-bootstrap-servers {self.kafkastore} "
+            f"--leader-eligibility {str(self.eligible).lower()}"
+        ).split()
+        return [sys.executable, "-m", "kafka_dr.local.registry", *options, "--data-dir", str(self.data_dir)]
+
+    def ready(self) -> bool:
+        with urllib.request.urlopen(f"{self.url}/subjects", timeout=2) as response:
+            return response.status == 200
+
+    def leader(self) -> dict[str, object]:
+        """The registry's view of the leader election (`GET /kdr/leader`)."""
+        with urllib.request.urlopen(f"{self.url}/kdr/leader", timeout=5) as response:
+            return json.load(response)
+
+    def client(self) -> SchemaRegistryClient:
+        return SchemaRegistryClient({"url": self.url, "max.retries": 0})
+
+    def start(self, wait: bool = True) -> RegistryProcess:
+        super().start(wait)
+        return self
+
+
+@dataclass
+class BrokerPair:
+    """Two independent one-broker clusters, dc1 and dc2."""
+
+    dc1: BrokerProcess
+    dc2: BrokerProcess
+
+    def topology_yaml(self, flows: str) -> str:
+        """A topology document with clusters dc1 and dc2 pointing at these brokers, plus `flows` (YAML)."""
+        return topology_text({"dc1": self.dc1.bootstrap, "dc2": self.dc2.bootstrap}, flows)
+
+
+def start_brokers(root: Path, *names: str, configs: dict[str, str] | None = None) -> dict[str, BrokerProcess]:
+    """One single-broker cluster per name, each with its own data dir (and cluster id) under `root`; none left
+    running if one fails to start."""
+    brokers: dict[str, BrokerProcess] = {}
+    try:
+        for name in names:
+            brokers[name] = BrokerProcess(name, root / name, configs=configs).start()
+    except BaseException:
+        stop_all(brokers.values())
+        raise
+    return brokers
+
+
+@contextlib.contextmanager
+def temporary_brokers(*names: str) -> Iterator[tuple[Path, dict[str, BrokerProcess]]]:
+    """One-broker clusters in a temporary folder (also the caller's scratch folder), stopped and removed at the
+    end: what a benchmark script needs."""
+    with tempfile.TemporaryDirectory(prefix="kdr-brokers-") as tmp:
+        root = Path(tmp)
+        brokers = start_brokers(root, *names)
+        try:
+            yield root, brokers
+        finally:
+            stop_all(brokers.values())
+
+
+def stop_all(servers: Iterable[ServerProcess]) -> None:
+    """Stop every server, even when one of them fails to stop (the first failure is raised at the end)."""
+    failures = []
+    for server in servers:
+        try:
+            server.stop()
+        except RuntimeError as exc:
+            failures.append(exc)
+    if failures:
+        raise failures[0]
+
+
+def api_versions_ok(host: str, port: int) -> bool:
+    """True when the port answers a Kafka ApiVersions v0 request with error 0 (a broker that serves)."""
+    try:
+        with socket.create_connection((host, port), timeout=1) as sock:
+            sock.settimeout(2)
+            correlation_id = 7
+            body = (
+                (18).to_bytes(2, "big")
+                + (0).to_bytes(2, "big")
+                + correlation_id.to_bytes(4, "big")
+                + (-1).to_bytes(2, "big", signed=True)
+            )  # api key, version, correlation id, null client id
+            sock.sendall(len(body).to_bytes(4, "big") + body)
+            size = int.from_bytes(_recv_exact(sock, 4), "big")
+            payload = _recv_exact(sock, size)
+            return payload[:4] == correlation_id.to_bytes(4, "big") and payload[4:6] == b"\x00\x00"
+    except OSError:
+        return False
+
+
+def _recv_exact(sock: socket.socket, count: int) -> bytes:
+    buffer = b""
+    while len(buffer) < count:
+        chunk = sock.recv(count - len(buffer))
+        if not chunk:
+            raise ConnectionError("closed")
+        buffer += chunk
+    return buffer

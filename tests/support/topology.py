@@ -1,0 +1,47 @@
+"""Topology files for tests: the clusters of the servers a test started, plus the YAML it gives for the rest."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+
+def topology_text(
+    clusters: Mapping[str, str], flows: str = "", registries: Mapping[str, str] | None = None, extra: str = ""
+) -> str:
+    """A topology document: `clusters` maps a name to its bootstrap address, `registries` a name to its schema
+    registry URL; `flows` is the YAML of the `flows:` list (with or without its key), `extra` any further keys."""
+    lines = ["clusters:"]
+    for name, bootstrap in clusters.items():
+        registry = (registries or {}).get(name)
+        lines.append(
+            f"  {name}: {{bootstrap_servers: {json.dumps(bootstrap)}"
+            + (f", schema_registry: {json.dumps(registry)}" if registry else "")
+            + "}"
+        )
+    flows = flows.strip("\n")
+    if flows and not flows.lstrip().startswith("flows:"):
+        flows = "flows:\n" + flows
+    return "\n".join([*lines, flows, extra.strip("\n")]).rstrip("\n") + "\n"
+
+
+def write_topology(
+    path: Path,
+    clusters: Mapping[str, str],
+    flows: str = "",
+    registries: Mapping[str, str] | None = None,
+    extra: str = "",
+) -> Path:
+    path.write_text(topology_text(clusters, flows, registries, extra), encoding="utf-8")
+    return path
+
+
+def restart_registry_command(data_dir: Path) -> str:
+    """The `schema_registry.restart_command` that restarts a registry of the local stack kept in `data_dir`."""
+    return (
+        f"{shlex.quote(sys.executable)} -m kafka_dr.cli local restart-registry {{cluster}} --data-dir "
+        f"{shlex.quote(str(data_dir))} --kafkastore {{kafkastore}} --leader-eligible {{leader_eligible}}"
+    )
