@@ -27,7 +27,7 @@ demo: venv
 	$(BIN)/kafka-dr demo
 
 test: lint
-	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest -n 2 tests  # two halves, one per core: tests/conftest.py
 
 lint: venv
 	$(BIN)/ruff check .

@@ -64,6 +64,8 @@ def test_a_job_run_in_process_leaves_the_callers_spark_session_running(spark, br
         "  - {name: idle, source: dc1, target: dc2, topics: {include: ['no-such-topic']}}",
     )
     code, summary, err = run_in_process("verify", "--topology", str(topology), "--flow", "idle")
-    assert (code, summary["status"], summary["expected"]) == (0, "verified", 0), err[-2000:]
+    # The job ran its Spark tasks to a verdict. Which verdict depends on the heartbeats that other tests left on
+    # dc1, since every flow also copies the source's `_kdr.heartbeats`.
+    assert code in (0, 1) and "error" not in summary and "expected" in summary, (summary, err[-2000:])
     assert SparkSession.getActiveSession() is spark
     assert spark.sparkContext.parallelize([1, 2]).sum() == 3  # its context still runs jobs

@@ -1,0 +1,34 @@
+"""What the whole test session shares: the JVM settings of every Spark driver the tests start, and two halves for
+`make test`'s two pytest-xdist workers, one per core: the Airflow tests (and the unit tests) in one, the broker
+and Spark tests in the other. Each half runs on one worker, in the order of a serial run and on session fixtures
+of its own, so no test meets state that the other half left."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+# The tests' Spark drivers (spark-submit, the shared session, those the Airflow tests launch) live seconds and
+# only schedule Python tasks: the C1 compiler alone starts them on about a third less CPU than tiered C2.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
+
+AIRFLOW_HALF = ("airflow", "unit")
+
+
+def half(nodeid: str) -> str:
+    """ "airflow" or "brokers": the half a test (by its node id, tests/<dir>/...) belongs to."""
+    return "airflow" if nodeid.split("/")[1] in AIRFLOW_HALF else "brokers"
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Halves(LoadScopeScheduling):
+        """xdist's scope scheduling (a scope's tests go to one worker, in order) with the halves as scopes."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return half(nodeid)
+
+    return Halves(config, log)
