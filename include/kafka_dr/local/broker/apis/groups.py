@@ -168,16 +168,7 @@ async def offset_fetch(broker, request, ctx):
         return OffsetFetchResponse[ctx.version](
             throttle_time_ms=0,
             error_code=0,
-            topics=[
-                R(
-                    name=topic,
-                    partitions=[
-                        P(partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m, error_code=c)
-                        for p, o, e, m, c in parts
-                    ],
-                )
-                for topic, parts in rows
-            ],
+            topics=_offset_fetch_topics(R, P, rows),
         )
     G = OffsetFetchResponse.OffsetFetchResponseGroup
     T = G.OffsetFetchResponseTopics
@@ -189,19 +180,25 @@ async def offset_fetch(broker, request, ctx):
             G(
                 group_id=g.group_id,
                 error_code=0,
-                topics=[
-                    T(
-                        name=topic,
-                        partitions=[
-                            P(partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m, error_code=c)
-                            for p, o, e, m, c in parts
-                        ],
-                    )
-                    for topic, parts in rows
-                ],
+                topics=_offset_fetch_topics(T, P, rows),
             )
         )
     return OffsetFetchResponse[ctx.version](throttle_time_ms=0, groups=groups)
+
+
+def _offset_fetch_topics(topic_cls, partition_cls, rows):
+    """The topics of an OffsetFetch response (one group's, in v8+) from _fetch_group_offsets' rows; the classes
+    differ between the versions before 8 and after, the fields do not."""
+    return [
+        topic_cls(
+            name=topic,
+            partitions=[
+                partition_cls(partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m, error_code=c)
+                for p, o, e, m, c in parts
+            ],
+        )
+        for topic, parts in rows
+    ]
 
 
 @api(ListGroupsRequest, ListGroupsResponse, 0, 5)
