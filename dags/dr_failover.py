@@ -12,7 +12,7 @@ from __future__ import annotations
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG, Param, chain
 
-from kafka_dr.airflow.common import form_clusters, topology_param
+from kafka_dr.airflow.common import cluster_param, form_clusters, topology_param
 from kafka_dr.airflow.failover import (
     choose_mode,
     failover_report,
@@ -39,19 +39,17 @@ with DAG(
     doc_md=__doc__,
     params={
         "topology": topology_param(),
-        "failed_cluster": Param(
+        "failed_cluster": cluster_param(
+            CLUSTERS,
             CLUSTERS[0],
-            type="string",
-            enum=CLUSTERS,
-            title="Failed cluster",
-            description="The datacenter that is lost (disaster) or being evacuated (planned).",
+            "Failed cluster",
+            "The datacenter that is lost (disaster) or being evacuated (planned).",
         ),
-        "target_cluster": Param(
+        "target_cluster": cluster_param(
+            CLUSTERS,
             CLUSTERS[-1],
-            type="string",
-            enum=CLUSTERS,
-            title="Target cluster",
-            description="The datacenter that takes over; a flow must replicate the failed cluster into it.",
+            "Target cluster",
+            "The datacenter that takes over; a flow must replicate the failed cluster into it.",
         ),
         "mode": Param(
             "disaster",

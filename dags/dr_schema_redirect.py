@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from airflow.sdk import DAG, Param, chain
 
-from kafka_dr.airflow.common import form_clusters, topology_param
+from kafka_dr.airflow.common import cluster_param, form_clusters, topology_param
 from kafka_dr.airflow.schema_redirect import redirect_registry, validate_redirect
 
 CLUSTERS = form_clusters()
@@ -22,19 +22,14 @@ with DAG(
     doc_md=__doc__,
     params={
         "topology": topology_param(),
-        "registry_cluster": Param(
-            CLUSTERS[-1],
-            type="string",
-            enum=CLUSTERS,
-            title="Registry to restart",
-            description="The datacenter whose schema registry is redirected.",
+        "registry_cluster": cluster_param(
+            CLUSTERS, CLUSTERS[-1], "Registry to restart", "The datacenter whose schema registry is redirected."
         ),
-        "store_cluster": Param(
+        "store_cluster": cluster_param(
+            CLUSTERS,
             CLUSTERS[-1],
-            type="string",
-            enum=CLUSTERS,
-            title="Schema store cluster",
-            description="The cluster whose `_schemas` topic the registry uses (kafkastore.bootstrap.servers).",
+            "Schema store cluster",
+            "The cluster whose `_schemas` topic the registry uses (kafkastore.bootstrap.servers).",
         ),
         "leader_eligible": Param(
             True,

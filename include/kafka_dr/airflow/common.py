@@ -35,6 +35,11 @@ def flows_param(what: str) -> Param:
     return Param([], type="array", items={"type": "string"}, title="Flows", description=f"{what}; empty: every flow.")
 
 
+def cluster_param(clusters: list[str], default: str, title: str, description: str) -> Param:
+    """One of the topology's clusters (`form_clusters`), chosen from a list in the trigger form."""
+    return Param(default, type="string", enum=clusters, title=title, description=description)
+
+
 def form_clusters() -> list[str]:
     """The clusters a trigger form offers: those of the topology the DAG file sees ($KDR_TOPOLOGY)."""
     try:
