@@ -18,7 +18,7 @@ AIRFLOW_HALF = ("airflow", "unit")
 
 
 def half(nodeid: str) -> str:
-    """ "airflow" or "brokers": the half a test (by its node id, tests/<dir>/...) belongs to."""
+    """The half a test belongs to, "airflow" or "brokers", from its node id (tests/<dir>/...)."""
     return "airflow" if nodeid.split("/")[1] in AIRFLOW_HALF else "brokers"
 
 
