@@ -11,6 +11,7 @@ skipped in external mode (and only there).
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import tempfile
@@ -21,6 +22,9 @@ import pytest
 from support.servers import BrokerProcess, stop_all
 
 from .clients import CLIENT_NAMES, ClientAdapter, make_client
+
+# kafka-python logs every connection at INFO; in a failure report those lines bury the assertion.
+logging.getLogger("kafka").setLevel(logging.WARNING)
 
 EXTERNAL_BOOTSTRAP = os.environ.get("KDR_CONFORMANCE_BOOTSTRAP") or None
 EXTERNAL_BOOTSTRAP_2 = os.environ.get("KDR_CONFORMANCE_BOOTSTRAP_2") or None
