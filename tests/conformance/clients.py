@@ -15,10 +15,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 CLIENT_NAMES = ("confluent", "kafka-python")
-# Long enough that only the flush after each group sends it: a 1 s linger can expire mid-group on
-# a loaded CI machine and split the batch a test then checks. librdkafka requires it to stay below
-# message.timeout.ms (30 s).
-BATCH_LINGER_MS = 20_000
 
 # Timestamp types, normalised (the two libraries number them differently).
 CREATE_TIME = "CreateTime"
@@ -179,11 +175,12 @@ class ClientAdapter:
         compression: str | None = None,
         batch_records: int | None = None,
         idempotent: bool = False,
+        linger_ms: int = 1000,
     ) -> list[tuple[int, int]]:
         """Produce ``records`` in order; return the (partition, offset) of each one, in order.
 
-        With ``batch_records=N`` the client lingers (``BATCH_LINGER_MS``) and is flushed after every
-        N records, so each group of N records travels as one batch per partition.
+        With ``batch_records=N`` the client lingers (``linger_ms``) and is flushed after every N
+        records, so each group of N records travels as one batch per partition.
         """
         raise NotImplementedError
 
@@ -422,14 +419,14 @@ class ConfluentClient(ClientAdapter):
         return {b.id: (b.host, b.port) for b in md.brokers.values()}
 
     # -- produce ------------------------------------------------------------------------------------
-    def produce(self, topic, records, *, compression=None, batch_records=None, idempotent=False):
+    def produce(self, topic, records, *, compression=None, batch_records=None, idempotent=False, linger_ms=1000):
         from confluent_kafka import Producer
 
         conf = self._base()
         conf.update(
             {
                 "acks": "all",
-                "linger.ms": BATCH_LINGER_MS if batch_records else 5,
+                "linger.ms": linger_ms if batch_records else 5,
                 "batch.num.messages": 100000,
                 "batch.size": 1000000,
                 "compression.type": compression or "none",
@@ -756,14 +753,14 @@ class KafkaPythonClient(ClientAdapter):
         return {b["broker_id"]: (b["host"], b["port"]) for b in self._admin.describe_cluster()["brokers"]}
 
     # -- produce ------------------------------------------------------------------------------------
-    def produce(self, topic, records, *, compression=None, batch_records=None, idempotent=False):
+    def produce(self, topic, records, *, compression=None, batch_records=None, idempotent=False, linger_ms=1000):
         from kafka import KafkaProducer
         from kafka.errors import KafkaError
 
         producer = KafkaProducer(
             bootstrap_servers=self.bootstrap,
             acks="all",
-            linger_ms=BATCH_LINGER_MS if batch_records else 5,
+            linger_ms=linger_ms if batch_records else 5,
             batch_size=1000000,
             max_request_size=4000000,
             compression_type=compression,
