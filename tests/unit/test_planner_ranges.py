@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from confluent_kafka import IsolationLevel
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException
 from confluent_kafka.admin import OffsetSpec
 from support.fakes import FakeConsumer, FakeMessage
 
@@ -198,3 +198,29 @@ def test_heartbeats_keep_their_name_and_copy_options_reach_every_task(reader, mo
 def test_no_source_partitions_gives_an_empty_plan(monkeypatch) -> None:
     plan = context(FakeConsumer(), Source({}), {}, monkeypatch).plan()
     assert (plan.tasks, plan.lost, plan.sync) == ([], [], "synced")
+
+
+def test_with_retries_backs_off_then_fails_with_one_line_naming_the_cluster(monkeypatch) -> None:
+    sleeps: list[float] = []
+    monkeypatch.setattr(planner.time, "sleep", sleeps.append)
+    calls = []
+
+    def refused() -> None:
+        calls.append(1)
+        raise KafkaException(KafkaError(KafkaError._TRANSPORT, "Connection refused"))
+
+    with pytest.raises(planner.UnreachableError) as failed:
+        planner.with_retries("source cluster dc1 (127.0.0.1:1)", refused, attempts=3)
+    assert (len(calls), sleeps) == (3, [1.0, 2.0])
+    assert str(failed.value) == "source cluster dc1 (127.0.0.1:1) unreachable after 3 attempts: Connection refused"
+    with pytest.raises(planner.UnreachableError, match="unreachable after 1 attempt: "):
+        planner.with_retries("target cluster dc2", refused, attempts=1)
+    answers = iter([TimeoutError("slow"), "cluster-id"])
+
+    def flaky() -> str:
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    assert planner.with_retries("dc1", flaky) == "cluster-id"

@@ -59,7 +59,8 @@ def with_retries(what: str, call: Callable[[], Any], attempts: int = 5, first_de
             return call()
         except (KafkaException, TimeoutError) as exc:
             if attempt == attempts:
-                raise UnreachableError(f"{what} unreachable after {attempts} attempts: {error_text(exc)}") from None
+                tries = f"{attempts} attempt" + ("s" if attempts > 1 else "")
+                raise UnreachableError(f"{what} unreachable after {tries}: {error_text(exc)}") from None
             log.warning("%s not answering (%s); retry %d/%d in %.0fs", what, error_text(exc), attempt, attempts, delay)
             time.sleep(delay)
             delay *= 2
