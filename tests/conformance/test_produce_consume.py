@@ -3,8 +3,6 @@ compression codecs and the idempotent producer, each with both clients (and cros
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 
 from . import kafka_wire as wire
@@ -22,16 +20,6 @@ def assert_same_records(consumed: list[Consumed], expected: list[Record], offset
             f"{(r.key, r.value, r.headers, r.timestamp_ms)!r}"
         )
         assert c.timestamp_type == CREATE_TIME, f"{who}: offset {c.offset}: {c.timestamp_type}"
-
-
-def assert_stored_as_flushed(stored: list[tuple[int, int]], per_flush: int, total: int) -> None:
-    """Batches (base offset, count) are stored as sent: contiguous from 0, and none spans two flushes of the
-    producer. How a client cuts one flush into batches is its own business: under load librdkafka sends the
-    first few records of a flush early (CI saw 12 + 138 for a flush of 150)."""
-    assert [base for base, _ in stored] == [0] + list(itertools.accumulate(count for _, count in stored))[:-1]
-    assert sum(count for _, count in stored) == total
-    assert all(base // per_flush == (base + count - 1) // per_flush for base, count in stored), stored
-    assert len(stored) >= -(-total // per_flush)
 
 
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -60,7 +48,7 @@ def test_many_batches_exact_high_watermark_and_bytes(client, all_clients, bootst
         assert consumer.consume(topic, 0, len(records), None) == [], name
     batches_read = wire.fetch_all_batches(bootstrap, topic, 0)
     stored = [(b["base_offset"], b["count"]) for b in batches_read]
-    assert_stored_as_flushed(stored, per_batch, len(records))
+    wire.assert_stored_as_flushed(stored, per_batch, len(records))
     assert all(b["crc_ok"] and b["codec"] == 0 and b["timestamp_type"] == 0 for b in batches_read)
     assert [b["first_timestamp"] for b in batches_read] == [records[base].timestamp_ms for base, _ in stored]
 
@@ -102,7 +90,7 @@ def test_compression_roundtrip(client, all_clients, bootstrap, codec):
     # With compression.type=producer the broker keeps the producer's codec (it does not recompress).
     batches = wire.fetch_all_batches(bootstrap, topic, 0)
     assert all(b["crc_ok"] for b in batches)
-    assert_stored_as_flushed([(b["base_offset"], b["count"]) for b in batches], 150, len(records))
+    wire.assert_stored_as_flushed([(b["base_offset"], b["count"]) for b in batches], 150, len(records))
     compressible = [b for b in batches if b["last_offset"] < 600]
     assert {b["codec"] for b in compressible} == {CODEC_IDS[codec]}, compressible
 
