@@ -168,9 +168,9 @@ def read_committed(
             "isolation.level": "read_committed",
             "enable.partition.eof": True,
             "auto.offset.reset": "earliest",
-            "fetch.wait.max.ms": 100,
+            "fetch.wait.max.ms": 10,
         }
-    )  # the end-of-partition event comes with the next fetch
+    )  # the end-of-partition event comes with the next fetch, which the broker holds this long at the end
     deadline = time.monotonic() + timeout
     last_error = "no records arrived"
     try:

@@ -156,7 +156,7 @@ def test_topics_regex_and_internal_topics(broker_pair: BrokerPair, txn_topic: st
 
 def test_unreachable_cluster_is_named(broker_pair: BrokerPair) -> None:
     dead = f"127.0.0.1:{free_port()}"  # nothing listens there
-    with pytest.raises(LagError, match=rf"^flow f: source cluster dc1 \({dead}\): list topics failed: .+$"):
+    with pytest.raises(LagError, match=rf"^flow f: source cluster dc1 \({dead}\): describe cluster failed: .+$"):
         flow_lag(topology(broker_pair, flow_yaml("f", "x"), dc1=dead), "f", timeout=1)
     reversed_flow = "flows:\n  - {name: back, source: dc2, target: dc1, topics: {include: [x]}}\n"
     with pytest.raises(LagError, match=rf"^flow back: target cluster dc1 \({dead}\): "):

@@ -5,6 +5,10 @@ One sample per source partition: the flow's lag (kafka_dr.replication.lag), the 
 and the time of the flow's newest progress record for that partition (Burrow's commit time). Flow-wide
 findings come with it: destination drift, cycles among the newest destination records, heartbeat latency,
 the tracked replicator's liveness, the newest group checkpoint.
+
+A run is a handful of round trips: each cluster has one admin client whose requests go out together, the source's
+half of the lag is measured while the target is opened, and everything read from the target (progress,
+checkpoints, the sample history, heartbeats, the newest destination records) comes in one pass of one reader.
 """
 
 from __future__ import annotations
@@ -16,17 +20,24 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka import IsolationLevel, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from ..clients import client_config, end_offsets, error_text, read_committed
+from ..clients import end_offsets, read_committed
 from ..replication import replicators
-from ..replication.internal import HEALTH, PROGRESS, ensure_internal_topics, partition_key, read_records
-from ..replication.lag import FlowLag, LagError, flow_lag
+from ..replication.internal import CHECKPOINTS, HEALTH, HEARTBEATS, PROGRESS, ensure_internal_topics, partition_key
+from ..replication.lag import (
+    HEARTBEAT_WINDOW,
+    ClusterSide,
+    LagError,
+    SourceLag,
+    heartbeat_latency,
+    source_lag,
+)
 from ..replication.provenance import ProvenanceError, hops
 from ..replication.topic_sync import dynamic_configs
 from ..topology import Flow, Topology
-from ..translation.checkpoints import load_checkpoints
+from ..translation.checkpoints import checkpoints_in
 from .rules import WINDOW, Cycle, Drift, FlowFindings, PartitionSample
 
 CYCLE_SAMPLE = 5  # newest records per destination partition checked for a cycle: a sample, not a scan
@@ -44,49 +55,52 @@ class Sample:
     history: dict[Key, list[PartitionSample]]
 
 
+@dataclass(frozen=True)
+class _TargetRead:
+    """What one health run read from the flow's target."""
+
+    cluster_id: str
+    configs: dict[str, dict[str, str]]  # destination topic -> its dynamic configs
+    records: dict[str, list[Message]]  # topic -> the records read, in log order per partition
+    cycle_from: dict[Key, int]  # destination partition -> first offset of its cycle sample
+    health_from_start: bool  # the read of `_kdr.health` began at its log start
+
+
 def take_sample(topology: Topology, flow_name: str, environ: Mapping[str, str] | None = None) -> Sample:
-    """Measure one flow now. Independent reads run side by side (each is mostly waiting on a broker); a cluster
-    that cannot be reached gives no samples and a finding that says so."""
+    """Measure one flow now. A cluster that cannot be reached gives no samples and a finding that says so."""
     flow = topology.flow(flow_name)
-    source_config = client_config(topology.cluster(flow.source), environ)
-    target_config = client_config(topology.cluster(flow.target), environ)
-    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="kdr-health") as pool:
-        lag_read = pool.submit(flow_lag, topology, flow.name, timeout=TIMEOUT_S, environ=environ)
-        progress_read = pool.submit(_progress_times, target_config, flow.name)
-        checkpoint_read = pool.submit(load_checkpoints, target_config, flow.name)
-        target_admin = AdminClient(target_config)
-        topics_made = pool.submit(ensure_internal_topics, target_admin, (HEALTH, PROGRESS), TIMEOUT_S)
-        target_topics = pool.submit(lambda: target_admin.list_topics(timeout=TIMEOUT_S).topics)
+    source = ClusterSide("source", flow.name, topology.cluster(flow.source), TIMEOUT_S, environ)
+    target = ClusterSide("target", flow.name, topology.cluster(flow.target), TIMEOUT_S, environ)
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="kdr-health") as pool:
         try:
-            lag = lag_read.result()
+            opened = pool.submit(_open_target, target)
+            lag = source_lag(flow, source)
+            target_id, topics = opened.result()
+            present = sorted({p.topic for p in lag.partitions if p.dest_topic in topics})
+            source_configs = pool.submit(_configs, source, present)
+            read = _read_target(target, flow, lag, target_id, topics, pool)
+            drift = _drift(flow, lag, topics, source_configs.result(), read.configs)
         except LagError as exc:
             findings = FlowFindings(flow.name, _now_ms(), unreachable=str(exc), replicator_alive=_alive(flow.name))
             return Sample([], findings, {})
-        try:
-            keys = [(p.topic, p.partition) for p in lag.partitions]
-            history_read = pool.submit(load_windows, target_config, flow.name, keys)
-            topics = target_topics.result()
-            drift_read = pool.submit(_drift, flow, lag, source_config, target_admin, topics)
-            cycles_read = pool.submit(_cycles, target_config, target_admin, topics, lag)
-            progress = progress_read.result()
-            findings = FlowFindings(
-                flow=flow.name,
-                time_ms=lag.measured_at_ms,
-                drift=tuple(drift_read.result()),
-                cycles=tuple(cycles_read.result()),
-                heartbeat_latency_ms=None if lag.heartbeat_latency_s is None else lag.heartbeat_latency_s * 1000,
-                replicator_alive=_alive(flow.name),
-                checkpoint_ms=checkpoint_read.result()[1],
-            )
-            topics_made.result()
-            history = history_read.result()
-        except (KafkaException, TimeoutError, RuntimeError) as exc:
-            where = f"target cluster {flow.target} ({topology.cluster(flow.target).bootstrap_servers})"
-            unreachable = f"flow {flow.name}: {where}: {error_text(exc)}"
-            return Sample([], FlowFindings(flow.name, _now_ms(), unreachable=unreachable), {})
+    keys = [(p.topic, p.partition) for p in lag.partitions]
+    history, complete = _windows_in(read.records[HEALTH], flow.name, keys)
+    if not (complete or read.health_from_start):
+        history = load_windows(target.config, flow.name, keys)  # other flows' samples crowd the tail: read further
+    progress = _progress_times(read.records[PROGRESS], flow.name)
+    heartbeat_s = heartbeat_latency(read.records[HEARTBEATS], lag.cluster_id)
+    findings = FlowFindings(
+        flow=flow.name,
+        time_ms=lag.at_ms,
+        drift=tuple(drift),
+        cycles=tuple(_cycles(read)),
+        heartbeat_latency_ms=None if heartbeat_s is None else heartbeat_s * 1000,
+        replicator_alive=_alive(flow.name),
+        checkpoint_ms=checkpoints_in(read.records[CHECKPOINTS], flow.name)[1],
+    )
     partitions = [
         PartitionSample(
-            time_ms=lag.measured_at_ms,
+            time_ms=lag.at_ms,
             topic=p.topic,
             partition=p.partition,
             dest_topic=p.dest_topic,
@@ -102,6 +116,66 @@ def take_sample(topology: Topology, flow_name: str, environ: Mapping[str, str] |
     return Sample(partitions, findings, history)
 
 
+def _open_target(target: ClusterSide) -> tuple[str, Mapping[str, Any]]:
+    """The target's id and topic metadata, with the internal topics a health run writes made if missing."""
+    cluster_id = target.cluster_id()
+    topics = target.call("list topics", lambda: target.admin.list_topics(timeout=target.timeout).topics)
+    if HEALTH not in topics or PROGRESS not in topics:
+        target.call("create internal topics", lambda: ensure_internal_topics(target.admin, (HEALTH, PROGRESS)))
+        topics = target.call("list topics", lambda: target.admin.list_topics(timeout=target.timeout).topics)
+    return cluster_id, topics
+
+
+def _read_target(
+    target: ClusterSide,
+    flow: Flow,
+    lag: SourceLag,
+    cluster_id: str,
+    topics: Mapping[str, Any],
+    pool: ThreadPoolExecutor,
+) -> _TargetRead:
+    """One round of offset and config requests, then one read of: `_kdr.progress` and `_kdr.checkpoints` whole, the
+    tail of `_kdr.health` that holds the flow's last runs if it is alone, the newest heartbeats, and the newest
+    CYCLE_SAMPLE records of each destination partition."""
+    dests = sorted(
+        {
+            (p.dest_topic, p.partition)
+            for p in lag.partitions
+            if p.dest_topic in topics and p.partition in topics[p.dest_topic].partitions
+        }
+    )
+    tails: dict[str, int | None] = {
+        PROGRESS: None,
+        CHECKPOINTS: None,
+        HEALTH: _health_span(len(lag.partitions)),
+        HEARTBEATS: HEARTBEAT_WINDOW,
+    }
+    internal = [TopicPartition(t, p) for t in tails if t in topics for p in topics[t].partitions]
+    asked = (
+        target.request_offsets(internal, OffsetSpec.earliest()),
+        target.request_offsets(internal + [TopicPartition(t, p) for t, p in dests], OffsetSpec.latest()),
+    )
+    # The broker answers a client's requests in order: the slower DescribeConfigs goes after the offsets.
+    configs = pool.submit(_configs, target, sorted({topic for topic, _ in dests}))
+    starts, ends = (target.answered_offsets(futures) for futures in asked)
+    cycle_from = {key: max(0, ends[key] - CYCLE_SAMPLE) for key in dests}
+    ranges = {key: (start, ends[key]) for key, start in cycle_from.items()}
+    for (topic, partition), start in starts.items():  # heartbeats may be a destination too: the wider range wins
+        tail = tails[topic]
+        end = ends[(topic, partition)]
+        ranges[(topic, partition)] = (start if tail is None else max(start, end - tail), end)
+    records: dict[str, list[Message]] = {topic: [] for topic in tails}
+    for message in target.scan(ranges):
+        records.setdefault(message.topic(), []).append(message)
+    health_start = ranges.get((HEALTH, 0), (0, 0))[0]
+    return _TargetRead(cluster_id, configs.result(), records, cycle_from, health_start == starts.get((HEALTH, 0), 0))
+
+
+def _configs(side: ClusterSide, topics: list[str]) -> dict[str, dict[str, str]]:
+    """The dynamic configs of `topics` (topic_sync.dynamic_configs) on that side."""
+    return side.call("describe configs", lambda: dynamic_configs(side.admin, topics, side.timeout))
+
+
 def sample_records(flow: str, samples: Iterable[PartitionSample]) -> list[tuple[str, bytes, Any]]:
     """The `_kdr.health` records of these samples, keyed flow/topic/partition (internal.put_many writes them)."""
     return [(HEALTH, partition_key(flow, s.topic, s.partition), s.to_dict()) for s in samples]
@@ -111,33 +185,53 @@ def load_windows(
     target_config: dict[str, Any], flow: str, partitions: Iterable[Key]
 ) -> dict[Key, list[PartitionSample]]:
     """The last WINDOW samples of each partition, oldest first, read back from the end of `_kdr.health` (other
-    flows' samples share the topic, so the read widens until each partition has its window or the log starts)."""
-    wanted = {partition_key(flow, t, p): (t, p) for t, p in partitions}
-    windows: dict[Key, list[PartitionSample]] = {key: [] for key in wanted.values()}
-    if not wanted:
-        return windows
+    flows' samples share the topic, so the read widens until it holds the flow's last WINDOW runs or the log starts)."""
+    partitions = list(partitions)
+    if not partitions:
+        return {}
     admin = AdminClient(target_config)
     tp = TopicPartition(HEALTH, 0)
     start = admin.list_offsets({tp: OffsetSpec.earliest()}, request_timeout=TIMEOUT_S)[tp].result().offset
     end = end_offsets(admin, [(HEALTH, 0)], IsolationLevel.READ_COMMITTED, TIMEOUT_S)[(HEALTH, 0)]
-    span = 2 * WINDOW * len(wanted)
+    span = _health_span(len(partitions))
     while True:
         first = max(start, end - span)
-        found: dict[Key, list[PartitionSample]] = {key: [] for key in wanted.values()}
-        for message in read_committed(target_config, {(HEALTH, 0): (first, end)}, TIMEOUT_S):
-            key = wanted.get(message.key() or b"")
-            if key is not None and message.value() is not None:
-                found[key].append(PartitionSample.from_dict(json.loads(message.value())))
-        if first == start or all(len(s) >= WINDOW for s in found.values()):
-            return {key: samples[-WINDOW:] for key, samples in found.items()}
+        records = read_committed(target_config, {(HEALTH, 0): (first, end)}, TIMEOUT_S)
+        found, complete = _windows_in(records, flow, partitions)
+        if first == start or complete:
+            return found
         span *= 4
 
 
-def _progress_times(target_config: dict[str, Any], flow: str) -> dict[Key, int]:
-    """Per source partition, when the flow last recorded progress in the target's `_kdr.progress`."""
+def _health_span(partitions: int) -> int:
+    """How many of the newest `_kdr.health` records to read first: the flow's last WINDOW + 1 runs if it is alone."""
+    return (WINDOW + 1) * partitions
+
+
+def _windows_in(
+    records: Iterable[Message], flow: str, partitions: Iterable[Key]
+) -> tuple[dict[Key, list[PartitionSample]], bool]:
+    """The flow's last WINDOW samples of each partition among `_kdr.health` records (in log order), oldest first,
+    and whether they are complete: the records hold more than WINDOW of the flow's runs, so the newest WINDOW are
+    whole (a read from the log start is complete too, which the caller knows). A partition with fewer samples then
+    is simply younger than the window."""
+    wanted = {partition_key(flow, t, p): (t, p) for t, p in partitions}
+    found: dict[Key, list[PartitionSample]] = {key: [] for key in wanted.values()}
+    runs: set[int] = set()
+    for message in records:
+        key = wanted.get(message.key() or b"")
+        if key is not None and message.value() is not None:
+            sample = PartitionSample.from_dict(json.loads(message.value()))
+            found[key].append(sample)
+            runs.add(sample.time_ms)
+    return {key: samples[-WINDOW:] for key, samples in found.items()}, len(runs) > WINDOW
+
+
+def _progress_times(records: Iterable[Message], flow: str) -> dict[Key, int]:
+    """Per source partition, when the flow last recorded progress, from `_kdr.progress` records."""
     prefix = f"{flow}/".encode()
     times: dict[Key, int] = {}
-    for message in read_records(target_config, PROGRESS, TIMEOUT_S):
+    for message in records:
         key = message.key() or b""
         if not key.startswith(prefix):
             continue
@@ -157,65 +251,54 @@ def _alive(flow: str) -> bool | None:
 
 
 def _drift(
-    flow: Flow, lag: FlowLag, source_config: dict[str, Any], target_admin: AdminClient, target_topics: Mapping[str, Any]
+    flow: Flow,
+    lag: SourceLag,
+    target_topics: Mapping[str, Any],
+    source_configs: Mapping[str, Mapping[str, str]],
+    target_configs: Mapping[str, Mapping[str, str]],
 ) -> list[Drift]:
-    """Destination topics missing, narrower or wider than their source, or with configs that differ
-    (`target_topics`: the target's topic metadata)."""
+    """Destination topics missing, narrower or wider than their source, or with dynamic configs that differ."""
     source_partitions: dict[str, int] = {}
     dests: dict[str, str] = {}
     for p in lag.partitions:
         source_partitions[p.topic] = max(source_partitions.get(p.topic, 0), p.partition + 1)
         dests[p.topic] = p.dest_topic
     found: list[Drift] = []
-    present = []
+    kind = "config" if flow.sync_topic_configs else "unsynced_config"
     for topic, dest in sorted(dests.items()):
         meta = target_topics.get(dest)
         if meta is None or meta.error is not None:
             found.append(Drift(topic, dest, "missing", f"{dest} does not exist in {flow.target}"))
             continue
-        present.append(topic)
         have, want = len(meta.partitions), source_partitions[topic]
         if have != want:
-            kind = "fewer_partitions" if have < want else "more_partitions"
-            found.append(Drift(topic, dest, kind, f"{have} partitions in {flow.target}, {want} at the source"))
-    if present:
-        source = dynamic_configs(AdminClient(source_config), present, TIMEOUT_S)
-        target = dynamic_configs(target_admin, [dests[t] for t in present], TIMEOUT_S)
-        kind = "config" if flow.sync_topic_configs else "unsynced_config"
-        for topic in present:
-            want, have = source.get(topic, {}), target.get(dests[topic], {})
-            for key in sorted(set(want) | set(have)):
-                if want.get(key) != have.get(key):
-                    detail = (
-                        f"{key}: {want.get(key, 'default')} at the source, {have.get(key, 'default')} in {flow.target}"
-                    )
-                    found.append(Drift(topic, dests[topic], kind, detail))
+            partitions = "fewer_partitions" if have < want else "more_partitions"
+            found.append(Drift(topic, dest, partitions, f"{have} partitions in {flow.target}, {want} at the source"))
+        wanted, had = source_configs.get(topic, {}), target_configs.get(dest, {})
+        for key in sorted(set(wanted) | set(had)):
+            if wanted.get(key) != had.get(key):
+                detail = (
+                    f"{key}: {wanted.get(key, 'default')} at the source, {had.get(key, 'default')} in {flow.target}"
+                )
+                found.append(Drift(topic, dest, kind, detail))
     return found
 
 
-def _cycles(
-    target_config: dict[str, Any], target_admin: AdminClient, topics: Mapping[str, Any], lag: FlowLag
-) -> list[Cycle]:
+def _cycles(read: _TargetRead) -> list[Cycle]:
     """Among the newest CYCLE_SAMPLE records of each destination partition, those whose provenance names the
     destination cluster and topic: a copy came back where it already was."""
-    target_id = target_admin.describe_cluster(request_timeout=TIMEOUT_S).result().cluster_id
-    partitions = [
-        (p.dest_topic, p.partition)
-        for p in lag.partitions
-        if p.dest_topic in topics and p.partition in topics[p.dest_topic].partitions
-    ]
-    if not partitions:
-        return []
-    ends = end_offsets(target_admin, partitions, IsolationLevel.READ_COMMITTED, TIMEOUT_S)
-    ranges = {key: (max(0, end - CYCLE_SAMPLE), end) for key, end in ends.items() if end > 0}
     found = []
-    for message in read_committed(target_config, ranges, TIMEOUT_S):
-        try:
-            chain = hops(message.headers())
-        except ProvenanceError:
-            continue  # not a copy: cannot be a cycle
-        if any(hop.cluster_id == target_id and hop.topic == message.topic() for hop in chain):
-            found.append(Cycle(message.topic(), message.partition(), message.offset()))
+    for records in read.records.values():
+        for message in records:
+            first = read.cycle_from.get((message.topic(), message.partition()))
+            if first is None or message.offset() < first:
+                continue
+            try:
+                chain = hops(message.headers())
+            except ProvenanceError:
+                continue  # not a copy: cannot be a cycle
+            if any(hop.cluster_id == read.cluster_id and hop.topic == message.topic() for hop in chain):
+                found.append(Cycle(message.topic(), message.partition(), message.offset()))
     return found
 
 

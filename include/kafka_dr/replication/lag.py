@@ -18,7 +18,8 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
@@ -32,7 +33,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from ..clients import client_config, error_text, read_committed
-from ..topology import Cluster, Topology
+from ..topology import Cluster, Flow, Topology
 from .internal import HEARTBEATS, PROGRESS, latest_value, put_records
 from .provenance import ProvenanceError, hops
 
@@ -156,10 +157,29 @@ def flow_lag(
     `environ` carries the clusters' security settings (clients.config_env_var); default os.environ."""
     flow = topology.flow(flow_name)
     only = re.compile(topics) if topics is not None else None
-    source = _Side("source", flow.name, topology.cluster(flow.source), timeout, environ)
-    target = _Side("target", flow.name, topology.cluster(flow.target), timeout, environ)
+    source = ClusterSide("source", flow.name, topology.cluster(flow.source), timeout, environ)
+    target = ClusterSide("target", flow.name, topology.cluster(flow.target), timeout, environ)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kdr-lag") as pool:
+        heartbeats = pool.submit(read_heartbeats, target)  # the target's part runs beside the source's
+        measured = source_lag(flow, source, only)
+        latency = heartbeat_latency(heartbeats.result(), measured.cluster_id)
+    return FlowLag(flow.name, flow.source, flow.target, measured.partitions, latency, measured.at_ms)
 
-    metadata = source.call("list topics", lambda: source.admin.list_topics(timeout=timeout))
+
+@dataclass(frozen=True)
+class SourceLag:
+    """The source's half of a flow's lag: every partition's lag, when it was measured, and the source's id."""
+
+    cluster_id: str
+    at_ms: int
+    partitions: tuple[PartitionLag, ...]
+
+
+def source_lag(flow: Flow, source: ClusterSide, only: re.Pattern[str] | None = None) -> SourceLag:
+    """Lag of the flow's source partitions (those of topics matching `only` too, when given): log start, read_committed
+    end and the flow's committed position in one round of requests, then the uncopied records counted."""
+    cluster_id = source.cluster_id()
+    metadata = source.call("list topics", lambda: source.admin.list_topics(timeout=source.timeout))
     partitions = sorted(
         TopicPartition(name, p)
         for name, meta in metadata.topics.items()
@@ -167,9 +187,7 @@ def flow_lag(
         for p in meta.partitions
     )
     measured_at_ms = _now_ms()
-    starts = source.offsets(partitions, OffsetSpec.earliest())
-    ends = source.offsets(partitions, OffsetSpec.latest())
-    committed = source.committed(partitions)
+    starts, ends, committed = source.positions(partitions)
 
     counted: dict[tuple[str, int], int] = {}
     oldest: dict[tuple[str, int], int] = {}
@@ -209,30 +227,37 @@ def flow_lag(
                 key in committed,
             )
         )
+    return SourceLag(cluster_id, measured_at_ms, tuple(result))
 
-    source_id = source.call(
-        "describe cluster", lambda: source.admin.describe_cluster(request_timeout=timeout).result()
-    ).cluster_id
-    return FlowLag(
-        flow.name, flow.source, flow.target, tuple(result), _heartbeat_latency(target, source_id), measured_at_ms
+
+def heartbeat_ranges(target: ClusterSide, topics: Mapping[str, Any]) -> dict[tuple[str, int], tuple[int, int]]:
+    """The newest HEARTBEAT_WINDOW records of each partition of the target's heartbeat topic (`topics`: the
+    target's topic metadata)."""
+    meta = topics.get(HEARTBEATS)
+    if meta is None or meta.error is not None:
+        return {}
+    partitions = [TopicPartition(HEARTBEATS, p) for p in meta.partitions]
+    asked = (
+        target.request_offsets(partitions, OffsetSpec.earliest()),
+        target.request_offsets(partitions, OffsetSpec.latest()),
     )
+    starts, ends = (target.answered_offsets(futures) for futures in asked)
+    return {key: (max(starts[key], end - HEARTBEAT_WINDOW), end) for key, end in ends.items()}
 
 
-def _heartbeat_latency(target: _Side, source_cluster_id: str) -> float | None:
+def read_heartbeats(target: ClusterSide) -> list[Message]:
+    """The newest heartbeat records in the target."""
+    metadata = target.call("list topics", lambda: target.admin.list_topics(timeout=target.timeout))
+    return list(target.scan(heartbeat_ranges(target, metadata.topics)))
+
+
+def heartbeat_latency(heartbeats: Iterable[Message], source_cluster_id: str) -> float | None:
     """Latency of the newest heartbeat whose last hop came from the source cluster, or None if none was seen.
 
     Measured from when the record entered the source (its timestamp, or the previous hop's time when the
     source itself holds a copy) to when this flow copied it, so a chain is charged hop by hop."""
-    metadata = target.call("list topics", lambda: target.admin.list_topics(timeout=target.timeout))
-    meta = metadata.topics.get(HEARTBEATS)
-    if meta is None or meta.error is not None:
-        return None
-    partitions = [TopicPartition(HEARTBEATS, p) for p in meta.partitions]
-    starts = target.offsets(partitions, OffsetSpec.earliest())
-    ends = target.offsets(partitions, OffsetSpec.latest())
-    ranges = {key: (max(starts[key], end - HEARTBEAT_WINDOW), end) for key, end in ends.items()}
     newest: tuple[int, float] | None = None
-    for msg in target.scan(ranges):
+    for msg in heartbeats:
         try:
             chain = hops(msg.headers())
         except ProvenanceError:
@@ -246,8 +271,9 @@ def _heartbeat_latency(target: _Side, source_cluster_id: str) -> float | None:
     return None if newest is None else newest[1]
 
 
-class _Side:
-    """One cluster of the flow; every failure becomes a one-line LagError naming it."""
+class ClusterSide:
+    """One cluster of a flow, with one admin client for all its requests; every failure becomes a one-line
+    LagError naming the cluster."""
 
     def __init__(
         self, role: str, flow: str, cluster: Cluster, timeout: float, environ: Mapping[str, str] | None
@@ -266,11 +292,17 @@ class _Side:
         except KafkaException as exc:
             raise self.error(what, error_text(exc)) from None
 
-    def offsets(self, partitions: list[TopicPartition], spec: OffsetSpec) -> dict[tuple[str, int], int]:
-        """Log start or read_committed end (last stable offset) of each partition."""
+    def cluster_id(self) -> str:
+        """The cluster's id. Ask it first: librdkafka's metadata call on a client that has not connected yet often
+        waits about 50 ms longer than an Admin API request."""
+        described = self.call("describe cluster", lambda: self.admin.describe_cluster(request_timeout=self.timeout))
+        return self.call("describe cluster", described.result).cluster_id
+
+    def request_offsets(self, partitions: list[TopicPartition], spec: OffsetSpec) -> dict[TopicPartition, Future]:
+        """Send the request for the log start or read_committed end (last stable offset) of each partition."""
         if not partitions:
             return {}
-        futures = self.call(
+        return self.call(
             "list offsets",
             lambda: self.admin.list_offsets(
                 {tp: spec for tp in partitions},
@@ -278,22 +310,43 @@ class _Side:
                 request_timeout=self.timeout,
             ),
         )
+
+    def request_committed(self, partitions: list[TopicPartition]) -> Future | None:
+        """Send the request for the flow's committed positions (None: no partitions, nothing asked)."""
+        if not partitions:
+            return None
+        request = [ConsumerGroupTopicPartitions(self.flow, partitions)]
+        futures = self.call(
+            "list group offsets", lambda: self.admin.list_consumer_group_offsets(request, request_timeout=self.timeout)
+        )
+        return futures[self.flow]
+
+    def answered_offsets(self, futures: dict[TopicPartition, Future]) -> dict[tuple[str, int], int]:
         return {
             (tp.topic, tp.partition): self.call("list offsets", lambda f=f: f.result().offset)
             for tp, f in futures.items()
         }
 
-    def committed(self, partitions: list[TopicPartition]) -> dict[tuple[str, int], int]:
+    def answered_committed(self, future: Future | None) -> dict[tuple[str, int], int]:
         """Next offset to copy per partition, as committed by the replication job; partitions without a commit
         are left out."""
-        if not partitions:
+        if future is None:
             return {}
-        request = [ConsumerGroupTopicPartitions(self.flow, partitions)]
-        futures = self.call(
-            "list group offsets", lambda: self.admin.list_consumer_group_offsets(request, request_timeout=self.timeout)
-        )
-        result = self.call("list group offsets", lambda: futures[self.flow].result())
+        result = self.call("list group offsets", future.result)
         return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}
+
+    def offsets(self, partitions: list[TopicPartition], spec: OffsetSpec) -> dict[tuple[str, int], int]:
+        """Log start or read_committed end (last stable offset) of each partition."""
+        return self.answered_offsets(self.request_offsets(partitions, spec))
+
+    def positions(
+        self, partitions: list[TopicPartition]
+    ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int], dict[tuple[str, int], int]]:
+        """Log starts, read_committed ends and the flow's committed positions, asked in one round of requests."""
+        starts = self.request_offsets(partitions, OffsetSpec.earliest())
+        ends = self.request_offsets(partitions, OffsetSpec.latest())
+        committed = self.request_committed(partitions)
+        return self.answered_offsets(starts), self.answered_offsets(ends), self.answered_committed(committed)
 
     def scan(
         self, ranges: dict[tuple[str, int], tuple[int, int]], first_only: set[tuple[str, int]] | None = None

@@ -10,10 +10,10 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from confluent_kafka import IsolationLevel, TopicPartition
+from confluent_kafka import IsolationLevel, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from ..clients import client_config
@@ -44,9 +44,15 @@ def write_checkpoints(target_config: dict[str, Any], flow: str, groups: dict[str
 
 def load_checkpoints(target_config: dict[str, Any], flow: str) -> tuple[dict[str, list[Translated]], int | None]:
     """The flow's last checkpoint per group and partition, and when the newest was made (None: none)."""
+    return checkpoints_in(read_records(target_config, CHECKPOINTS), flow)
+
+
+def checkpoints_in(records: Iterable[Message], flow: str) -> tuple[dict[str, list[Translated]], int | None]:
+    """The flow's last checkpoint per group and partition among `_kdr.checkpoints` records (in log order), and when
+    the newest was made (None: none)."""
     prefix = f"{flow}/".encode()
     latest: dict[bytes, dict[str, Any] | None] = {}
-    for message in read_records(target_config, CHECKPOINTS):
+    for message in records:
         key = message.key() or b""
         if key.startswith(prefix):
             latest[key] = None if message.value() is None else json.loads(message.value())
