@@ -230,25 +230,19 @@ def source_lag(flow: Flow, source: ClusterSide, only: re.Pattern[str] | None = N
     return SourceLag(cluster_id, measured_at_ms, tuple(result))
 
 
-def heartbeat_ranges(target: ClusterSide, topics: Mapping[str, Any]) -> dict[tuple[str, int], tuple[int, int]]:
-    """The newest HEARTBEAT_WINDOW records of each partition of the target's heartbeat topic (`topics`: the
-    target's topic metadata)."""
-    meta = topics.get(HEARTBEATS)
+def read_heartbeats(target: ClusterSide) -> list[Message]:
+    """The newest HEARTBEAT_WINDOW records of each partition of the target's heartbeat topic."""
+    target.cluster_id()  # connects first: see ClusterSide.cluster_id
+    meta = target.call("list topics", lambda: target.admin.list_topics(timeout=target.timeout)).topics.get(HEARTBEATS)
     if meta is None or meta.error is not None:
-        return {}
+        return []
     partitions = [TopicPartition(HEARTBEATS, p) for p in meta.partitions]
     asked = (
         target.request_offsets(partitions, OffsetSpec.earliest()),
         target.request_offsets(partitions, OffsetSpec.latest()),
     )
     starts, ends = (target.answered_offsets(futures) for futures in asked)
-    return {key: (max(starts[key], end - HEARTBEAT_WINDOW), end) for key, end in ends.items()}
-
-
-def read_heartbeats(target: ClusterSide) -> list[Message]:
-    """The newest heartbeat records in the target."""
-    metadata = target.call("list topics", lambda: target.admin.list_topics(timeout=target.timeout))
-    return list(target.scan(heartbeat_ranges(target, metadata.topics)))
+    return list(target.scan({key: (max(starts[key], end - HEARTBEAT_WINDOW), end) for key, end in ends.items()}))
 
 
 def heartbeat_latency(heartbeats: Iterable[Message], source_cluster_id: str) -> float | None:
