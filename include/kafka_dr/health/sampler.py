@@ -85,8 +85,8 @@ def take_sample(topology: Topology, flow_name: str, environ: Mapping[str, str] |
             return Sample([], findings, {})
     keys = [(p.topic, p.partition) for p in lag.partitions]
     history, complete = _windows_in(read.records[HEALTH], flow.name, keys)
-    if not (complete or read.health_from_start):
-        history = load_windows(target.config, flow.name, keys)  # other flows' samples crowd the tail: read further
+    if not (complete or read.health_from_start):  # other flows' samples crowd the tail: read further back
+        history = load_windows(target.config, flow.name, keys, span=4 * _health_span(len(keys)))
     progress = _progress_times(read.records[PROGRESS], flow.name)
     heartbeat_s = heartbeat_latency(read.records[HEARTBEATS], lag.cluster_id)
     findings = FlowFindings(
@@ -167,8 +167,8 @@ def _read_target(
     records: dict[str, list[Message]] = {topic: [] for topic in tails}
     for message in target.scan(ranges):
         records.setdefault(message.topic(), []).append(message)
-    health_start = ranges.get((HEALTH, 0), (0, 0))[0]
-    return _TargetRead(cluster_id, configs.result(), records, cycle_from, health_start == starts.get((HEALTH, 0), 0))
+    from_start = ranges[(HEALTH, 0)][0] == starts[(HEALTH, 0)]  # _open_target made `_kdr.health`
+    return _TargetRead(cluster_id, configs.result(), records, cycle_from, from_start)
 
 
 def _configs(side: ClusterSide, topics: list[str]) -> dict[str, dict[str, str]]:
@@ -182,10 +182,11 @@ def sample_records(flow: str, samples: Iterable[PartitionSample]) -> list[tuple[
 
 
 def load_windows(
-    target_config: dict[str, Any], flow: str, partitions: Iterable[Key]
+    target_config: dict[str, Any], flow: str, partitions: Iterable[Key], span: int | None = None
 ) -> dict[Key, list[PartitionSample]]:
     """The last WINDOW samples of each partition, oldest first, read back from the end of `_kdr.health` (other
-    flows' samples share the topic, so the read widens until it holds the flow's last WINDOW runs or the log starts)."""
+    flows' samples share the topic, so the read widens until it holds the flow's last WINDOW runs or the log starts).
+    `span`: how many of the newest records to read first (default: enough if the flow is alone)."""
     partitions = list(partitions)
     if not partitions:
         return {}
@@ -193,7 +194,7 @@ def load_windows(
     tp = TopicPartition(HEALTH, 0)
     start = admin.list_offsets({tp: OffsetSpec.earliest()}, request_timeout=TIMEOUT_S)[tp].result().offset
     end = end_offsets(admin, [(HEALTH, 0)], IsolationLevel.READ_COMMITTED, TIMEOUT_S)[(HEALTH, 0)]
-    span = _health_span(len(partitions))
+    span = span or _health_span(len(partitions))
     while True:
         first = max(start, end - span)
         records = read_committed(target_config, {(HEALTH, 0): (first, end)}, TIMEOUT_S)

@@ -236,12 +236,7 @@ def read_heartbeats(target: ClusterSide) -> list[Message]:
     meta = target.call("list topics", lambda: target.admin.list_topics(timeout=target.timeout)).topics.get(HEARTBEATS)
     if meta is None or meta.error is not None:
         return []
-    partitions = [TopicPartition(HEARTBEATS, p) for p in meta.partitions]
-    asked = (
-        target.request_offsets(partitions, OffsetSpec.earliest()),
-        target.request_offsets(partitions, OffsetSpec.latest()),
-    )
-    starts, ends = (target.answered_offsets(futures) for futures in asked)
+    starts, ends = target.starts_and_ends([TopicPartition(HEARTBEATS, p) for p in meta.partitions])
     return list(target.scan({key: (max(starts[key], end - HEARTBEAT_WINDOW), end) for key, end in ends.items()}))
 
 
@@ -329,18 +324,23 @@ class ClusterSide:
         result = self.call("list group offsets", future.result)
         return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}
 
-    def offsets(self, partitions: list[TopicPartition], spec: OffsetSpec) -> dict[tuple[str, int], int]:
-        """Log start or read_committed end (last stable offset) of each partition."""
-        return self.answered_offsets(self.request_offsets(partitions, spec))
+    def starts_and_ends(
+        self, partitions: list[TopicPartition]
+    ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
+        """Log start and read_committed end (last stable offset) of each partition, both asked before waiting."""
+        asked = (
+            self.request_offsets(partitions, OffsetSpec.earliest()),
+            self.request_offsets(partitions, OffsetSpec.latest()),
+        )
+        return self.answered_offsets(asked[0]), self.answered_offsets(asked[1])
 
     def positions(
         self, partitions: list[TopicPartition]
     ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int], dict[tuple[str, int], int]]:
         """Log starts, read_committed ends and the flow's committed positions, asked in one round of requests."""
-        starts = self.request_offsets(partitions, OffsetSpec.earliest())
-        ends = self.request_offsets(partitions, OffsetSpec.latest())
         committed = self.request_committed(partitions)
-        return self.answered_offsets(starts), self.answered_offsets(ends), self.answered_committed(committed)
+        starts, ends = self.starts_and_ends(partitions)
+        return starts, ends, self.answered_committed(committed)
 
     def scan(
         self, ranges: dict[tuple[str, int], tuple[int, int]], first_only: set[tuple[str, int]] | None = None
