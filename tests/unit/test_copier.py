@@ -6,7 +6,7 @@ from __future__ import annotations
 import types
 
 import pytest
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 from support.fakes import FakeMessage, FakeProducer, eof_event
 
 from kafka_dr.replication import copier
@@ -246,3 +246,22 @@ def test_a_read_error_fails_the_copy() -> None:
     error = FakeMessage(TOPIC, PARTITION, 0, error=KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))
     with pytest.raises(CopyError, match="reading dc1:orders-3"):
         run(partition(), [error])
+
+
+class FencedProducer(FakeProducer):
+    """A writer whose slot a newer replicator took over: librdkafka raises its fatal error from produce()."""
+
+    def produce(self, topic: str, *args, **kwargs) -> None:
+        raise KafkaException(
+            KafkaError(KafkaError._FENCED, "This instance has been fenced by a newer instance", fatal=True)
+        )
+
+
+def test_a_writer_fenced_while_recording_progress_stops_with_the_fenced_line() -> None:
+    part = partition()
+    part.writer = _Writer(0, FencedProducer())
+    part.position = 5  # copied past what was recorded
+    target = types.SimpleNamespace(get_watermark_offsets=lambda tp, timeout: (0, 5))
+    clients = copier._Clients(consumer=None, target=target, reader=None, admin=None)  # type: ignore[arg-type]
+    with pytest.raises(copier.FencedError, match="^flow flow: fenced out of dc2 by a newer replicator of this flow"):
+        copier._checkpoint(clients, [part], {0: part.writer}, final=False)

@@ -23,6 +23,7 @@ group named after the flow is committed for lag tools only.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import time
@@ -459,21 +460,15 @@ def _checkpoint(clients: _Clients, parts: list[_Partition], writers: dict[int, _
         key = partition_key(task.flow, task.topic, task.partition)
         dest_next = _dest_end(task, clients)
         p.writer.dirty = True
-        p.writer.producer.produce(
-            PROGRESS,
-            key=key,
-            value=Checkpoint(p.position, task.dest_topic, dest_next).to_json(),
-            on_delivery=clients.failed,
-        )
+        records = [(PROGRESS, Checkpoint(p.position, task.dest_topic, dest_next).to_json())]
         if p.chunk_first is not None:
-            p.writer.producer.produce(
-                OFFSET_SYNCS,
-                key=key,
-                value=json.dumps(
-                    {"source": p.chunk_first, "dest": result.dest_watermarks[-1], "dest_topic": task.dest_topic}
-                ).encode(),
-                on_delivery=clients.failed,
+            sync = {"source": p.chunk_first, "dest": result.dest_watermarks[-1], "dest_topic": task.dest_topic}
+            records.append((OFFSET_SYNCS, json.dumps(sync).encode()))
+        for topic, value in records:  # a fenced producer raises here too: the same one-line FencedError
+            produce = functools.partial(
+                p.writer.producer.produce, topic, key=key, value=value, on_delivery=clients.failed
             )
+            _transactional(produce, task)
         result.dest_watermarks.append(dest_next)
     _commit(clients, writers.values(), task)
     clients.consumer.commit(
