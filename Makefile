@@ -51,6 +51,7 @@ bench-translation: venv
 
 bench-health: venv
 	PYTHONPATH=tests $(BIN)/python tests/benchmarks/health_benchmark.py
+	PYTHONPATH=tests $(BIN)/python tests/benchmarks/health_benchmark.py --moving
 
 clean:
 	rm -rf $(VENV) .kafka-dr airflow-home

@@ -145,21 +145,12 @@ def read_partition(
         consumer.unassign()
 
 
-def read_committed(
-    config: dict[str, Any],
-    ranges: dict[tuple[str, int], tuple[int, int]],
-    timeout: float,
-    first_only: set[tuple[str, int]] | None = None,
-) -> Iterator[Message]:
-    """Data records of each (topic, partition) in [start, end), read_committed: aborted records and transaction
-    markers are skipped by the client. Only the first record for partitions in `first_only`. Raises
-    TimeoutError naming the partitions not read to their end within `timeout` seconds."""
-    pending = {key for key, (start, end) in ranges.items() if start < end}
-    if not pending:
-        return
-    first_only = first_only or set()
+def committed_reader(config: dict[str, Any]) -> Consumer:
+    """An assign-only read_committed consumer for one finite read (`read_committed_with`), made before the caller knows
+    what to read so that it connects meanwhile. One read: after unassign(), librdkafka often holds the next assign() of
+    the same consumer for a second."""
     # assign() only, never subscribe() or commit: the group id is required by the client but no group is formed.
-    consumer = Consumer(
+    return Consumer(
         {
             **config,
             "group.id": "_kdr.reader",
@@ -168,13 +159,46 @@ def read_committed(
             "isolation.level": "read_committed",
             "enable.partition.eof": True,
             "auto.offset.reset": "earliest",
-            "fetch.wait.max.ms": 10,
+            # A range ending in a transaction marker is only known read with the end-of-partition event, which comes
+            # with the next fetch: the broker holds that fetch this long for data that will not come.
+            "fetch.wait.max.ms": 1,
         }
-    )  # the end-of-partition event comes with the next fetch, which the broker holds this long at the end
+    )
+
+
+def read_committed(
+    config: dict[str, Any],
+    ranges: dict[tuple[str, int], tuple[int, int]],
+    timeout: float,
+    first_only: set[tuple[str, int]] | None = None,
+) -> Iterator[Message]:
+    """`read_committed_with` a reader of its own, closed at the end."""
+    if all(start >= end for start, end in ranges.values()):
+        return
+    consumer = committed_reader(config)
+    try:
+        yield from read_committed_with(consumer, ranges, timeout, first_only)
+    finally:
+        consumer.close()
+
+
+def read_committed_with(
+    consumer: Consumer,
+    ranges: dict[tuple[str, int], tuple[int, int]],
+    timeout: float,
+    first_only: set[tuple[str, int]] | None = None,
+) -> Iterator[Message]:
+    """Data records of each (topic, partition) in [start, end), read_committed by a `committed_reader`: aborted
+    records and transaction markers are skipped by the client. Only the first record for partitions in
+    `first_only`. Raises TimeoutError naming the partitions not read to their end within `timeout` seconds."""
+    pending = {key for key, (start, end) in ranges.items() if start < end}
+    if not pending:
+        return
+    first_only = first_only or set()
     deadline = time.monotonic() + timeout
     last_error = "no records arrived"
+    consumer.assign([TopicPartition(t, p, ranges[(t, p)][0]) for t, p in sorted(pending)])
     try:
-        consumer.assign([TopicPartition(t, p, ranges[(t, p)][0]) for t, p in sorted(pending)])
         while pending:
             if time.monotonic() > deadline:
                 missing = ", ".join(f"{t}[{p}]" for t, p in sorted(pending))
@@ -199,4 +223,4 @@ def read_committed(
                 if key in first_only or msg.offset() == ranges[key][1] - 1:
                     pending.discard(key)
     finally:
-        consumer.close()
+        consumer.unassign()

@@ -354,11 +354,6 @@ def test_slo_uses_the_worst_partition() -> None:
 # JSON forms and table
 
 
-def test_partition_sample_json_round_trip() -> None:
-    for s in (sample(3, 1200, 300, start=5), sample(0, None, 0, progress=None)):
-        assert PartitionSample.from_dict(json.loads(json.dumps(s.to_dict()))) == s
-
-
 def test_flow_health_json_shape() -> None:
     gap = sample(0, 1200, 300, start=1500)
     result = flow({("topic1", 0): [gap], ("topic1", 1): window((100, 50), (150, 40), partition=1)})

@@ -11,14 +11,14 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaException, Producer
 
 from ..clients import client_config, error_text
-from ..replication.internal import PROGRESS, latest_value, put_many
+from ..replication.internal import HEALTH, internal_writer, newest_value, put_many
 from ..state import subdir, write_json
 from ..topology import Topology
 from .rules import FlowHealth, evaluate_flow
-from .sampler import sample_records, take_sample
+from .sampler import evaluation_key, sample_records, take_sample
 
 log = logging.getLogger(__name__)
 
@@ -27,36 +27,44 @@ def check_flow(topology: Topology, flow_name: str, environ: Mapping[str, str] | 
     """Sample, evaluate and keep the health of one flow; never raises for a cluster that is down (the flow is
     ERR, saying which cluster)."""
     flow = topology.flow(flow_name)
+    target_config = client_config(topology.cluster(flow.target), environ)
+    writer = internal_writer(target_config)  # made first: it connects while the flow is sampled
     sample = take_sample(topology, flow.name, environ)
     windows = {key: list(history) for key, history in sample.history.items()}
     for current in sample.partitions:
         windows.setdefault((current.topic, current.partition), []).append(current)
     health = evaluate_flow(flow.name, windows, sample.findings, topology.health, sample.findings.time_ms)
-    target_config = None if sample.findings.unreachable else client_config(topology.cluster(flow.target), environ)
-    save_evaluation(target_config, health, sample.findings.time_ms, sample_records(flow.name, sample.partitions))
+    save_evaluation(
+        None if sample.findings.unreachable else target_config,
+        health,
+        sample.findings.time_ms,
+        sample_records(flow.name, sample.partitions),
+        writer,
+    )
     return health
 
 
 def save_evaluation(
-    target_config: dict[str, Any] | None, health: FlowHealth, at_ms: int, samples: list[tuple[str, bytes, Any]]
+    target_config: dict[str, Any] | None,
+    health: FlowHealth,
+    at_ms: int,
+    samples: list[tuple[str, bytes, Any]],
+    writer: Producer | None = None,
 ) -> None:
-    """The run's samples (the next runs' windows) and the flow's evaluation in its target, in one write: the
-    evaluation in `_kdr.progress`, where it survives the Airflow host and the source. The evaluation also goes to
-    STATE_DIR/health/<flow>.json, even when the target does not answer (`target_config` None)."""
+    """The run's samples (the next runs' windows) and the flow's evaluation in its target's `_kdr.health`, in one
+    write, where they survive the Airflow host and the source. The evaluation also goes to
+    STATE_DIR/health/<flow>.json, even when the target does not answer (`target_config` None). `writer`: a producer
+    made earlier (replication.internal.internal_writer), else a new one."""
     snapshot = {**health.to_dict(), "at_ms": at_ms}
     write_json(subdir("health") / f"{health.name}.json", snapshot)
     if target_config is not None:
         try:
-            put_many(target_config, [*samples, (PROGRESS, _snapshot_key(health.name), snapshot)])
+            put_many(target_config, [*samples, (HEALTH, evaluation_key(health.name), snapshot)], writer=writer)
         except KafkaException as exc:
             log.warning("flow %s: samples and evaluation not kept in the target: %s", health.name, error_text(exc))
 
 
 def load_evaluation(target_config: dict[str, Any], flow: str) -> dict[str, Any] | None:
     """The flow's latest evaluation as kept in its target (None: never evaluated)."""
-    value = latest_value(target_config, PROGRESS, _snapshot_key(flow))
+    value = newest_value(target_config, HEALTH, evaluation_key(flow))
     return None if value is None else json.loads(value)
-
-
-def _snapshot_key(flow: str) -> bytes:
-    return f"{flow}/__health__".encode()

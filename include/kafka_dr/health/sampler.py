@@ -17,22 +17,22 @@ import json
 import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
-from confluent_kafka import IsolationLevel, Message, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from ..clients import end_offsets, read_committed
 from ..replication import replicators
-from ..replication.internal import CHECKPOINTS, HEALTH, HEARTBEATS, PROGRESS, ensure_internal_topics, partition_key
+from ..replication.internal import CHECKPOINTS, HEALTH, HEARTBEATS, PROGRESS, ensure_internal_topics
 from ..replication.lag import (
     HEARTBEAT_WINDOW,
     ClusterSide,
     LagError,
-    SourceLag,
     heartbeat_latency,
     source_lag,
+    source_partitions,
 )
 from ..replication.provenance import ProvenanceError, hops
 from ..replication.topic_sync import dynamic_configs
@@ -41,9 +41,11 @@ from ..translation.checkpoints import checkpoints_in
 from .rules import WINDOW, Cycle, Drift, FlowFindings, PartitionSample
 
 CYCLE_SAMPLE = 5  # newest records per destination partition checked for a cycle: a sample, not a scan
+RUN_CHUNK = 1_000  # samples per `_kdr.health` record: a run of a wide flow is a few records, each well under 1 MB
 TIMEOUT_S = 10.0
 
 Key = tuple[str, int]
+_COLUMNS = tuple(f.name for f in fields(PartitionSample) if f.name != "time_ms")
 
 
 @dataclass(frozen=True)
@@ -59,10 +61,9 @@ class Sample:
 class _TargetRead:
     """What one health run read from the flow's target."""
 
-    cluster_id: str
     configs: dict[str, dict[str, str]]  # destination topic -> its dynamic configs
-    records: dict[str, list[Message]]  # topic -> the records read, in log order per partition
-    cycle_from: dict[Key, int]  # destination partition -> first offset of its cycle sample
+    records: dict[str, list[Message]]  # internal topic -> the records read, in log order
+    dest_ends: dict[Key, int]  # destination partition -> its read_committed end offset
     health_from_start: bool  # the read of `_kdr.health` began at its log start
 
 
@@ -71,29 +72,43 @@ def take_sample(topology: Topology, flow_name: str, environ: Mapping[str, str] |
     flow = topology.flow(flow_name)
     source = ClusterSide("source", flow.name, topology.cluster(flow.source), TIMEOUT_S, environ)
     target = ClusterSide("target", flow.name, topology.cluster(flow.target), TIMEOUT_S, environ)
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="kdr-health") as pool:
-        try:
-            opened = pool.submit(_open_target, target)
-            lag = source_lag(flow, source)
-            target_id, topics = opened.result()
-            present = sorted({p.topic for p in lag.partitions if p.dest_topic in topics})
-            source_configs = pool.submit(_configs, source, present)
-            read = _read_target(target, flow, lag, target_id, topics, pool)
-            drift = _drift(flow, lag, topics, source_configs.result(), read.configs)
-        except LagError as exc:
-            findings = FlowFindings(flow.name, _now_ms(), unreachable=str(exc), replicator_alive=_alive(flow.name))
-            return Sample([], findings, {})
-    keys = [(p.topic, p.partition) for p in lag.partitions]
-    history, complete = _windows_in(read.records[HEALTH], flow.name, keys)
-    if not (complete or read.health_from_start):  # other flows' samples crowd the tail: read further back
-        history = load_windows(target.config, flow.name, keys, span=4 * _health_span(len(keys)))
+    reader = target.reader()
+    try:
+        return _sample(flow, source, target, reader)
+    except LagError as exc:
+        findings = FlowFindings(flow.name, _now_ms(), unreachable=str(exc), replicator_alive=_alive(flow.name))
+        return Sample([], findings, {})
+    finally:
+        reader.close()
+
+
+def _sample(flow: Flow, source: ClusterSide, target: ClusterSide, reader: Consumer) -> Sample:
+    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="kdr-health") as pool:
+        opened = pool.submit(_open_target, target)
+        listed = source_partitions(flow, source)
+        measured = pool.submit(source_lag, flow, source, listed)  # the source's lag beside the target's reads
+        target_id, topics = opened.result()
+        present = sorted({tp.topic for tp in listed.partitions if flow.destination_topic(tp.topic) in topics})
+        source_configs = pool.submit(_configs, source, present)
+        read = _read_target(target, reader, flow, listed.partitions, topics, pool)
+        keys = [(tp.topic, tp.partition) for tp in listed.partitions]
+        history, complete = _windows_in(read.records[HEALTH], flow.name, keys)
+        if not (complete or read.health_from_start):  # other flows' samples crowd the tail: read further back
+            history = load_windows(target.config, flow.name, keys, span=4 * _health_span(len(keys)))
+        cycles = _cycles(target, target_id, read.dest_ends, history)
+        drift = _drift(flow, listed.partitions, topics, source_configs.result(), read.configs)
+        lag = measured.result()
     progress = _progress_times(read.records[PROGRESS], flow.name)
     heartbeat_s = heartbeat_latency(read.records[HEARTBEATS], lag.cluster_id)
     findings = FlowFindings(
         flow=flow.name,
         time_ms=lag.at_ms,
         drift=tuple(drift),
-        cycles=tuple(_cycles(read)),
+        cycles=tuple(
+            Cycle(topic, partition, offset)
+            for (topic, partition), offset in sorted(cycles.items())
+            if offset is not None
+        ),
         heartbeat_latency_ms=None if heartbeat_s is None else heartbeat_s * 1000,
         replicator_alive=_alive(flow.name),
         checkpoint_ms=checkpoints_in(read.records[CHECKPOINTS], flow.name)[1],
@@ -110,6 +125,8 @@ def take_sample(topology: Topology, flow_name: str, environ: Mapping[str, str] |
             lag_records=p.lag_records,
             lag_seconds=p.lag_seconds,
             last_progress_ms=progress.get((p.topic, p.partition)),
+            dest_end=read.dest_ends.get((p.dest_topic, p.partition)),
+            cycle_offset=cycles.get((p.dest_topic, p.partition)),
         )
         for p in lag.partitions
     ]
@@ -128,26 +145,26 @@ def _open_target(target: ClusterSide) -> tuple[str, Mapping[str, Any]]:
 
 def _read_target(
     target: ClusterSide,
+    reader: Consumer,
     flow: Flow,
-    lag: SourceLag,
-    cluster_id: str,
+    partitions: list[TopicPartition],
     topics: Mapping[str, Any],
     pool: ThreadPoolExecutor,
 ) -> _TargetRead:
-    """One round of offset and config requests, then one read of: `_kdr.progress` and `_kdr.checkpoints` whole, the
-    tail of `_kdr.health` that holds the flow's last runs if it is alone, the newest heartbeats, and the newest
-    CYCLE_SAMPLE records of each destination partition."""
+    """One round of offset and config requests (the destination partitions of the flow's source `partitions` among
+    them), then one read of: `_kdr.progress` and `_kdr.checkpoints` whole, the tail of `_kdr.health` that holds the
+    flow's last runs if it is alone, and the newest heartbeats."""
     dests = sorted(
         {
-            (p.dest_topic, p.partition)
-            for p in lag.partitions
-            if p.dest_topic in topics and p.partition in topics[p.dest_topic].partitions
+            (dest, tp.partition)
+            for tp in partitions
+            if (dest := flow.destination_topic(tp.topic)) in topics and tp.partition in topics[dest].partitions
         }
     )
     tails: dict[str, int | None] = {
         PROGRESS: None,
         CHECKPOINTS: None,
-        HEALTH: _health_span(len(lag.partitions)),
+        HEALTH: _health_span(len(partitions)),
         HEARTBEATS: HEARTBEAT_WINDOW,
     }
     internal = [TopicPartition(t, p) for t in tails if t in topics for p in topics[t].partitions]
@@ -158,17 +175,42 @@ def _read_target(
     # The broker answers a client's requests in order: the slower DescribeConfigs goes after the offsets.
     configs = pool.submit(_configs, target, sorted({topic for topic, _ in dests}))
     starts, ends = (target.answered_offsets(futures) for futures in asked)
-    cycle_from = {key: max(0, ends[key] - CYCLE_SAMPLE) for key in dests}
-    ranges = {key: (start, ends[key]) for key, start in cycle_from.items()}
-    for (topic, partition), start in starts.items():  # heartbeats may be a destination too: the wider range wins
-        tail = tails[topic]
-        end = ends[(topic, partition)]
+    ranges = {}
+    for (topic, partition), start in starts.items():
+        tail, end = tails[topic], ends[(topic, partition)]
         ranges[(topic, partition)] = (start if tail is None else max(start, end - tail), end)
     records: dict[str, list[Message]] = {topic: [] for topic in tails}
-    for message in target.scan(ranges):
-        records.setdefault(message.topic(), []).append(message)
+    for message in target.scan(ranges, reader=reader):
+        records[message.topic()].append(message)
     from_start = ranges[(HEALTH, 0)][0] == starts[(HEALTH, 0)]  # _open_target made `_kdr.health`
-    return _TargetRead(cluster_id, configs.result(), records, cycle_from, from_start)
+    return _TargetRead(configs.result(), records, {key: ends[key] for key in dests}, from_start)
+
+
+def _cycles(
+    target: ClusterSide, cluster_id: str, dest_ends: Mapping[Key, int], history: Mapping[Key, list[PartitionSample]]
+) -> dict[Key, int | None]:
+    """Per destination partition, the newest of its newest CYCLE_SAMPLE records whose provenance names the
+    destination cluster and topic (a copy came back where it already was), or None. Only partitions that moved
+    since the flow's previous sample are read: the others keep that sample's finding, as their newest records are
+    the ones it checked. (A consumer of its own: librdkafka may hold a second assign() of one consumer for a second.)"""
+    previous = {(window[-1].dest_topic, window[-1].partition): window[-1] for window in history.values() if window}
+    found: dict[Key, int | None] = {}
+    moved: dict[Key, tuple[int, int]] = {}
+    for key, end in dest_ends.items():
+        before = previous.get(key)
+        if before is not None and before.dest_end == end:
+            found[key] = before.cycle_offset
+        else:
+            found[key] = None
+            moved[key] = (max(0, end - CYCLE_SAMPLE), end)
+    for message in target.scan(moved):
+        try:
+            chain = hops(message.headers())
+        except ProvenanceError:
+            continue  # not a copy: cannot be a cycle
+        if any(hop.cluster_id == cluster_id and hop.topic == message.topic() for hop in chain):
+            found[(message.topic(), message.partition())] = message.offset()
+    return found
 
 
 def _configs(side: ClusterSide, topics: list[str]) -> dict[str, dict[str, str]]:
@@ -176,9 +218,21 @@ def _configs(side: ClusterSide, topics: list[str]) -> dict[str, dict[str, str]]:
     return side.call("describe configs", lambda: dynamic_configs(side.admin, topics, side.timeout))
 
 
-def sample_records(flow: str, samples: Iterable[PartitionSample]) -> list[tuple[str, bytes, Any]]:
-    """The `_kdr.health` records of these samples, keyed flow/topic/partition (internal.put_many writes them)."""
-    return [(HEALTH, partition_key(flow, s.topic, s.partition), s.to_dict()) for s in samples]
+def sample_records(flow: str, samples: list[PartitionSample]) -> list[tuple[str, bytes, Any]]:
+    """The `_kdr.health` records of one run's samples (internal.put_many writes them): keyed by the flow, each holds
+    up to RUN_CHUNK samples as rows of `columns`, so a window of a wide flow reads and decodes as a few records."""
+    return [
+        (
+            HEALTH,
+            flow.encode(),
+            {
+                "time_ms": samples[0].time_ms,
+                "columns": _COLUMNS,
+                "rows": [[getattr(s, name) for name in _COLUMNS] for s in samples[first : first + RUN_CHUNK]],
+            },
+        )
+        for first in range(0, len(samples), RUN_CHUNK)
+    ]
 
 
 def load_windows(
@@ -204,9 +258,15 @@ def load_windows(
         span *= 4
 
 
+def evaluation_key(flow: str) -> bytes:
+    """The `_kdr.health` key of a flow's evaluation, written after each run's samples (health.check)."""
+    return f"{flow}/__evaluation__".encode()
+
+
 def _health_span(partitions: int) -> int:
-    """How many of the newest `_kdr.health` records to read first: the flow's last WINDOW + 1 runs if it is alone."""
-    return (WINDOW + 1) * partitions
+    """How many of the newest `_kdr.health` records to read first: the flow's last WINDOW + 1 runs if it is alone
+    (each run: its sample records and the evaluation)."""
+    return (WINDOW + 1) * (max(1, -(-partitions // RUN_CHUNK)) + 1)
 
 
 def _windows_in(
@@ -216,16 +276,23 @@ def _windows_in(
     and whether they are complete: the records hold more than WINDOW of the flow's runs, so the newest WINDOW are
     whole (a read from the log start is complete too, which the caller knows). A partition with fewer samples then
     is simply younger than the window."""
-    wanted = {partition_key(flow, t, p): (t, p) for t, p in partitions}
-    found: dict[Key, list[PartitionSample]] = {key: [] for key in wanted.values()}
+    rows: dict[Key, list[tuple[int, list[Any]]]] = {key: [] for key in partitions}
     runs: set[int] = set()
+    key = flow.encode()
     for message in records:
-        key = wanted.get(message.key() or b"")
-        if key is not None and message.value() is not None:
-            sample = PartitionSample.from_dict(json.loads(message.value()))
-            found[key].append(sample)
-            runs.add(sample.time_ms)
-    return {key: samples[-WINDOW:] for key, samples in found.items()}, len(runs) > WINDOW
+        if message.key() != key or message.value() is None:
+            continue
+        run = json.loads(message.value())
+        runs.add(run["time_ms"])
+        columns = run["columns"]
+        topic, partition = columns.index("topic"), columns.index("partition")
+        order = None if tuple(columns) == _COLUMNS else [columns.index(name) for name in _COLUMNS]  # by name
+        for row in run["rows"]:
+            found = rows.get((row[topic], row[partition]))
+            if found is not None:
+                found.append((run["time_ms"], row if order is None else [row[i] for i in order]))
+    windows = {key: [PartitionSample(at, *row) for at, row in found[-WINDOW:]] for key, found in rows.items()}
+    return windows, len(runs) > WINDOW
 
 
 def _progress_times(records: Iterable[Message], flow: str) -> dict[Key, int]:
@@ -253,17 +320,17 @@ def _alive(flow: str) -> bool | None:
 
 def _drift(
     flow: Flow,
-    lag: SourceLag,
+    partitions: list[TopicPartition],
     target_topics: Mapping[str, Any],
     source_configs: Mapping[str, Mapping[str, str]],
     target_configs: Mapping[str, Mapping[str, str]],
 ) -> list[Drift]:
     """Destination topics missing, narrower or wider than their source, or with dynamic configs that differ."""
-    source_partitions: dict[str, int] = {}
+    widths: dict[str, int] = {}  # source topic -> its partition count
     dests: dict[str, str] = {}
-    for p in lag.partitions:
-        source_partitions[p.topic] = max(source_partitions.get(p.topic, 0), p.partition + 1)
-        dests[p.topic] = p.dest_topic
+    for tp in partitions:
+        widths[tp.topic] = max(widths.get(tp.topic, 0), tp.partition + 1)
+        dests[tp.topic] = flow.destination_topic(tp.topic)
     found: list[Drift] = []
     kind = "config" if flow.sync_topic_configs else "unsynced_config"
     for topic, dest in sorted(dests.items()):
@@ -271,7 +338,7 @@ def _drift(
         if meta is None or meta.error is not None:
             found.append(Drift(topic, dest, "missing", f"{dest} does not exist in {flow.target}"))
             continue
-        have, want = len(meta.partitions), source_partitions[topic]
+        have, want = len(meta.partitions), widths[topic]
         if have != want:
             partitions = "fewer_partitions" if have < want else "more_partitions"
             found.append(Drift(topic, dest, partitions, f"{have} partitions in {flow.target}, {want} at the source"))
@@ -282,24 +349,6 @@ def _drift(
                     f"{key}: {wanted.get(key, 'default')} at the source, {had.get(key, 'default')} in {flow.target}"
                 )
                 found.append(Drift(topic, dest, kind, detail))
-    return found
-
-
-def _cycles(read: _TargetRead) -> list[Cycle]:
-    """Among the newest CYCLE_SAMPLE records of each destination partition, those whose provenance names the
-    destination cluster and topic: a copy came back where it already was."""
-    found = []
-    for records in read.records.values():
-        for message in records:
-            first = read.cycle_from.get((message.topic(), message.partition()))
-            if first is None or message.offset() < first:
-                continue
-            try:
-                chain = hops(message.headers())
-            except ProvenanceError:
-                continue  # not a copy: cannot be a cycle
-            if any(hop.cluster_id == read.cluster_id and hop.topic == message.topic() for hop in chain):
-                found.append(Cycle(message.topic(), message.partition(), message.offset()))
     return found
 
 

@@ -75,14 +75,23 @@ def put_records(config: dict[str, Any], topic: str, records: list[tuple[bytes, A
     put_many(config, [(topic, key, value) for key, value in records], timeout)
 
 
-def put_many(config: dict[str, Any], records: list[tuple[str, bytes, Any]], timeout: float = 10.0) -> None:
-    """Write (topic, key, JSON value) records to internal topics that exist, with one producer, and wait for every
-    acknowledgement.
+def internal_writer(config: dict[str, Any], timeout: float = 10.0) -> Producer:
+    """The producer `put_many` writes with. Not idempotent: internal records are last-value-wins, harmless to
+    duplicate, and a new idempotent producer waits about half a second for its producer id. librdkafka connects as
+    it is made, so a caller that makes it early writes without waiting for the connection."""
+    return Producer({**config, "acks": "all", "linger.ms": 5, "message.timeout.ms": int(timeout * 1000)})
 
-    Not idempotent: these are last-value-wins records, harmless to duplicate, and a new idempotent
-    producer waits about half a second for its producer id."""
+
+def put_many(
+    config: dict[str, Any],
+    records: list[tuple[str, bytes, Any]],
+    timeout: float = 10.0,
+    writer: Producer | None = None,
+) -> None:
+    """Write (topic, key, JSON value) records to internal topics that exist, with one producer (`writer`, else a
+    new `internal_writer`), and wait for every acknowledgement."""
     errors: list[KafkaError] = []
-    producer = Producer({**config, "acks": "all", "linger.ms": 5, "message.timeout.ms": int(timeout * 1000)})
+    producer = writer or internal_writer(config, timeout)
     for topic, key, value in records:
         encoded = None if value is None else json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
         while True:
@@ -129,3 +138,31 @@ def latest_value(config: dict[str, Any], topic: str, key: bytes, timeout: float 
         if message.key() == key:
             value = message.value()
     return value
+
+
+def newest_value(config: dict[str, Any], topic: str, key: bytes, timeout: float = 10.0) -> bytes | None:
+    """The newest value written for `key` in a one-partition internal topic that keeps history (`_kdr.health`), read
+    back from the end in widening spans rather than whole (None: never written, or no such topic)."""
+    admin = AdminClient(config)
+    meta = admin.list_topics(topic, timeout=timeout).topics.get(topic)
+    if meta is None or meta.error is not None:
+        return None
+    tp = TopicPartition(topic, 0)
+    start = admin.list_offsets({tp: OffsetSpec.earliest()}, request_timeout=timeout)[tp].result(timeout).offset
+    end = (
+        admin.list_offsets(
+            {tp: OffsetSpec.latest()}, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=timeout
+        )[tp]
+        .result(timeout)
+        .offset
+    )
+    span = 64
+    while True:
+        first = max(start, end - span)
+        value, found = None, False
+        for message in read_committed(config, {(topic, 0): (first, end)}, timeout):
+            if message.key() == key:
+                value, found = message.value(), True
+        if found or first == start:
+            return value
+        end, span = first, span * 4

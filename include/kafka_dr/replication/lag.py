@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
 from confluent_kafka import (
+    Consumer,
     ConsumerGroupTopicPartitions,
     IsolationLevel,
     KafkaException,
@@ -32,7 +33,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from ..clients import client_config, error_text, read_committed
+from ..clients import client_config, committed_reader, error_text, read_committed, read_committed_with
 from ..topology import Cluster, Flow, Topology
 from .internal import HEARTBEATS, PROGRESS, latest_value, put_records
 from .provenance import ProvenanceError, hops
@@ -161,9 +162,17 @@ def flow_lag(
     target = ClusterSide("target", flow.name, topology.cluster(flow.target), timeout, environ)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kdr-lag") as pool:
         heartbeats = pool.submit(read_heartbeats, target)  # the target's part runs beside the source's
-        measured = source_lag(flow, source, only)
+        measured = source_lag(flow, source, source_partitions(flow, source, only))
         latency = heartbeat_latency(heartbeats.result(), measured.cluster_id)
     return FlowLag(flow.name, flow.source, flow.target, measured.partitions, latency, measured.at_ms)
+
+
+@dataclass(frozen=True)
+class SourcePartitions:
+    """A flow's source partitions as listed at the start of a measurement, and the source's id."""
+
+    cluster_id: str
+    partitions: list[TopicPartition]
 
 
 @dataclass(frozen=True)
@@ -175,9 +184,8 @@ class SourceLag:
     partitions: tuple[PartitionLag, ...]
 
 
-def source_lag(flow: Flow, source: ClusterSide, only: re.Pattern[str] | None = None) -> SourceLag:
-    """Lag of the flow's source partitions (those of topics matching `only` too, when given): log start, read_committed
-    end and the flow's committed position in one round of requests, then the uncopied records counted."""
+def source_partitions(flow: Flow, source: ClusterSide, only: re.Pattern[str] | None = None) -> SourcePartitions:
+    """The source's id and the flow's source partitions (of topics matching `only` too, when given), as of now."""
     cluster_id = source.cluster_id()
     metadata = source.call("list topics", lambda: source.admin.list_topics(timeout=source.timeout))
     partitions = sorted(
@@ -186,6 +194,13 @@ def source_lag(flow: Flow, source: ClusterSide, only: re.Pattern[str] | None = N
         if flow.topics.matches(name) and (only is None or only.fullmatch(name))
         for p in meta.partitions
     )
+    return SourcePartitions(cluster_id, partitions)
+
+
+def source_lag(flow: Flow, source: ClusterSide, listed: SourcePartitions) -> SourceLag:
+    """Lag of the listed source partitions: log start, read_committed end and the flow's committed position in one
+    round of requests, then the uncopied records counted."""
+    partitions = listed.partitions
     measured_at_ms = _now_ms()
     starts, ends, committed = source.positions(partitions)
 
@@ -227,7 +242,7 @@ def source_lag(flow: Flow, source: ClusterSide, only: re.Pattern[str] | None = N
                 key in committed,
             )
         )
-    return SourceLag(cluster_id, measured_at_ms, tuple(result))
+    return SourceLag(listed.cluster_id, measured_at_ms, tuple(result))
 
 
 def read_heartbeats(target: ClusterSide) -> list[Message]:
@@ -343,12 +358,24 @@ class ClusterSide:
         return starts, ends, self.answered_committed(committed)
 
     def scan(
-        self, ranges: dict[tuple[str, int], tuple[int, int]], first_only: set[tuple[str, int]] | None = None
+        self,
+        ranges: dict[tuple[str, int], tuple[int, int]],
+        first_only: set[tuple[str, int]] | None = None,
+        reader: Consumer | None = None,
     ) -> Iterator[Message]:
+        """Records of `ranges` (clients.read_committed_with), read by `reader` (from `reader()`) or a consumer made
+        now."""
         try:
-            yield from read_committed(self.config, ranges, self.timeout, first_only)
+            if reader is None:
+                yield from read_committed(self.config, ranges, self.timeout, first_only)
+            else:
+                yield from read_committed_with(reader, ranges, self.timeout, first_only)
         except (KafkaException, TimeoutError) as exc:
             raise self.error("reading records", error_text(exc)) from None
+
+    def reader(self) -> Consumer:
+        """A consumer for one `scan`, made now to connect while other requests run (clients.committed_reader)."""
+        return committed_reader(self.config)
 
 
 def _now_ms() -> int:
