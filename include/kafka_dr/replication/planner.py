@@ -125,6 +125,11 @@ class FlowContext:
             topic_sync.persist_flow_state(self.target_config, self.flow.name, self.flow_state)
         return report
 
+    def existing(self, partitions: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        """Those of the target's `partitions` that exist."""
+        topics = self.target_admin.list_topics(timeout=10).topics
+        return [(t, p) for t, p in partitions if t in topics and p in topics[t].partitions]
+
     def offsets(self, partitions: list[TopicPartition], spec: OffsetSpec) -> dict[tuple[str, int], int]:
         futures = self.source_admin.list_offsets(
             {tp: spec for tp in partitions}, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=15
@@ -137,14 +142,19 @@ class FlowContext:
         force: ForceCopy | None = None,
         from_ms: int | None = None,
         to_ms: int | None = None,
+        sync: bool = True,
     ) -> Plan:
         """One planning round. `positions` are next offsets the driver already knows (continuous mode);
-        other partitions resume from the destination."""
-        sync = with_retries(f"clusters of flow {self.flow.name}", self.sync_topics, self.retries)
+        other partitions resume from the destination. `sync`: first bring the destination topics in line with the
+        source's (False: plan only, the clusters unchanged; a missing destination partition then resumes from the
+        source's log start)."""
+        sync_report = (
+            with_retries(f"clusters of flow {self.flow.name}", self.sync_topics, self.retries) if sync else None
+        )
         counts = with_retries(f"source cluster {self.source.name}", self.source_partitions, self.retries)
         tps = [TopicPartition(t, p) for t, n in sorted(counts.items()) for p in range(n)]
         if not tps:
-            return Plan([], sync=sync)
+            return Plan([], sync=sync_report)
         starts = with_retries(
             f"source cluster {self.source.name}", lambda: self.offsets(tps, OffsetSpec.earliest()), self.retries
         )
@@ -153,6 +163,8 @@ class FlowContext:
         )
         # Where each destination stands before the resume search: copy tasks read on from the stable end.
         dests = [(self.dest_topic(tp.topic), tp.partition) for tp in tps]
+        if not sync:  # destinations that were never made hold no copies
+            dests = with_retries(f"target cluster {self.target.name}", lambda: self.existing(dests), self.retries)
         dest_high, dest_stable = (
             with_retries(
                 f"target cluster {self.target.name}", lambda i=i: end_offsets(self.target_admin, dests, i), self.retries
@@ -160,11 +172,13 @@ class FlowContext:
             for i in (IsolationLevel.READ_UNCOMMITTED, IsolationLevel.READ_COMMITTED)
         )
         checkpoints: dict[str, Checkpoint] | None = None
-        plan = Plan([], sync=sync)
+        plan = Plan([], sync=sync_report)
         for tp in tps:
             key = (tp.topic, tp.partition)
             dest = self.dest_topic(tp.topic)
             position = (positions or {}).get(key)
+            if position is None and (dest, tp.partition) not in dest_high:
+                position = starts[key]
             if position is None:
                 if checkpoints is None:
                     checkpoints = read_checkpoints(self.reader)
@@ -210,7 +224,7 @@ class FlowContext:
                     force=force,
                     from_ms=from_ms,
                     to_ms=to_ms,
-                    dest_from=dest_stable[(dest, tp.partition)],
+                    dest_from=dest_stable.get((dest, tp.partition), 0),
                 )
             )
         return plan

@@ -1,0 +1,128 @@
+"""What never left a restored cluster, measured on two embedded clusters: records past what the serving cluster
+holds (its copies say where), records deleted before they were copied, copies that came from the serving cluster
+(not counted), transaction markers (not counted); and that measuring changes neither cluster."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+from support.kafka import create_topic
+from support.servers import BrokerPair
+from support.topology import write_topology
+
+from kafka_dr.failback.unreplicated import MeasureError, measure
+from kafka_dr.replication.copier import copy_ranges
+from kafka_dr.replication.planner import FlowContext
+from kafka_dr.topology import Topology, load_topology
+
+pytestmark = pytest.mark.integration
+
+
+def topology_of(pair: BrokerPair, tmp_path: Path, topic: str, both_ways: bool = False) -> Topology:
+    flows = f"  - {{name: {topic}-there, source: dc1, target: dc2, topics: {{include: ['{topic}.*']}}}}"
+    if both_ways:
+        flows += f"\n  - {{name: {topic}-back, source: dc2, target: dc1, topics: {{include: ['{topic}.*']}}}}"
+    clusters = {"dc1": pair.dc1.bootstrap, "dc2": pair.dc2.bootstrap}
+    return load_topology(write_topology(tmp_path / f"{topic}.yaml", clusters, flows))
+
+
+def copy(topology: Topology, flow: str, upto: int | None = None) -> None:
+    """Copy the flow, each partition up to source offset `upto` (None: to its end)."""
+    context = FlowContext(topology, topology.flow(flow))
+    try:
+        tasks = context.plan().tasks
+        cut = [t if upto is None or t.topic.startswith("_kdr.") else dataclasses.replace(t, end=upto) for t in tasks]
+        copy_ranges(cut)
+    finally:
+        context.close()
+
+
+def produce(config: dict[str, str], topic: str, count: int, transactional_id: str | None = None) -> None:
+    producer = Producer(
+        {**config, "linger.ms": 5} | ({"transactional.id": transactional_id} if transactional_id else {})
+    )
+    if transactional_id:
+        producer.init_transactions(10)
+        producer.begin_transaction()
+    for i in range(count):
+        producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=0)
+    if transactional_id:
+        producer.commit_transaction(10)
+    assert producer.flush(30) == 0
+
+
+def high_watermarks(config: dict[str, str]) -> dict[tuple[str, int], int]:
+    """Every partition's high watermark: what measuring must leave as it was (no topic made, nothing written)."""
+    admin = AdminClient(config)
+    tps = [TopicPartition(t, p) for t, meta in admin.list_topics(timeout=10).topics.items() for p in meta.partitions]
+    futures = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}, request_timeout=10)
+    return {(tp.topic, tp.partition): future.result(10).offset for tp, future in futures.items()}
+
+
+def test_records_past_the_last_copy_and_those_deleted_first_are_measured_exactly(
+    broker_pair: BrokerPair, tmp_path: Path
+) -> None:
+    topic = f"lost-{uuid.uuid4().hex[:8]}"
+    create_topic(broker_pair.dc1.config, topic)
+    produce(broker_pair.dc1.config, topic, 1000)
+    topology = topology_of(broker_pair, tmp_path, topic)
+    copy(topology, f"{topic}-there", upto=990)  # 990 of the 1,000 reached dc2
+    admin = AdminClient(broker_pair.dc1.config)
+    admin.delete_records([TopicPartition(topic, 0, 995)])[TopicPartition(topic, 0, 995)].result(10)
+    create_topic(broker_pair.dc1.config, f"{topic}-new")  # made after the outage began: never synced to dc2
+    produce(broker_pair.dc1.config, f"{topic}-new", 3)
+    before = (high_watermarks(broker_pair.dc1.config), high_watermarks(broker_pair.dc2.config))
+
+    found = measure(topology, "dc1", "dc2")
+
+    assert (found.records, found.per_topic) == (8, {topic: 5, f"{topic}-new": 3})
+    report = found.to_dict()
+    assert report["ranges"] == [
+        {"flow": f"{topic}-there", "topic": topic, "partition": 0, "from_offset": 995, "to_offset": 999, "records": 5},
+        {
+            "flow": f"{topic}-there",
+            "topic": f"{topic}-new",
+            "partition": 0,
+            "from_offset": 0,
+            "to_offset": 2,
+            "records": 3,
+        },
+    ]
+    assert report["deleted_before_copied"] == [{"topic": topic, "partition": 0, "from_offset": 990, "to_offset": 994}]
+    assert (high_watermarks(broker_pair.dc1.config), high_watermarks(broker_pair.dc2.config)) == before
+
+
+def test_copies_from_the_serving_cluster_and_transaction_markers_are_not_counted(
+    broker_pair: BrokerPair, tmp_path: Path
+) -> None:
+    topic = f"aa-{uuid.uuid4().hex[:8]}"
+    for pair_side in (broker_pair.dc1, broker_pair.dc2):
+        create_topic(pair_side.config, topic)
+    topology = topology_of(broker_pair, tmp_path, topic, both_ways=True)
+    produce(broker_pair.dc1.config, topic, 10, transactional_id=f"{topic}-app")  # offsets 0-9, marker at 10
+    copy(topology, f"{topic}-there")
+    produce(broker_pair.dc2.config, topic, 3)
+    copy(topology, f"{topic}-back")  # dc1 11-13 (+ marker 14): dc2's records, which must not go back
+    produce(broker_pair.dc1.config, topic, 4, transactional_id=f"{topic}-app")  # 15-18, marker 19
+    produce(broker_pair.dc1.config, topic, 2)  # 20-21
+
+    found = measure(topology, "dc1", "dc2")
+
+    assert [(r.from_offset, r.to_offset, r.records) for r in found.ranges] == [(15, 21, 6)]
+    assert found.records == 6 and found.flows == (f"{topic}-there",)
+
+
+def test_an_unreachable_cluster_is_one_line_naming_it(broker_pair: BrokerPair, tmp_path: Path) -> None:
+    path = write_topology(
+        tmp_path / "down.yaml",
+        {"dc1": "127.0.0.1:1", "dc2": broker_pair.dc2.bootstrap},
+        "  - {name: down-flow, source: dc1, target: dc2, topics: {include: ['t']}}",
+    )
+    with pytest.raises(MeasureError, match=r"^flow down-flow: source cluster dc1 \(127.0.0.1:1\) unreachable") as err:
+        measure(load_topology(path), "dc1", "dc2")
+    assert "\n" not in str(err.value)
