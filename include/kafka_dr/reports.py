@@ -1,5 +1,5 @@
-"""The failover report (DESIGN.md "Reports"), built from what the DAG's tasks gathered: plain dicts and lag
-readings in, the JSON body and its Markdown page out. Nothing here talks to Airflow or Kafka, so the rules of
+"""The failover and failback reports (DESIGN.md "Reports"), built from what the DAG's tasks gathered: plain dicts
+and lag readings in, the JSON body and its Markdown page out. Nothing here talks to Airflow or Kafka, so the rules of
 RPO, RTO, groups and step timings are unit-tested with hand-built inputs (tests/unit/test_reports.py).
 """
 
@@ -122,6 +122,11 @@ def failover_page(body: Mapping[str, Any]) -> str:
         f"- **RPO: {rpo_text}** ({rpo_kind})"
         + "".join(f"; {topic}: {n}" for topic, n in sorted(rpo_["per_topic"].items())),
         f"- **RTO: {body['rto_seconds']} s** (trigger to clients switched)",
+    ]
+    exact = rpo_.get("exact_after_failback")
+    if exact is not None:
+        lines.append(f"- exact RPO measured by failback `{exact['failback_run']}`: {exact['records']} records")
+    lines += [
         f"- groups translated: {body['groups']['translated']}, applied: {len(body['groups']['applied'])}, "
         f"left alone: {len(body['groups']['skipped'])}",
     ]
@@ -142,3 +147,80 @@ def failover_page(body: Mapping[str, Any]) -> str:
 
 def _cell(value: float | None) -> str:
     return "" if value is None else str(value)
+
+
+def failback_report(
+    plan: Mapping[str, Any],
+    results: Mapping[str, Any],
+    *,
+    dag_id: str,
+    run_id: str,
+    run_started: datetime | None,
+) -> dict[str, Any]:
+    """The JSON body of a dr_failback report. `plan` is validate_failback's result, `results` the later tasks' by
+    task name ("measure_unreplicated": its `unreplicated` fields; "resync": records copied back; "switch_consumers":
+    when clients were back). Steps not run yet are absent, and so are their figures (None)."""
+    start = run_started or datetime.fromisoformat(plan["step"]["started"])
+    measured = results.get("measure_unreplicated") or {}
+    steps = {"validate": plan["step"]}
+    steps.update(
+        {name: value["step"] for name, value in results.items() if isinstance(value, Mapping) and "step" in value}
+    )
+    return {
+        "dag_id": dag_id,
+        "run_id": run_id,
+        "restored_cluster": plan["restored"],
+        "serving_cluster": plan["serving"],
+        "mode": plan["mode"],
+        "dry_run": plan["dry_run"],
+        "run_started": start.isoformat(),
+        "unreplicated": {**measured.get("unreplicated", {}), "action": plan["unreplicated"]},
+        "resynced": {"records": (results.get("resync") or {}).get("records")},
+        "rto_seconds": rto_seconds(start, (results.get("switch_consumers") or {}).get("step")),
+        "steps": steps,
+    }
+
+
+def failback_page(body: Mapping[str, Any]) -> str:
+    """The Markdown page beside the JSON: what never left the restored cluster first, range by range."""
+    unreplicated = body["unreplicated"]
+    count = unreplicated.get("records")
+    lines = [
+        f"# Failback {body['serving_cluster']} -> {body['restored_cluster']} ({body['mode']}"
+        + (", dry run)" if body["dry_run"] else ")"),
+        "",
+        f"- run `{body['run_id']}`, started {body['run_started']}",
+        "- **records that never left "
+        + f"{body['restored_cluster']}: {'unknown' if count is None else count}** (exact RPO of the disaster)"
+        + "".join(f"; {topic}: {n}" for topic, n in sorted(unreplicated.get("per_topic", {}).items())),
+        f"- what happens to them: {unreplicated['action']}",
+    ]
+    if unreplicated.get("note"):
+        lines.append(f"- {unreplicated['note']}")
+    lines += [
+        f"  - {r['topic']}[{r['partition']}] offsets {r['from_offset']}-{r['to_offset']}: {r['records']} records"
+        for r in unreplicated.get("ranges", [])
+    ]
+    lines += [
+        f"  - deleted by retention before they were copied: {d['topic']}[{d['partition']}] offsets "
+        f"{d['from_offset']}-{d['to_offset']}"
+        for d in unreplicated.get("deleted_before_copied", [])
+    ]
+    lines += [
+        f"- records resynced: {_cell(body['resynced']['records']) or 'not yet'}",
+        f"- **RTO: {body['rto_seconds']} s** (trigger to clients back)",
+        "",
+        "| step | started | ended | seconds |",
+        "|---|---|---|---|",
+    ]
+    lines += [
+        f"| {name} | {step.get('started', '')} | {step.get('ended', '')} | {_cell(step_seconds(step))} |"
+        for name, step in body["steps"].items()
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def with_exact_rpo(failover: Mapping[str, Any], unreplicated: Mapping[str, Any], failback_run: str) -> dict[str, Any]:
+    """A failover report body with the exact RPO a later failback measured beside its own estimate."""
+    exact = {"records": unreplicated["records"], "per_topic": unreplicated["per_topic"], "failback_run": failback_run}
+    return {**failover, "rpo": {**failover["rpo"], "exact_after_failback": exact}}

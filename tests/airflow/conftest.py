@@ -30,6 +30,16 @@ def airflow_db() -> Path:
     return migrate_db()
 
 
+@pytest.fixture(scope="module")
+def dags(airflow_db: Path) -> dict[str, Any]:
+    """The DAGs of dags/, parsed once per module, for dag.test()."""
+    from airflow.dag_processing.dagbag import DagBag  # not at import: AIRFLOW_HOME is set first, above
+
+    bag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
+    assert not bag.import_errors, bag.import_errors
+    return bag.dags
+
+
 @pytest.fixture(scope="session")
 def stack() -> Iterator[Stack]:
     """dc1 and dc2 (broker and schema registry each) on free ports, data in this session's directory."""

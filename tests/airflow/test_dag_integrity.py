@@ -73,6 +73,7 @@ def test_dr_replication_health_is_scheduled_one_run_at_a_time(dagbag: DagBag, mo
         ("dr_failover", "validate_failover"),
         ("dr_schema_redirect", "validate_redirect"),
         ("dr_replication_health", "validate_flows"),
+        ("dr_failback", "validate_failback"),
     ],
 )
 def test_trigger_forms_explain_themselves_and_validate_first(dagbag: DagBag, dag_id: str, first: str) -> None:
@@ -82,6 +83,9 @@ def test_trigger_forms_explain_themselves_and_validate_first(dagbag: DagBag, dag
         assert param.schema.get("title") and param.description, f"{dag_id}: param {name} needs title and description"
     assert dag.task_dict[first].upstream_task_ids == set(), "params are checked first"
     assert dag.task_dict[first].get_flat_relative_ids(upstream=False) == set(dag.task_ids) - {first}
+    if dag_id == "dr_failback":
+        assert dag.params.get_param("unreplicated").schema["enum"] == ["report", "republish", "discard"]
+        assert dag.params["unreplicated"] == "report" and dag.params["dry_run"] is False
     if dag_id == "dr_failover":
         assert dag.params.get_param("mode").schema["enum"] == ["planned", "disaster"]
         assert set(dag.params.get_param("failed_cluster").schema["enum"]) == {"dc1", "dc2"}

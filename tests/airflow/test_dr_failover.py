@@ -8,43 +8,31 @@ import json
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
-from airflow.dag_processing.dagbag import DagBag
 from airflow.sdk.exceptions import ParamValidationError
 from airflow.utils.state import DagRunState, TaskInstanceState
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, Producer, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-from support.spark import submit
+from support.drills import committed, fail_over, produce, read_rest, states_of, subprocess_run, write_topology
 from support.stack import running_stack
-from support.topology import restart_registry_command
 
 from kafka_dr import client_switch
 from kafka_dr.local.stack import LocalStack
 from kafka_dr.replication import replicators
 from kafka_dr.replication.copier import close_clients, copy_ranges
 from kafka_dr.replication.planner import FlowContext
-from kafka_dr.replication.provenance import hops
 from kafka_dr.spark_env import spark_env, spark_submit_command
 from kafka_dr.topology import load_topology
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 USER_SCHEMA = json.dumps({"type": "record", "name": "User", "fields": [{"name": "name", "type": "string"}]})
-
-
-@pytest.fixture(scope="module")
-def dags(airflow_db: Path) -> dict[str, Any]:
-    bag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
-    assert not bag.import_errors, bag.import_errors
-    return bag.dags
 
 
 @pytest.fixture(scope="module")
@@ -58,85 +46,6 @@ def dr_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
 def state(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
     return tmp_path / "state"
-
-
-def write_topology(local: LocalStack, path: Path, topic: str, registry: bool = True) -> Path:
-    dc1, dc2 = local.config.dc("dc1"), local.config.dc("dc2")
-    restart = restart_registry_command(local.data_dir)
-    path.write_text(
-        f"""clusters:
-  dc1: {{bootstrap_servers: "{dc1.broker_address}", schema_registry: "{dc1.registry_url}"}}
-  dc2: {{bootstrap_servers: "{dc2.broker_address}", schema_registry: "{dc2.registry_url}"}}
-flows:
-  - {{name: wp-dc1-to-dc2, source: dc1, target: dc2, topics: {{include: ["{topic}", "_schemas"]}}}}
-clients:
-  orders-producer: {{cluster: dc1, role: producer}}
-  billing: {{cluster: dc1, role: consumer}}
-"""
-        + (f"schema_registry: {{primary: dc1, restart_command: {json.dumps(restart)}}}\n" if registry else "")
-    )
-    return path
-
-
-def produce(bootstrap: str, topic: str, start: int, count: int) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True})
-    for i in range(start, start + count):
-        while True:
-            try:
-                producer.produce(topic, key=f"k{i}".encode(), value=f"order {i}".encode(), partition=0)
-                break
-            except BufferError:
-                producer.poll(0.1)
-    assert producer.flush(60) == 0
-
-
-def committed(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(15)
-    return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}
-
-
-def read_rest(bootstrap: str, group: str, topic: str) -> list[int]:
-    """Origin offsets a consumer of `group` reads from its committed offset to the end."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": group,
-            "enable.partition.eof": True,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.subscribe([topic])
-    origins, deadline = [], time.monotonic() + 60
-    while time.monotonic() < deadline:
-        message = consumer.poll(0.5)
-        if message is None:
-            continue
-        if message.error():
-            assert message.error().code() == KafkaError._PARTITION_EOF, message.error().str()
-            break
-        origins.append(hops(message.headers())[-1].offset)
-    consumer.close()
-    return origins
-
-
-def fail_over(dags: dict[str, Any], topology: Path, mode: str, groups: str) -> Any:
-    """dr_failover from dc1 to dc2 with every param given: dag.test() keeps params of an earlier run's conf."""
-    return dags["dr_failover"].test(
-        run_conf={
-            "topology": str(topology),
-            "failed_cluster": "dc1",
-            "target_cluster": "dc2",
-            "mode": mode,
-            "groups": groups,
-            "reset_to_datetime": None,
-        }
-    )
-
-
-def states_of(run: Any) -> dict[str, Any]:
-    return {ti.task_id: ti.state for ti in run.get_task_instances()}
 
 
 def test_bad_params_fail_at_the_first_task_and_change_nothing(dags, dr_stack, state, tmp_path):
@@ -289,9 +198,3 @@ def _schema():
     from confluent_kafka.schema_registry import Schema
 
     return Schema(USER_SCHEMA, "AVRO")
-
-
-def subprocess_run(job: str, *args: str) -> dict[str, Any]:
-    code, summary, err = submit(job, *args)
-    assert code == 0 and summary, err[-3000:]
-    return summary

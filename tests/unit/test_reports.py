@@ -9,7 +9,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kafka_dr.replication.lag import FlowLag, PartitionLag
-from kafka_dr.reports import LagReading, failover_page, failover_report, group_summary, rpo, rto_seconds, step_seconds
+from kafka_dr.reports import (
+    LagReading,
+    failback_page,
+    failback_report,
+    failover_page,
+    failover_report,
+    group_summary,
+    rpo,
+    rto_seconds,
+    step_seconds,
+    with_exact_rpo,
+)
 
 MEASURED_MS = 1_700_000_000_000
 SNAPSHOT_MS = 1_699_999_990_000
@@ -207,3 +218,66 @@ def test_page_of_an_exact_rpo_an_unknown_one_and_a_step_with_no_end() -> None:
     page = failover_page(report(results=open_step))
     assert f"| verify | {at(11.25)} |  |  |" in page.splitlines()
     assert "- clients moved: billing\n" in page
+
+
+FAILBACK_PLAN = {
+    "topology": "t.yaml",
+    "restored": "dc1",
+    "serving": "dc2",
+    "mode": "data_kept",
+    "unreplicated": "report",
+    "groups": ".*",
+    "dry_run": False,
+    "step": {"started": at(0.5), "ended": at(1.0)},
+}
+MEASURED = {
+    "unreplicated": {
+        "records": 2,
+        "per_topic": {"orders": 2},
+        "ranges": [
+            {"flow": "f", "topic": "orders", "partition": 0, "from_offset": 9998, "to_offset": 9999, "records": 2}
+        ],
+        "flows": ["f"],
+        "deleted_before_copied": [{"topic": "orders", "partition": 1, "from_offset": 40, "to_offset": 49}],
+    },
+    "step": {"started": at(1.0), "ended": at(2.5)},
+}
+
+
+def failback(**changes: Any) -> dict[str, Any]:
+    return failback_report(
+        FAILBACK_PLAN | changes,
+        {"measure_unreplicated": MEASURED},
+        dag_id="dr_failback",
+        run_id="fb1",
+        run_started=RUN_START,
+    )
+
+
+def test_failback_report_has_the_fields_design_md_fixes_before_anything_was_resynced() -> None:
+    body = failback()
+    assert json.loads(json.dumps(body)) == body
+    assert {"unreplicated", "resynced", "rto_seconds", "steps"} <= set(body)
+    assert body["unreplicated"] == {**MEASURED["unreplicated"], "action": "report"}
+    assert body["resynced"] == {"records": None} and body["rto_seconds"] is None  # clients not back yet
+    assert list(body["steps"]) == ["validate", "measure_unreplicated"]
+
+
+def test_failback_page_lists_every_range_and_what_retention_deleted() -> None:
+    page = failback_page(failback(dry_run=True)).splitlines()
+    assert page[0] == "# Failback dc2 -> dc1 (data_kept, dry run)"
+    assert "- **records that never left dc1: 2** (exact RPO of the disaster); orders: 2" in page
+    assert "  - orders[0] offsets 9998-9999: 2 records" in page
+    assert "  - deleted by retention before they were copied: orders[1] offsets 40-49" in page
+    assert "- records resynced: not yet" in page
+
+
+def test_a_failover_report_gains_the_exact_rpo_beside_its_estimate() -> None:
+    failover = report()
+    exact = with_exact_rpo(failover, MEASURED["unreplicated"], "fb1")
+    assert exact["rpo"] == {
+        **failover["rpo"],
+        "exact_after_failback": {"records": 2, "per_topic": {"orders": 2}, "failback_run": "fb1"},
+    }
+    assert "- exact RPO measured by failback `fb1`: 2 records" in failover_page(exact).splitlines()
+    assert "exact RPO measured" not in failover_page(failover)

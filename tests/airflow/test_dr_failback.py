@@ -1,0 +1,149 @@
+"""dr_failback with dag.test() on an embedded stack of its own: the white paper's disaster (seed 004) followed by a
+failback that measures exactly what never left dc1 and, with `unreplicated=report`, stops before anything changes;
+a dry run; bad params that fail at the first task with nothing changed."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from airflow.utils.state import DagRunState, TaskInstanceState
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from support.drills import committed, fail_over, produce, states_of, subprocess_run, write_topology
+from support.stack import running_stack
+
+from kafka_dr import client_switch
+from kafka_dr.local.stack import LocalStack
+from kafka_dr.replication.copier import close_clients, copy_ranges
+from kafka_dr.replication.planner import FlowContext
+from kafka_dr.topology import load_topology
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def fb_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    """A stack of this module's own: its tests stop and start dc1."""
+    with running_stack(tmp_path_factory.mktemp("failback-stack")) as running:
+        yield running.local
+
+
+@pytest.fixture
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
+    return tmp_path / "state"
+
+
+def fail_back(dags: dict[str, Any], topology: Path, **conf: Any) -> Any:
+    """dr_failback dc2 -> dc1 with every param given: dag.test() keeps params of an earlier run's conf."""
+    params = {"restored_cluster": "dc1", "serving_cluster": "dc2", "mode": "data_kept", "unreplicated": "report"}
+    params |= {"groups": ".*", "dry_run": False, **conf}
+    return dags["dr_failback"].test(run_conf={"topology": str(topology), **params})
+
+
+def high_watermarks(bootstrap: str) -> dict[tuple[str, int], int]:
+    """Every partition's high watermark but the running registries' own (their leader election writes on)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topics = admin.list_topics(timeout=10).topics
+    tps = [TopicPartition(t, p) for t, meta in topics.items() if t != "_schemas_leader" for p in meta.partitions]
+    futures = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}, request_timeout=10)
+    return {(tp.topic, tp.partition): f.result(10).offset for tp, f in futures.items()}
+
+
+def test_bad_params_fail_at_the_first_task_and_change_nothing(dags, fb_stack, state, tmp_path):
+    topology = write_topology(fb_stack, tmp_path / "t.yaml", "untouched", registry=False)
+    unrelated = tmp_path / "unrelated.yaml"
+    unrelated.write_text(topology.read_text().split("flows:")[0] + "flows: []\n")
+    before = (high_watermarks(fb_stack.config.dc("dc1").broker_address), client_switch.history())
+    for conf, line in (
+        ({"serving_cluster": "dc1"}, "params restored_cluster and serving_cluster are both 'dc1'"),
+        ({"groups": "billing("}, "param groups: bad regex 'billing('"),
+        ({"topology": str(unrelated)}, "no flow between dc1 and dc2 either way"),
+    ):
+        run = fail_back(dags, Path(conf.pop("topology", topology)), **conf)
+        states = states_of(run)
+        assert run.state == DagRunState.FAILED and states["validate_failback"] == TaskInstanceState.FAILED, (
+            line,
+            states,
+        )
+        assert all(s != TaskInstanceState.SUCCESS for s in states.values()), states
+    fb_stack.stop("dc1")
+    try:
+        run = fail_back(dags, topology)
+        assert states_of(run)["validate_failback"] == TaskInstanceState.FAILED
+    finally:
+        fb_stack.start("dc1")
+    assert (high_watermarks(fb_stack.config.dc("dc1").broker_address), client_switch.history()) == before
+    assert not (state / "reports").exists() or not list((state / "reports").glob("dr_failback-*"))
+
+
+def test_white_paper_failback_reports_exactly_what_never_left_and_changes_nothing(
+    dags, fb_stack, state, tmp_path, capfd
+):
+    """10,000 records in dc1, 9,998 replicated, a disaster failover to dc2, 500 records produced in dc2 and a group
+    reading there, dc1 back with its data: `report` stops with exactly 2 records (dc1 offsets 9,998-9,999), the
+    failover report gains the exact figure beside its estimate, and nothing changed; a dry run does the same and
+    succeeds."""
+    dc1, dc2 = fb_stack.config.dc("dc1"), fb_stack.config.dc("dc2")
+    topology = write_topology(fb_stack, tmp_path / "t.yaml", "orders", registry=False)
+    admin = AdminClient({"bootstrap.servers": dc1.broker_address})  # held until its futures resolve
+    admin.create_topics([NewTopic("orders", 1)])["orders"].result(10)
+    produce(dc1.broker_address, "orders", 0, 9_998)
+    loaded = load_topology(topology)
+    context = FlowContext(loaded, loaded.flow("wp-dc1-to-dc2"))
+    copy_ranges(context.plan().tasks)
+    context.close()
+    close_clients()
+    produce(dc1.broker_address, "orders", 9_998, 2)  # never replicated
+    group = ConsumerGroupTopicPartitions("billing", [TopicPartition("orders", 0, 8_000)])
+    admin.alter_consumer_group_offsets([group])["billing"].result(15)
+    subprocess_run("translate_offsets", "--topology", str(topology), "--flow", "wp-dc1-to-dc2")
+    fb_stack.stop("dc1")  # the disaster
+    assert fail_over(dags, topology, "disaster", groups="billing").state == DagRunState.SUCCESS
+    produce(dc2.broker_address, "orders", 10_000, 500)  # the business goes on in dc2
+    fb_stack.start("dc1")  # back, with its data
+    before = (
+        high_watermarks(dc1.broker_address),
+        high_watermarks(dc2.broker_address),
+        committed(dc1.broker_address, "billing"),
+        committed(dc2.broker_address, "billing"),
+        client_switch.history(),
+    )
+
+    run = fail_back(dags, topology)
+
+    states = states_of(run)
+    assert run.state == DagRunState.FAILED and states["decide"] == TaskInstanceState.FAILED, states
+    assert "AirflowFailException: 2 records never left dc1 (orders 2; ranges in " in "".join(capfd.readouterr())
+    report = json.loads(next((state / "reports").glob("dr_failback-*.json")).read_text())
+    assert report["unreplicated"]["records"] == 2 and report["unreplicated"]["per_topic"] == {"orders": 2}
+    assert [(r["topic"], r["from_offset"], r["to_offset"]) for r in report["unreplicated"]["ranges"]] == [
+        ("orders", 9_998, 9_999)
+    ]
+    assert report["unreplicated"]["action"] == "report" and report["rto_seconds"] is None
+    failover_file = next((state / "reports").glob("dr_failover-*.json"))
+    failover = json.loads(failover_file.read_text())
+    assert failover["rpo"]["records"] == 2 and failover["rpo"]["exact"] is False  # the estimate stays
+    assert failover["rpo"]["exact_after_failback"] == {
+        "records": 2,
+        "per_topic": {"orders": 2},
+        "failback_run": report["run_id"],
+    }
+    assert "exact RPO measured by failback" in failover_file.with_suffix(".md").read_text()
+    after = (
+        high_watermarks(dc1.broker_address),
+        high_watermarks(dc2.broker_address),
+        committed(dc1.broker_address, "billing"),
+        committed(dc2.broker_address, "billing"),
+        client_switch.history(),
+    )
+    assert after == before
+
+    dry = fail_back(dags, topology, unreplicated="republish", dry_run=True)
+    assert dry.state == DagRunState.SUCCESS, states_of(dry)
+    assert len(list((state / "reports").glob("dr_failback-*.json"))) == 2
+    assert high_watermarks(dc1.broker_address) == before[0] and high_watermarks(dc2.broker_address) == before[1]
