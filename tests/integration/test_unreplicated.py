@@ -1,6 +1,7 @@
 """What never left a restored cluster, measured on two embedded clusters: records past what the serving cluster
 holds (its copies say where), records deleted before they were copied, copies that came from the serving cluster
-(not counted), transaction markers (not counted); and that measuring changes neither cluster."""
+(not counted), transaction markers (not counted); that measuring changes neither cluster; and republishing them,
+once, with the flow then copying the republished records and never the originals."""
 
 from __future__ import annotations
 
@@ -15,9 +16,12 @@ from support.kafka import create_topic
 from support.servers import BrokerPair
 from support.topology import write_topology
 
+from kafka_dr.clients import read_committed
+from kafka_dr.failback.republish import REPUBLISHED_HEADER, republish, skip_originals
 from kafka_dr.failback.unreplicated import MeasureError, measure
 from kafka_dr.replication.copier import copy_ranges
 from kafka_dr.replication.planner import FlowContext
+from kafka_dr.replication.provenance import hops
 from kafka_dr.topology import Topology, load_topology
 
 pytestmark = pytest.mark.integration
@@ -126,3 +130,40 @@ def test_an_unreachable_cluster_is_one_line_naming_it(broker_pair: BrokerPair, t
     with pytest.raises(MeasureError, match=r"^flow down-flow: source cluster dc1 \(127.0.0.1:1\) unreachable") as err:
         measure(load_topology(path), "dc1", "dc2")
     assert "\n" not in str(err.value)
+
+
+def read_all(config: dict[str, str], topic: str) -> list:
+    """Every committed record of partition 0 of `topic`."""
+    end = high_watermarks(config)[(topic, 0)]
+    return list(read_committed(config, {(topic, 0): (0, end)}, 30))
+
+
+def test_republished_records_are_read_once_more_at_the_end_and_the_flow_copies_them_not_the_originals(
+    broker_pair: BrokerPair, tmp_path: Path
+) -> None:
+    topic = f"repub-{uuid.uuid4().hex[:8]}"
+    create_topic(broker_pair.dc1.config, topic)
+    produce(broker_pair.dc1.config, topic, 100)
+    topology = topology_of(broker_pair, tmp_path, topic)
+    copy(topology, f"{topic}-there", upto=97)  # 97-99 never left dc1
+    found = measure(topology, "dc1", "dc2")
+    assert [(r.from_offset, r.to_offset) for r in found.ranges] == [(97, 99)]
+
+    assert republish(topology, found) == 3
+    assert republish(topology, found) == 0  # a retried run republishes nothing twice
+    dc1_records = read_all(broker_pair.dc1.config, topic)
+    dc1_id = broker_pair.dc1.cluster_id
+    again = dc1_records[100:]
+    assert [(m.offset(), m.key(), m.value()) for m in again] == [
+        (100 + i, f"k{97 + i}".encode(), f"v{97 + i}".encode()) for i in range(3)
+    ]
+    assert [dict(m.headers())[REPUBLISHED_HEADER] for m in again] == [
+        f"{dc1_id},{topic},0,{o}".encode() for o in (97, 98, 99)
+    ]
+    assert [m.timestamp()[1] for m in again] == [m.timestamp()[1] for m in dc1_records[97:100]]
+
+    assert skip_originals(topology, found) == {f"{topic}-there {topic}[0]": 100}
+    copy(topology, f"{topic}-there")  # the flow resumed: the republished records, never the originals
+    copied = read_all(broker_pair.dc2.config, topic)
+    assert [hops(m.headers())[-1].offset for m in copied] == [*range(97), 100, 101, 102]
+    assert [m.value() for m in copied[97:]] == [b"v97", b"v98", b"v99"]  # each record once in dc2

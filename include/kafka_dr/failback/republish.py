@@ -1,0 +1,128 @@
+"""What a failback does with the records that never left the restored cluster (dr_failback's `unreplicated`).
+
+`republish`: each is produced again at the end of its partition in the restored cluster, where the groups moved
+back will read next, with key, value, headers and timestamp kept and a `__kdr_republished` header naming the
+original (cluster id, topic, partition, offset). Each partition's copies and a marker in the restored cluster's
+`_kdr.progress` go in one transaction, so a retried run republishes nothing twice.
+
+`skip_originals` (after republish, or for `discard`): a checkpoint of the flow in the serving cluster's
+`_kdr.progress` whose next offset is past the last original, so the flow, once resumed, copies neither the originals
+(republished, or left unread by choice) nor anything before them again. Nothing is deleted anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from confluent_kafka import IsolationLevel, Message, Producer
+from confluent_kafka.admin import AdminClient
+
+from ..clients import client_config, end_offsets, read_committed
+from ..replication.internal import PROGRESS, ensure_internal_topics, put_records, read_records
+from ..topology import Topology
+from .unreplicated import Unreplicated, UnreplicatedRange
+
+log = logging.getLogger(__name__)
+
+REPUBLISHED_HEADER = "__kdr_republished"
+READ_TIMEOUT_S = 300.0
+
+
+def republish(topology: Topology, found: Unreplicated) -> int:
+    """Produce every unreplicated record again in the restored cluster (see the module); returns how many were
+    produced now (0 when an earlier run already did it all)."""
+    restored = topology.cluster(found.restored)
+    config = client_config(restored)
+    admin = AdminClient(config)
+    ensure_internal_topics(admin, (PROGRESS,))
+    cluster_id = admin.describe_cluster(request_timeout=10).result().cluster_id
+    done = _republished(config)
+    produced = 0
+    for (flow, topic, partition), ranges in _by_partition(found.ranges).items():
+        last = max(r.to_offset for r in ranges)
+        through = done.get(_marker_key(flow, topic, partition), -1)  # an earlier run committed these
+        if through >= last:
+            continue
+        producer = Producer({**config, "transactional.id": f"_kdr.failback.{flow}.{topic}.{partition}"})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        count = 0
+        for r in ranges:
+            for message in read_committed(
+                config, {(topic, partition): (max(r.from_offset, through + 1), r.to_offset + 1)}, READ_TIMEOUT_S
+            ):
+                if any(key == REPUBLISHED_HEADER for key, _ in message.headers() or []):
+                    continue  # a republished record not copied yet: republished once is enough
+                origin = f"{cluster_id},{topic},{partition},{message.offset()}".encode()
+                _produce(producer, topic, partition, message, origin)
+                count += 1
+        producer.produce(PROGRESS, key=_marker_key(flow, topic, partition), value=json.dumps({"through": last}))
+        producer.commit_transaction(60)
+        log.info(
+            "republished %d records of %s[%d] in %s, originals up to %d", count, topic, partition, restored.name, last
+        )
+        produced += count
+    return produced
+
+
+def skip_originals(topology: Topology, found: Unreplicated) -> dict[str, int]:
+    """Move each flow past the last original of each partition (see the module); returns the new next offsets by
+    "flow topic[partition]"."""
+    moved: dict[str, int] = {}
+    for flow_name in found.flows:
+        flow = topology.flow(flow_name)
+        ranges = _by_partition(r for r in found.ranges if r.flow == flow_name)
+        if not ranges:
+            continue
+        serving = client_config(topology.cluster(flow.target))
+        dests = {(flow.destination_topic(topic), partition) for _, topic, partition in ranges}
+        dest_ends = end_offsets(AdminClient(serving), sorted(dests), IsolationLevel.READ_COMMITTED)
+        records = []
+        for (_, topic, partition), partition_ranges in ranges.items():
+            after = max(r.to_offset for r in partition_ranges) + 1
+            dest = flow.destination_topic(topic)
+            checkpoint = {"next": after, "dest_topic": dest, "dest_next": dest_ends[(dest, partition)]}
+            records.append((f"{flow.name}/{topic}/{partition}".encode(), checkpoint))
+            moved[f"{flow.name} {topic}[{partition}]"] = after
+        put_records(serving, PROGRESS, records)
+    return moved
+
+
+def _produce(producer: Producer, topic: str, partition: int, message: Message, origin: bytes) -> None:
+    while True:
+        try:
+            producer.produce(
+                topic,
+                key=message.key(),
+                value=message.value(),
+                headers=[*(message.headers() or []), (REPUBLISHED_HEADER, origin)],
+                partition=partition,
+                timestamp=message.timestamp()[1],
+            )
+            return
+        except BufferError:
+            producer.poll(0.05)
+
+
+def _by_partition(ranges: Iterable[UnreplicatedRange]) -> dict[tuple[str, str, int], list[UnreplicatedRange]]:
+    grouped: dict[tuple[str, str, int], list[UnreplicatedRange]] = {}
+    for r in ranges:
+        grouped.setdefault((r.flow, r.topic, r.partition), []).append(r)
+    return grouped
+
+
+def _marker_key(flow: str, topic: str, partition: int) -> bytes:
+    return f"failback/{flow}/{topic}/{partition}/republished".encode()
+
+
+def _republished(config: dict[str, Any]) -> dict[bytes, int]:
+    """The markers earlier runs committed: through which original offset each partition was republished."""
+    done: dict[bytes, int] = {}
+    for message in read_records(config, PROGRESS):
+        key = message.key() or b""
+        if key.startswith(b"failback/") and message.value() is not None:
+            done[key] = json.loads(message.value())["through"]
+    return done
