@@ -2,17 +2,36 @@
 
 validate params (both clusters reachable) -> measure the records that never left the restored cluster (the exact
 RPO of the disaster; the failover report this failback follows gains the figure) -> decide: the report is written to
-.kafka-dr/reports/, and the run stops on a dry run, or when records never left and `unreplicated` is `report`.
-Resync, the switch back and resuming the flows come next (issue 10, in progress). The first task checks every param;
-a bad one fails the run there, with nothing changed.
+.kafka-dr/reports/, and the run stops on a dry run, or when records never left and `unreplicated` is `report` ->
+resync the serving cluster's records into the restored one -> the switch back, a planned failover in reverse:
+producers back -> catch-up resync -> lag 0 -> the unreplicated records republished or discarded -> offsets
+translated back -> schema registry back -> consumers back -> every flow of the topology resumed -> verify -> report.
+The first task checks every param; a bad one fails the run there, with nothing changed. `data_lost` (a wiped
+cluster) is not built yet: issue 10, in progress.
 """
 
 from __future__ import annotations
 
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG, Param, chain
 
 from kafka_dr.airflow.common import cluster_param, form_clusters, topology_param
-from kafka_dr.airflow.failback import decide, measure_unreplicated, validate_failback
+from kafka_dr.airflow.failback import (
+    decide,
+    failback_report,
+    handle_unreplicated,
+    measure_unreplicated,
+    prepare_switch_back,
+    registry_back,
+    resume_kwargs,
+    resync_kwargs,
+    translate_back_kwargs,
+    validate_failback,
+    verify_failback,
+)
+from kafka_dr.airflow.failover import switch_consumers, switch_producers
+from kafka_dr.airflow.operators.replication import ReplicationOperator
+from kafka_dr.airflow.operators.translation import TranslateOffsetsOperator
+from kafka_dr.airflow.sensors.replication_lag import ReplicationLagSensor
 
 CLUSTERS = form_clusters()
 
@@ -63,4 +82,37 @@ with DAG(
     },
 ):
     plan = validate_failback()
-    decide(plan, measure_unreplicated(plan))
+    measured = measure_unreplicated(plan)
+    go = decide(plan, measured)
+    back = prepare_switch_back(plan)
+    each = resync_kwargs(back)
+    resynced = ReplicationOperator.partial(task_id="resync", mode="bounded").expand_kwargs(each)
+    producers = switch_producers(back)
+    caught_up = ReplicationOperator.partial(task_id="resync_catch_up", mode="bounded").expand_kwargs(each)
+    drained = ReplicationLagSensor.partial(
+        task_id="lag_zero", max_records=0, poke_interval=2, timeout=600
+    ).expand_kwargs(each)
+    handled = handle_unreplicated(plan, measured)
+    translated = TranslateOffsetsOperator.partial(task_id="translate_back", apply=True).expand_kwargs(
+        translate_back_kwargs(back)
+    )
+    registry = registry_back(plan)
+    consumers = switch_consumers(back)
+    resumed = ReplicationOperator.partial(task_id="flows_resumed", mode="continuous").expand_kwargs(resume_kwargs(plan))
+    verified = verify_failback(back, translated.output)
+    report = failback_report(
+        plan,
+        {
+            "measure_unreplicated": measured,
+            "prepare_switch_back": back,
+            "resync_runs": resynced.output,
+            "switch_producers": producers,
+            "catch_up_runs": caught_up.output,
+            "handle_unreplicated": handled,
+            "registry_back": registry,
+            "switch_consumers": consumers,
+            "verify": verified,
+        },
+    )
+    chain(go, back, each, resynced, producers, caught_up, drained, handled, translated, registry, consumers)
+    chain(consumers, resumed, verified, report)

@@ -174,7 +174,15 @@ def failback_report(
         "mode": plan["mode"],
         "dry_run": plan["dry_run"],
         "run_started": start.isoformat(),
-        "unreplicated": {**measured.get("unreplicated", {}), "action": plan["unreplicated"]},
+        "unreplicated": {
+            **measured.get("unreplicated", {}),
+            "action": plan["unreplicated"],
+            **{
+                k: v
+                for k, v in (results.get("handle_unreplicated") or {}).items()
+                if k in ("republished", "flows_moved")
+            },
+        },
         "resynced": {"records": (results.get("resync") or {}).get("records")},
         "rto_seconds": rto_seconds(start, (results.get("switch_consumers") or {}).get("step")),
         "steps": steps,

@@ -5,19 +5,21 @@ a dry run; bad params that fail at the first task with nothing changed."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from airflow.utils.state import DagRunState, TaskInstanceState
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from support.drills import committed, fail_over, produce, states_of, subprocess_run, write_topology
 from support.stack import running_stack
 
 from kafka_dr import client_switch
 from kafka_dr.local.stack import LocalStack
+from kafka_dr.replication import replicators
 from kafka_dr.replication.copier import close_clients, copy_ranges
 from kafka_dr.replication.planner import FlowContext
 from kafka_dr.topology import load_topology
@@ -81,13 +83,12 @@ def test_bad_params_fail_at_the_first_task_and_change_nothing(dags, fb_stack, st
     assert not (state / "reports").exists() or not list((state / "reports").glob("dr_failback-*"))
 
 
-def test_white_paper_failback_reports_exactly_what_never_left_and_changes_nothing(
-    dags, fb_stack, state, tmp_path, capfd
-):
+def test_white_paper_failback_report_dry_run_then_republish(dags, fb_stack, state, tmp_path, capfd):
     """10,000 records in dc1, 9,998 replicated, a disaster failover to dc2, 500 records produced in dc2 and a group
     reading there, dc1 back with its data: `report` stops with exactly 2 records (dc1 offsets 9,998-9,999), the
     failover report gains the exact figure beside its estimate, and nothing changed; a dry run does the same and
-    succeeds."""
+    succeeds; `republish` then ends with the group back in dc1 having read each of the 10,500 records once overall
+    and dc1 holding the 500."""
     dc1, dc2 = fb_stack.config.dc("dc1"), fb_stack.config.dc("dc2")
     topology = write_topology(fb_stack, tmp_path / "t.yaml", "orders", registry=False)
     admin = AdminClient({"bootstrap.servers": dc1.broker_address})  # held until its futures resolve
@@ -147,3 +148,53 @@ def test_white_paper_failback_reports_exactly_what_never_left_and_changes_nothin
     assert dry.state == DagRunState.SUCCESS, states_of(dry)
     assert len(list((state / "reports").glob("dr_failback-*.json"))) == 2
     assert high_watermarks(dc1.broker_address) == before[0] and high_watermarks(dc2.broker_address) == before[1]
+
+    # Seed 004 to the end: the group reads on in dc2 (the rest of the copies and the 500 new records), then
+    # `republish`: dc1 gets the 500, the 2 records that never left are read once by the group back in dc1, clients
+    # are home, and the flow out of dc1 runs again.
+    read_in_dc2 = read_and_commit(dc2.broker_address, "billing", "orders")
+    try:
+        run = fail_back(dags, topology, unreplicated="republish")
+        states = states_of(run)
+        assert run.state == DagRunState.SUCCESS, states
+        read_in_dc1 = read_and_commit(dc1.broker_address, "billing", "orders")
+        overall = [f"order {i}".encode() for i in range(8_000)] + read_in_dc2 + read_in_dc1
+        assert sorted(overall) == sorted(f"order {i}".encode() for i in range(10_500))  # each once, none lost
+        assert read_in_dc1 == [b"order 9998", b"order 9999"]
+        report = json.loads(sorted((state / "reports").glob("dr_failback-*.json"))[-1].read_text())
+        assert report["unreplicated"]["records"] == 2 and report["unreplicated"]["republished"] == 2
+        assert report["resynced"]["records"] == 500 and report["rto_seconds"] > 0
+        assert {s.alias: s.active for s in client_switch.states(load_topology(topology))} == {
+            "orders-producer": "dc1",
+            "billing": "dc1",
+        }
+        assert replicators.is_running("wp-dc1-to-dc2")
+    finally:
+        replicators.stop("wp-dc1-to-dc2")
+
+
+def read_and_commit(bootstrap: str, group: str, topic: str) -> list[bytes]:
+    """The values a consumer of `group` reads from its committed offset to the end, then commits, as an application
+    does."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    values, deadline = [], time.monotonic() + 60
+    while time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is None:
+            continue
+        if message.error():
+            assert message.error().code() == KafkaError._PARTITION_EOF, message.error().str()
+            break
+        values.append(message.value())
+    consumer.commit(asynchronous=False)
+    consumer.close()
+    return values

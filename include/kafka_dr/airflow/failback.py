@@ -2,14 +2,19 @@
 
 validate -> measure what never left the restored cluster (the exact RPO of the disaster; the failover report this
 failback follows gains the figure) -> decide: the report is written, and the run stops there on a dry run, or when
-records never left and `unreplicated` is `report` (nothing changed; one line says how to continue). Every task is
-timed (`timed`) for the report's step table. Validation runs first and changes nothing.
+records never left and `unreplicated` is `report` (nothing changed; one line says how to continue) -> resync (the
+serving cluster's records into the restored one, by the flows back or the inverse of the flows out) -> the switch
+back, a planned failover in reverse made of dr_failover's own tasks (producers back, catch-up resync, lag 0, the
+unreplicated records republished or discarded, offsets translated back, registry back, consumers back) -> every flow
+of the topology resumed -> verify -> report. Every task is timed (`timed`) for the report's step table. Validation
+runs first and changes nothing.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 from airflow.sdk import get_current_context, task
@@ -17,11 +22,15 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from .. import reports
 from ..clients import ClientConfigError
-from ..failback.unreplicated import MeasureError, measure
+from ..failback import republish as republishing
+from ..failback.resync import resync_flows
+from ..failback.unreplicated import MeasureError, Unreplicated, UnreplicatedRange, measure
+from ..schema_registry import RegistryError, redirect
 from ..state import subdir
 from ..topology import TopologyError, load_topology
 from . import topology_path
 from .common import timed, write_report
+from .failover import check_groups_and_clients
 from .hooks.kafka_cluster import ClusterUnreachable, KafkaClusterHook
 
 MODES = ("data_kept", "data_lost")
@@ -95,8 +104,8 @@ def measure_unreplicated(plan: dict[str, Any]) -> dict[str, Any]:
     return {"unreplicated": found.to_dict()}
 
 
-@task
-def decide(plan: dict[str, Any], measured: dict[str, Any]) -> dict[str, Any]:
+@task.short_circuit
+def decide(plan: dict[str, Any], measured: dict[str, Any]) -> dict[str, Any] | bool:
     """Write the report (and the exact RPO into the failover report this failback follows); then stop on a dry run,
     or when records never left and `unreplicated` is `report`, with one line saying how to continue."""
     context = get_current_context()
@@ -119,7 +128,7 @@ def decide(plan: dict[str, Any], measured: dict[str, Any]) -> dict[str, Any]:
             f"changed: run again with unreplicated=republish to have the moved groups read them once, or discard "
             f"to leave them unread"
         )
-    return written
+    return False if plan["dry_run"] else written  # False: a dry run ends here, every later step skipped
 
 
 def _add_exact_rpo(restored: str, serving: str, unreplicated: dict[str, Any], failback_run: str) -> None:
@@ -135,3 +144,120 @@ def _add_exact_rpo(restored: str, serving: str, unreplicated: dict[str, Any], fa
     updated = reports.with_exact_rpo(body, unreplicated, failback_run)
     path.write_text(json.dumps(updated, indent=2, default=str) + "\n", encoding="utf-8")
     path.with_suffix(".md").write_text(reports.failover_page(updated), encoding="utf-8")
+
+
+@task
+@timed
+def prepare_switch_back(plan: dict[str, Any]) -> dict[str, Any]:
+    """The flows that resync (the topology's flows back, else the inverses of the flows out, in a derived topology
+    file under the state dir) and the switch back as dr_failover's tasks take it: a planned failover from the
+    serving cluster to the restored one, moving only the aliases at home in the restored cluster."""
+    if plan["mode"] == "data_lost":
+        raise AirflowFailException(
+            "mode data_lost is not built yet (restoring a wiped cluster: issue 10); nothing changed after the report"
+        )
+    run_id = get_current_context()["run_id"]
+    derived = subdir("failback") / f"{re.sub(r'[^A-Za-z0-9._-]', '_', run_id)}.topology.yaml"
+    try:
+        topology, flows, inverse = resync_flows(Path(plan["topology"]), plan["restored"], plan["serving"], derived)
+    except TopologyError as exc:
+        raise AirflowFailException(str(exc)) from None
+    each = [{"flow": name, "topology": str(topology)} for name in flows]
+    return {
+        "topology": str(topology),
+        "failed": plan["serving"],
+        "target": plan["restored"],
+        "home": plan["restored"],
+        "mode": "planned",
+        "groups": plan["groups"],
+        "flows": flows,
+        "inverse_flows": inverse,
+        "resync": each,
+        "translate": [
+            {**one, "groups": plan["groups"], "from_checkpoints": False, "reset_to_datetime": None} for one in each
+        ],
+    }
+
+
+@task
+def resync_kwargs(back: dict[str, Any]) -> list[dict[str, str]]:
+    """Kwargs of the mapped resync runs and lag gate: one per flow into the restored cluster."""
+    return back["resync"]
+
+
+@task
+def translate_back_kwargs(back: dict[str, Any]) -> list[dict[str, Any]]:
+    """Kwargs of the mapped offset translation back: one per resync flow, planned (from the serving cluster)."""
+    return back["translate"]
+
+
+@task
+@timed
+def handle_unreplicated(plan: dict[str, Any], measured: dict[str, Any]) -> dict[str, Any]:
+    """republish: the records that never left are produced again at the end of their partitions in the restored
+    cluster, after the resynced copies, where the groups moved back read next; discard: left unread. Either way
+    the flows out move past the originals, so they are never copied (kafka_dr.failback.republish)."""
+    unreplicated = measured["unreplicated"]
+    if not unreplicated.get("ranges"):
+        return {"action": plan["unreplicated"], "records": 0}
+    found = Unreplicated(
+        plan["restored"],
+        plan["serving"],
+        tuple(unreplicated["flows"]),
+        tuple(UnreplicatedRange(**r) for r in unreplicated["ranges"]),
+        (),
+    )
+    topo = load_topology(plan["topology"])
+    republished = republishing.republish(topo, found) if plan["unreplicated"] == "republish" else 0
+    moved = republishing.skip_originals(topo, found)
+    return {"action": plan["unreplicated"], "records": found.records, "republished": republished, "flows_moved": moved}
+
+
+@task
+@timed
+def registry_back(plan: dict[str, Any]) -> dict[str, Any]:
+    """When the topology's primary registry is on the restored cluster: it leads on its own store again, and the
+    serving cluster's registry follows that store (the reverse of dr_failover's redirect)."""
+    topo = load_topology(plan["topology"])
+    primary = topo.schema_registry_primary
+    if primary != plan["restored"]:
+        return {"skipped": f"the primary registry is {primary or 'not set'}, not on {plan['restored']}"}
+    results = {}
+    try:
+        results["primary"] = redirect(topo, primary, primary, leader_eligible=True).to_dict()
+        if topo.cluster(plan["serving"]).schema_registry is not None:
+            results["follower"] = redirect(topo, plan["serving"], primary, leader_eligible=False).to_dict()
+    except RegistryError as exc:
+        raise AirflowFailException(str(exc)) from None
+    return results
+
+
+@task
+def resume_kwargs(plan: dict[str, Any]) -> list[dict[str, str]]:
+    """Kwargs of the mapped continuous replicators: every flow of the topology."""
+    return [{"flow": f.name, "topology": plan["topology"]} for f in load_topology(plan["topology"]).flows]
+
+
+@task
+@timed
+def verify_failback(back: dict[str, Any], translations: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every group moved back holds its translated offsets in the restored cluster and no alias at home there is
+    left on the serving cluster."""
+    problems, checked = check_groups_and_clients(load_topology(back["topology"]), back, translations)
+    if problems:
+        raise AirflowFailException("; ".join(problems))
+    return {"groups_checked": checked}
+
+
+@task(trigger_rule="none_failed_min_one_success")
+def failback_report(plan: dict[str, Any], results: dict[str, Any]) -> dict[str, Any]:
+    """What never left, what was done with it, records resynced, RTO and every step's timing, as JSON and as a
+    page in STATE_DIR/reports/ (built by kafka_dr.reports)."""
+    context = get_current_context()
+    dag_id, run_id = context["dag"].dag_id, context["run_id"]
+    runs = [*(results.pop("resync_runs", None) or []), *(results.pop("catch_up_runs", None) or [])]
+    results["resync"] = {"records": sum(r.get("records", 0) for r in runs)}
+    body = reports.failback_report(
+        plan, results, dag_id=dag_id, run_id=run_id, run_started=context["dag_run"].start_date
+    )
+    return write_report(dag_id, run_id, body, reports.failback_page(body))

@@ -164,7 +164,12 @@ def switch_consumers(plan: dict[str, Any]) -> dict[str, Any]:
 def _switch(plan: dict[str, Any], roles: tuple[str, ...], step: str) -> dict[str, Any]:
     topo = load_topology(plan["topology"])
     context = get_current_context()
-    aliases = [s.alias for s in client_switch.states(topo) if s.active == plan["failed"] and s.role in roles]
+    home = plan.get("home")  # a failback moves back only the aliases at home in the restored cluster
+    aliases = [
+        s.alias
+        for s in client_switch.states(topo)
+        if s.active == plan["failed"] and s.role in roles and home in (None, s.home)
+    ]
     reason = _move_reason(context["dag"].dag_id, context["run_id"], plan["mode"], step)
     moves = client_switch.switch(topo, aliases, plan["target"], reason)
     return {"moved": [m.alias for m in moves]}
@@ -183,7 +188,7 @@ def verify_failover(plan: dict[str, Any], translations: list[dict[str, Any]]) ->
     configs = {target: KafkaClusterHook(target, topology=topo).client_config() for target in by_target}
     with ThreadPoolExecutor(max_workers=max(1, len(by_target))) as pool:  # the window passes while groups are checked
         watching = {target: pool.submit(activity.watch, configs[target], flows) for target, flows in by_target.items()}
-        problems, checked = _check_groups_and_clients(topo, plan, translations)
+        problems, checked = check_groups_and_clients(topo, plan, translations)
         copying, replication = _still_copying(by_target, watching)
     problems += copying
     if problems:
@@ -211,10 +216,11 @@ def _still_copying(by_target: dict[str, list[str]], watching: dict[str, Any]) ->
     return problems, seen
 
 
-def _check_groups_and_clients(
+def check_groups_and_clients(
     topo: Topology, plan: dict[str, Any], translations: list[dict[str, Any]]
 ) -> tuple[list[str], int]:
-    """Problems with the applied group offsets or the client aliases, and how many groups were checked."""
+    """Problems with the applied group offsets or the client aliases (those at home in plan["home"], when given),
+    and how many groups were checked; dr_failback's verify uses it too."""
     admin = AdminClient(KafkaClusterHook(plan["target"], topology=topo).client_config())
     problems, checked = [], 0
     for summary in translations:
@@ -225,7 +231,8 @@ def _check_groups_and_clients(
             if any(actual.get(key) != offset for key, offset in expected.items()):
                 problems.append(f"group {group}: committed {actual} in {plan['target']}, expected {expected}")
             checked += 1
-    left = [s.alias for s in client_switch.states(topo) if s.active == plan["failed"]]
+    home = plan.get("home")
+    left = [s.alias for s in client_switch.states(topo) if s.active == plan["failed"] and home in (None, s.home)]
     if left:
         problems.append(f"clients still on {plan['failed']}: {', '.join(left)}")
     return problems, checked
