@@ -6,8 +6,8 @@ RPO of the disaster; the failover report this failback follows gains the figure)
 resync the serving cluster's records into the restored one -> the switch back, a planned failover in reverse:
 producers back -> catch-up resync -> lag 0 -> the unreplicated records republished or discarded -> offsets
 translated back -> schema registry back -> consumers back -> every flow of the topology resumed -> verify -> report.
-The first task checks every param; a bad one fails the run there, with nothing changed. `data_lost` (a wiped
-cluster) is not built yet: issue 10, in progress.
+The first task checks every param; a bad one fails the run there, with nothing changed. `data_lost` (a wiped or
+rebuilt cluster): nothing to measure, and the resync restores every record, those that first came from it included.
 """
 
 from __future__ import annotations

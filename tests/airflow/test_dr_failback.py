@@ -12,12 +12,13 @@ from typing import Any
 
 import pytest
 from airflow.utils.state import DagRunState, TaskInstanceState
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from support.drills import committed, fail_over, produce, states_of, subprocess_run, write_topology
 from support.stack import running_stack
 
 from kafka_dr import client_switch
+from kafka_dr.clients import read_committed
 from kafka_dr.local.stack import LocalStack
 from kafka_dr.replication import replicators
 from kafka_dr.replication.copier import close_clients, copy_ranges
@@ -173,9 +174,9 @@ def test_white_paper_failback_report_dry_run_then_republish(dags, fb_stack, stat
         replicators.stop("wp-dc1-to-dc2")
 
 
-def read_and_commit(bootstrap: str, group: str, topic: str) -> list[bytes]:
-    """The values a consumer of `group` reads from its committed offset to the end, then commits, as an application
-    does."""
+def read_and_commit(bootstrap: str, group: str, topic: str, limit: int | None = None) -> list[bytes]:
+    """The values a consumer of `group` reads from its committed offset to the end (or `limit` of them), then
+    commits, as an application does."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -195,6 +196,111 @@ def read_and_commit(bootstrap: str, group: str, topic: str) -> list[bytes]:
             assert message.error().code() == KafkaError._PARTITION_EOF, message.error().str()
             break
         values.append(message.value())
-    consumer.commit(asynchronous=False)
+        if len(values) == limit:
+            consumer.commit(message, asynchronous=False)
+            break
+    else:
+        raise AssertionError(f"{group} did not reach the end of {topic} in 60 s")
+    if limit is None:
+        consumer.commit(asynchronous=False)
     consumer.close()
     return values
+
+
+def values_of(bootstrap: str, topic: str) -> list[bytes]:
+    """Every committed value of partition 0 of `topic`."""
+    config = {"bootstrap.servers": bootstrap}
+    end = high_watermarks(bootstrap)[(topic, 0)]
+    return [m.value() for m in read_committed(config, {(topic, 0): (0, end)}, 30)]
+
+
+def test_seed_001_a_lost_cluster_comes_back_with_every_record_once_and_both_flows_run_again(
+    dags, fb_stack, state, tmp_path
+):
+    """Active-active topic1 plus a dc2-only topic; dc2 lost (wiped), its consumers failed over to dc1, dc2 started
+    empty with a new cluster id; `data_lost` failback restores every record of both origins into dc2 once, dc2's group
+    resumes where it was, both flows run again, and a new record on either side arrives once on the other and never
+    returns."""
+    dc1, dc2 = fb_stack.config.dc("dc1"), fb_stack.config.dc("dc2")
+    path = tmp_path / "aa.yaml"
+    path.write_text(
+        f"""clusters:
+  dc1: {{bootstrap_servers: "{dc1.broker_address}"}}
+  dc2: {{bootstrap_servers: "{dc2.broker_address}"}}
+flows:
+  - {{name: aa-dc1-to-dc2, source: dc1, target: dc2, topics: {{include: ["topic1"]}}}}
+  - {{name: aa-dc2-to-dc1, source: dc2, target: dc1, topics: {{include: ["topic1", "dc2-only"]}}}}
+clients:
+  app2: {{cluster: dc2, role: consumer}}
+"""
+    )
+    topology = load_topology(path)
+    for config, topics in ((dc1, ["topic1"]), (dc2, ["topic1", "dc2-only"])):
+        admin = AdminClient({"bootstrap.servers": config.broker_address})
+        for future in admin.create_topics([NewTopic(t, 1) for t in topics]).values():
+            future.result(10)
+    send(dc1.broker_address, "topic1", [f"dc1-{i}" for i in range(100)])
+    send(dc2.broker_address, "topic1", [f"dc2-{i}" for i in range(100)])
+    send(dc2.broker_address, "dc2-only", [f"only-{i}" for i in range(50)])
+    for flow in ("aa-dc1-to-dc2", "aa-dc2-to-dc1"):
+        context = FlowContext(topology, topology.flow(flow))
+        copy_ranges(context.plan().tasks)
+        context.close()
+    close_clients()
+    read_before = read_and_commit(dc2.broker_address, "app2", "topic1")  # app2 read everything in dc2
+    subprocess_run("translate_offsets", "--topology", str(path), "--flow", "aa-dc2-to-dc1")  # checkpoints in dc1
+    fb_stack.wipe("dc2")  # the loss
+    failover = dags["dr_failover"].test(
+        run_conf={
+            "topology": str(path),
+            "failed_cluster": "dc2",
+            "target_cluster": "dc1",
+            "mode": "disaster",
+            "groups": "app2",
+            "reset_to_datetime": None,
+        }
+    )
+    assert failover.state == DagRunState.SUCCESS, states_of(failover)
+    send(dc1.broker_address, "topic1", [f"dc1-late-{i}" for i in range(10)])  # while dc2 is away
+    read_in_dc1 = read_and_commit(dc1.broker_address, "app2", "topic1", limit=5)  # app2 goes on in dc1
+    both = [f"dc1-{i}" for i in range(100)] + [f"dc2-{i}" for i in range(100)]
+    assert sorted(read_before) == sorted(v.encode() for v in both)
+    assert read_in_dc1 == [f"dc1-late-{i}".encode() for i in range(5)]
+    fb_stack.start("dc2")  # empty, with a new cluster id
+
+    try:
+        run = fail_back(dags, path, restored_cluster="dc2", serving_cluster="dc1", mode="data_lost")
+        assert run.state == DagRunState.SUCCESS, states_of(run)
+        every = (
+            [f"dc1-{i}" for i in range(100)] + [f"dc2-{i}" for i in range(100)] + [f"dc1-late-{i}" for i in range(10)]
+        )
+        assert sorted(values_of(dc2.broker_address, "topic1")) == sorted(v.encode() for v in every)  # each once
+        assert values_of(dc2.broker_address, "dc2-only") == [f"only-{i}".encode() for i in range(50)]
+        assert read_and_commit(dc2.broker_address, "app2", "topic1") == [f"dc1-late-{i}".encode() for i in range(5, 10)]
+        report = json.loads(sorted((state / "reports").glob("dr_failback-*.json"))[-1].read_text())
+        assert report["unreplicated"]["records"] is None and report["resynced"]["records"] == 260
+        assert client_switch.active_cluster(topology, "app2") == "dc2"
+        # Both flows run again: a new record on either side arrives once on the other and never comes back.
+        send(dc1.broker_address, "topic1", ["new-in-dc1"])
+        send(dc2.broker_address, "topic1", ["new-in-dc2"])
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            in_dc1, in_dc2 = values_of(dc1.broker_address, "topic1"), values_of(dc2.broker_address, "topic1")
+            if b"new-in-dc2" in in_dc1 and b"new-in-dc1" in in_dc2:
+                break
+            time.sleep(1)
+        time.sleep(8)  # more than an epoch: anything coming back would be here by now
+        in_dc1, in_dc2 = values_of(dc1.broker_address, "topic1"), values_of(dc2.broker_address, "topic1")
+        assert [in_dc1.count(b"new-in-dc1"), in_dc1.count(b"new-in-dc2")] == [1, 1]
+        assert [in_dc2.count(b"new-in-dc1"), in_dc2.count(b"new-in-dc2")] == [1, 1]
+        assert len(in_dc1) == len(set(in_dc1)) and len(in_dc2) == len(set(in_dc2))
+    finally:
+        for flow in ("aa-dc1-to-dc2", "aa-dc2-to-dc1"):
+            replicators.stop(flow)
+
+
+def send(bootstrap: str, topic: str, values: list[str]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for value in values:
+        producer.produce(topic, value=value.encode(), partition=0)
+    assert producer.flush(30) == 0

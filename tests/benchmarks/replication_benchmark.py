@@ -37,24 +37,26 @@ from kafka_dr.clients import next_batch
 PARTITIONS = 4
 
 
-def create(broker: BrokerProcess, topic: str) -> None:
-    create_topic(broker.config, topic, PARTITIONS)
+def create(broker: BrokerProcess, topic: str, partitions: int = PARTITIONS) -> None:
+    create_topic(broker.config, topic, partitions)
 
 
-def fill(broker: BrokerProcess, topic: str, count: int, size: int) -> None:
+def fill(broker: BrokerProcess, topic: str, count: int, size: int, partitions: int = PARTITIONS) -> None:
     producer = Producer({**broker.config, "linger.ms": 20, "batch.size": 1_000_000})
     value = os.urandom(size)
     for i in range(count):
         while True:
             try:
-                producer.produce(topic, value, key=str(i).encode(), partition=i % PARTITIONS)
+                producer.produce(topic, value, key=str(i).encode(), partition=i % partitions)
                 break
             except BufferError:
                 producer.poll(0.05)
     assert producer.flush(120) == 0
 
 
-def plain_copy(source: BrokerProcess, target: BrokerProcess, topic: str, dest: str, count: int) -> float:
+def plain_copy(
+    source: BrokerProcess, target: BrokerProcess, topic: str, dest: str, count: int, partitions: int = PARTITIONS
+) -> float:
     """The baseline: one consumer, one producer, records copied as they come."""
     reading = {"group.id": "plain-copy", "enable.auto.commit": False, "isolation.level": "read_committed"}
     consumer = Consumer({**source.config, **reading, "fetch.max.bytes": 52_428_800})
@@ -67,7 +69,7 @@ def plain_copy(source: BrokerProcess, target: BrokerProcess, topic: str, dest: s
             "queue.buffering.max.messages": 500_000,
         }
     )
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     start = time.perf_counter()
     copied = 0
     while copied < count:

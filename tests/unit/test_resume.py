@@ -188,3 +188,17 @@ def test_checkpoints_of_an_empty_progress_topic() -> None:
     consumer = FakeConsumer().add(PROGRESS, 0, [], low=12, high=12)
     assert read_checkpoints(consumer, timeout=1) == {}
     assert consumer.assignments == []
+
+
+def test_a_checkpoint_of_another_source_cluster_is_ignored_and_one_of_this_one_kept() -> None:
+    """A source rebuilt after a loss has a new id: offsets checkpointed for the old one would skip its records."""
+    consumer = destination(copy(0, 40, cluster="oldCluster"), copy(1, 41, cluster="oldCluster"))
+    lost = Checkpoint(next=42, dest_topic=DEST, dest_next=2, source_cluster="oldCluster")
+    assert resume_at(consumer, lost) is None  # nothing copied from this source yet: it starts at its beginning
+    assert resume_at(destination(copy(0, 5)), Checkpoint(9, DEST, 1, SRC)) == 9
+
+
+def test_checkpoints_keep_their_source_cluster_through_progress() -> None:
+    written = Checkpoint(9, DEST, 1, SRC)
+    consumer = FakeConsumer().add(PROGRESS, 0, [FakeMessage(PROGRESS, 0, 0, b"f/orders/0", written.to_json())])
+    assert read_checkpoints(consumer) == {"f/orders/0": written}

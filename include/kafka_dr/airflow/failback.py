@@ -19,15 +19,17 @@ from typing import Any
 
 from airflow.sdk import get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
 
 from .. import reports
-from ..clients import ClientConfigError
+from ..clients import ClientConfigError, error_text
 from ..failback import republish as republishing
 from ..failback.resync import resync_flows
 from ..failback.unreplicated import MeasureError, Unreplicated, UnreplicatedRange, measure
 from ..schema_registry import RegistryError, redirect
 from ..state import subdir
-from ..topology import TopologyError, load_topology
+from ..topology import INTERNAL_TOPIC_PREFIX, TopologyError, load_topology
 from . import topology_path
 from .common import timed, write_report
 from .failover import check_groups_and_clients
@@ -149,19 +151,22 @@ def _add_exact_rpo(restored: str, serving: str, unreplicated: dict[str, Any], fa
 @task
 @timed
 def prepare_switch_back(plan: dict[str, Any]) -> dict[str, Any]:
-    """The flows that resync (the topology's flows back, else the inverses of the flows out, in a derived topology
-    file under the state dir) and the switch back as dr_failover's tasks take it: a planned failover from the
-    serving cluster to the restored one, moving only the aliases at home in the restored cluster."""
-    if plan["mode"] == "data_lost":
-        raise AirflowFailException(
-            "mode data_lost is not built yet (restoring a wiped cluster: issue 10); nothing changed after the report"
-        )
+    """The flows that resync (the topology's flows back, and the inverses of the flows out for the serving cluster's
+    topics no flow back covers, in a derived topology file under the state dir: kafka_dr.failback.resync) and the
+    switch back as dr_failover's tasks take it: a planned failover from the serving cluster to the restored one,
+    moving only the aliases at home in the restored cluster."""
     run_id = get_current_context()["run_id"]
     derived = subdir("failback") / f"{re.sub(r'[^A-Za-z0-9._-]', '_', run_id)}.topology.yaml"
+    hook = KafkaClusterHook(plan["serving"], topology=load_topology(plan["topology"]))
     try:
-        topology, flows, inverse = resync_flows(Path(plan["topology"]), plan["restored"], plan["serving"], derived)
+        serving_topics = AdminClient(hook.client_config()).list_topics(timeout=30).topics
+        topology, flows, inverse = resync_flows(
+            Path(plan["topology"]), plan["restored"], plan["serving"], serving_topics, derived
+        )
     except TopologyError as exc:
         raise AirflowFailException(str(exc)) from None
+    except KafkaException as exc:
+        raise AirflowFailException(f"cluster {plan['serving']}: list topics failed: {error_text(exc)}") from None
     each = [{"flow": name, "topology": str(topology)} for name in flows]
     return {
         "topology": str(topology),
@@ -256,7 +261,8 @@ def failback_report(plan: dict[str, Any], results: dict[str, Any]) -> dict[str, 
     context = get_current_context()
     dag_id, run_id = context["dag"].dag_id, context["run_id"]
     runs = [*(results.pop("resync_runs", None) or []), *(results.pop("catch_up_runs", None) or [])]
-    results["resync"] = {"records": sum(r.get("records", 0) for r in runs)}
+    copied = [p for r in runs for p in r.get("partitions", []) if not p["topic"].startswith(INTERNAL_TOPIC_PREFIX)]
+    results["resync"] = {"records": sum(p["records"] for p in copied)}  # data records: heartbeats are not counted
     body = reports.failback_report(
         plan, results, dag_id=dag_id, run_id=run_id, run_started=context["dag_run"].start_date
     )

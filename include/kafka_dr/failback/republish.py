@@ -78,13 +78,20 @@ def skip_originals(topology: Topology, found: Unreplicated) -> dict[str, int]:
         if not ranges:
             continue
         serving = client_config(topology.cluster(flow.target))
+        restored_admin = AdminClient(client_config(topology.cluster(flow.source)))
+        source_cluster = restored_admin.describe_cluster(request_timeout=10).result().cluster_id
         dests = {(flow.destination_topic(topic), partition) for _, topic, partition in ranges}
         dest_ends = end_offsets(AdminClient(serving), sorted(dests), IsolationLevel.READ_COMMITTED)
         records = []
         for (_, topic, partition), partition_ranges in ranges.items():
             after = max(r.to_offset for r in partition_ranges) + 1
             dest = flow.destination_topic(topic)
-            checkpoint = {"next": after, "dest_topic": dest, "dest_next": dest_ends[(dest, partition)]}
+            checkpoint = {
+                "next": after,
+                "dest_topic": dest,
+                "dest_next": dest_ends[(dest, partition)],
+                "source_cluster": source_cluster,
+            }
             records.append((f"{flow.name}/{topic}/{partition}".encode(), checkpoint))
             moved[f"{flow.name} {topic}[{partition}]"] = after
         put_records(serving, PROGRESS, records)

@@ -1,52 +1,66 @@
 """Which flows copy the serving cluster's records back into a restored cluster.
 
-The topology's own flows from the serving cluster into the restored one, when it has any (active-active). Otherwise
-the inverse of each flow out of the restored cluster: same topics (destination names), groups and provenance, named
-`<flow>.failback`, written with the rest of the topology into a derived file the replication job reads. The cycle
-rule keeps the restored cluster's own records, copied out before the disaster, from coming back; a forward flow that
-renames topics has no inverse here and is refused with one line (add a flow back to the topology instead).
+The topology's own flows from the serving cluster into the restored one (active-active), and for every topic of the
+serving cluster that a flow out of the restored cluster fills but no flow back covers, the inverse of that flow:
+`<flow>.failback`, serving -> restored, over exactly those topics, with the flow's groups and provenance. Inverses
+are written with the rest of the topology into a derived file that the replication and translation jobs read. The
+cycle rule keeps the restored cluster's own records from coming back (data kept); a wiped cluster has a new id, so
+every record comes back, those that first came from it included (data lost). A forward flow that renames topics has
+no inverse here: the topology needs a flow back for them, and says so in one line.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from ..topology import Flow, TopologyError, load_topology
+from ..topology import INTERNAL_TOPIC_PREFIX, Flow, TopologyError, load_topology
 
 
-def resync_flows(topology_file: Path, restored: str, serving: str, derived_file: Path) -> tuple[Path, list[str], bool]:
-    """The topology file the resync reads, the names of its flows serving -> restored, and whether they are inverses
-    made here (then `derived_file` holds the topology with them added)."""
+def resync_flows(
+    topology_file: Path, restored: str, serving: str, serving_topics: Iterable[str], derived_file: Path
+) -> tuple[Path, list[str], list[str]]:
+    """The topology file the resync reads (`derived_file` when inverses were made), the names of its flows serving ->
+    restored, and which of them are inverses made here."""
     topology = load_topology(topology_file)
-    back = [f.name for f in topology.flows if f.source == serving and f.target == restored]
-    if back:
-        return topology_file, back, False
-    forward = [f for f in topology.flows if f.source == restored and f.target == serving]
+    back = [f for f in topology.flows if f.source == serving and f.target == restored]
+    inverses = []
+    for flow in (f for f in topology.flows if f.source == restored and f.target == serving):
+        uncovered = sorted(
+            t
+            for t in serving_topics
+            if not t.startswith(INTERNAL_TOPIC_PREFIX)
+            and flow.topics.matches(t)
+            and not any(b.topics.matches(t) for b in back)
+        )
+        if uncovered and flow.rename:
+            raise TopologyError(
+                f"flow {flow.name} renames topics, so it has no inverse to resync {', '.join(uncovered)} with: add a "
+                f"flow from {serving} to {restored} to the topology"
+            )
+        if uncovered:
+            inverses.append(_inverse(flow, uncovered))
+    names = [f.name for f in back] + [f["name"] for f in inverses]
+    if not inverses:
+        return topology_file, names, []
     data = yaml.safe_load(topology_file.read_text(encoding="utf-8"))
-    data["flows"] = [*(data.get("flows") or []), *(_inverse(f) for f in forward)]
+    data["flows"] = [*(data.get("flows") or []), *inverses]
     derived_file.parent.mkdir(parents=True, exist_ok=True)
     derived_file.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     load_topology(derived_file)  # refused here, with its line, rather than by the job
-    return derived_file, [f"{f.name}.failback" for f in forward], True
+    return derived_file, names, [f["name"] for f in inverses]
 
 
-def _inverse(flow: Flow) -> dict[str, Any]:
-    if flow.rename:
-        raise TopologyError(
-            f"flow {flow.name} renames topics, so it has no inverse to resync with: add a flow from {flow.target} to "
-            f"{flow.source} to the topology"
-        )
+def _inverse(flow: Flow, topics: list[str]) -> dict[str, Any]:
     return {
         "name": f"{flow.name}.failback",
         "source": flow.target,
         "target": flow.source,
-        "topics": {
-            "include": [p.pattern for p in flow.topics.include],
-            "exclude": [p.pattern for p in flow.topics.exclude],
-        },
+        "topics": {"include": [re.escape(t) for t in topics]},
         "provenance": flow.provenance,
         "sync_topic_configs": flow.sync_topic_configs,
         "groups": {

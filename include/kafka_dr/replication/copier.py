@@ -460,7 +460,7 @@ def _checkpoint(clients: _Clients, parts: list[_Partition], writers: dict[int, _
         key = partition_key(task.flow, task.topic, task.partition)
         dest_next = _dest_end(task, clients)
         p.writer.dirty = True
-        records = [(PROGRESS, Checkpoint(p.position, task.dest_topic, dest_next).to_json())]
+        records = [(PROGRESS, Checkpoint(p.position, task.dest_topic, dest_next, task.source_cluster_id).to_json())]
         if p.chunk_first is not None:
             sync = {"source": p.chunk_first, "dest": result.dest_watermarks[-1], "dest_topic": task.dest_topic}
             records.append((OFFSET_SYNCS, json.dumps(sync).encode()))

@@ -25,9 +25,13 @@ class Checkpoint:
     next: int  # next source offset to copy
     dest_topic: str
     dest_next: int  # destination log end offset when the checkpoint was written
+    source_cluster: str | None = None  # id of the source cluster whose offsets these are (None: written before ids)
 
     def to_json(self) -> bytes:
-        return json.dumps({"next": self.next, "dest_topic": self.dest_topic, "dest_next": self.dest_next}).encode()
+        data = {"next": self.next, "dest_topic": self.dest_topic, "dest_next": self.dest_next}
+        if self.source_cluster is not None:
+            data["source_cluster"] = self.source_cluster
+        return json.dumps(data).encode()
 
 
 def read_checkpoints(consumer: Consumer, timeout: float = 10.0) -> dict[str, Checkpoint]:
@@ -41,7 +45,9 @@ def read_checkpoints(consumer: Consumer, timeout: float = 10.0) -> dict[str, Che
             continue
         data = json.loads(value)
         if "next" in data:
-            entries[key.decode()] = Checkpoint(data["next"], data["dest_topic"], data["dest_next"])
+            entries[key.decode()] = Checkpoint(
+                data["next"], data["dest_topic"], data["dest_next"], data.get("source_cluster")
+            )
     return entries
 
 
@@ -88,11 +94,14 @@ def resume_offset(
     A checkpoint is committed with the copies it covers, so it holds even when another producer's
     open transaction hides them; copies committed after such a transaction are found by the copy
     task's take-over (copier.py), which reads on from the stable offset. A checkpoint past the
-    destination's `high_watermark` belongs to a topic since deleted and re-created: it is ignored.
+    destination's `high_watermark` belongs to a topic since deleted and re-created, and one naming another source
+    cluster id to a source cluster since rebuilt (a failback's `data_lost`): both are ignored.
     """
     low, stable = consumer.get_watermark_offsets(TopicPartition(dest_topic, partition), timeout=timeout)
     origin = (source_cluster_id, source_topic, partition)
     ceiling = stable if high_watermark is None else high_watermark
+    if checkpoint is not None and checkpoint.source_cluster not in (None, source_cluster_id):
+        checkpoint = None  # offsets of a source cluster since lost and rebuilt (a new id): they mean nothing here
     if checkpoint is not None and checkpoint.dest_topic == dest_topic and low <= checkpoint.dest_next <= ceiling:
         last = last_copy(consumer, dest_topic, partition, checkpoint.dest_next, stable, origin, timeout)
         return checkpoint.next if last is None else max(last + 1, checkpoint.next)
