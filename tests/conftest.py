@@ -18,11 +18,13 @@ AIRFLOW_HALF = ("airflow", "unit")
 # Conformance's group tests (mostly waiting out session timeouts, on brokers of their own) even the halves out:
 # without them the broker half took about 400 s of a 330 + 400 s suite.
 BALANCE = ("tests/conformance/test_groups.py",)
+BROKER_HALF = ("tests/airflow/test_dr_failback_cycles.py",)  # Airflow tests that even the halves out
 
 
 def half(nodeid: str) -> str:
     """The half a test belongs to, "airflow" or "brokers", from its node id (tests/<dir>/...)."""
-    if nodeid.split("/")[1] in AIRFLOW_HALF or nodeid.split("::")[0] in BALANCE:
+    path = nodeid.split("::")[0]
+    if (nodeid.split("/")[1] in AIRFLOW_HALF and path not in BROKER_HALF) or path in BALANCE:
         return "airflow"
     return "brokers"
 

@@ -15,6 +15,8 @@ import pytest
 from support.airflow import DagRunResult, configure_environment, execution_api, migrate_db, run_dag
 from support.stack import Stack, running_stack
 
+from kafka_dr.local.stack import LocalStack
+
 SESSION_DIR = Path(tempfile.mkdtemp(prefix="kdr-airflow-tests-"))
 configure_environment(SESSION_DIR)
 
@@ -38,6 +40,20 @@ def dags(airflow_db: Path) -> dict[str, Any]:
     bag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
     assert not bag.import_errors, bag.import_errors
     return bag.dags
+
+
+@pytest.fixture
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A test's own KDR_STATE_DIR: tracked replicators, client aliases and reports start empty."""
+    monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
+    return tmp_path / "state"
+
+
+@pytest.fixture(scope="module")
+def own_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    """A stack of the module's own, for tests that stop, wipe or redirect its clusters."""
+    with running_stack(tmp_path_factory.mktemp("own-stack")) as running:
+        yield running.local
 
 
 @pytest.fixture(scope="session")

@@ -1,25 +1,34 @@
 """dr_failback with dag.test() on an embedded stack of its own: the white paper's disaster (seed 004) followed by a
-failback that measures exactly what never left dc1 and, with `unreplicated=report`, stops before anything changes;
-a dry run; bad params that fail at the first task with nothing changed."""
+failback that measures exactly what never left dc1 and, with `unreplicated=report`, stops before anything changes,
+then a dry run and `republish`; seed 001, a lost cluster restored with `data_lost`; `discard`; bad params that fail
+at the first task with nothing changed. Three cycles in a row are in test_dr_failback_cycles.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from airflow.utils.state import DagRunState, TaskInstanceState
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
-from support.drills import committed, fail_over, produce, states_of, subprocess_run, write_topology
-from support.stack import running_stack
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from support.drills import (
+    committed,
+    fail_back,
+    fail_over,
+    high_watermarks,
+    produce,
+    read_and_commit,
+    send,
+    states_of,
+    subprocess_run,
+    values_of,
+    write_topology,
+)
 
 from kafka_dr import client_switch
-from kafka_dr.clients import read_committed
-from kafka_dr.local.stack import LocalStack
 from kafka_dr.replication import replicators
 from kafka_dr.replication.copier import close_clients, copy_ranges
 from kafka_dr.replication.planner import FlowContext
@@ -28,40 +37,11 @@ from kafka_dr.topology import load_topology
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-@pytest.fixture(scope="module")
-def fb_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
-    """A stack of this module's own: its tests stop and start dc1."""
-    with running_stack(tmp_path_factory.mktemp("failback-stack")) as running:
-        yield running.local
-
-
-@pytest.fixture
-def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
-    return tmp_path / "state"
-
-
-def fail_back(dags: dict[str, Any], topology: Path, **conf: Any) -> Any:
-    """dr_failback dc2 -> dc1 with every param given: dag.test() keeps params of an earlier run's conf."""
-    params = {"restored_cluster": "dc1", "serving_cluster": "dc2", "mode": "data_kept", "unreplicated": "report"}
-    params |= {"groups": ".*", "dry_run": False, **conf}
-    return dags["dr_failback"].test(run_conf={"topology": str(topology), **params})
-
-
-def high_watermarks(bootstrap: str) -> dict[tuple[str, int], int]:
-    """Every partition's high watermark but the running registries' own (their leader election writes on)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    topics = admin.list_topics(timeout=10).topics
-    tps = [TopicPartition(t, p) for t, meta in topics.items() if t != "_schemas_leader" for p in meta.partitions]
-    futures = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}, request_timeout=10)
-    return {(tp.topic, tp.partition): f.result(10).offset for tp, f in futures.items()}
-
-
-def test_bad_params_fail_at_the_first_task_and_change_nothing(dags, fb_stack, state, tmp_path):
-    topology = write_topology(fb_stack, tmp_path / "t.yaml", "untouched", registry=False)
+def test_bad_params_fail_at_the_first_task_and_change_nothing(dags, own_stack, state, tmp_path):
+    topology = write_topology(own_stack, tmp_path / "t.yaml", "untouched", registry=False)
     unrelated = tmp_path / "unrelated.yaml"
     unrelated.write_text(topology.read_text().split("flows:")[0] + "flows: []\n")
-    before = (high_watermarks(fb_stack.config.dc("dc1").broker_address), client_switch.history())
+    before = (high_watermarks(own_stack.config.dc("dc1").broker_address), client_switch.history())
     for conf, line in (
         ({"serving_cluster": "dc1"}, "params restored_cluster and serving_cluster are both 'dc1'"),
         ({"groups": "billing("}, "param groups: bad regex 'billing('"),
@@ -74,24 +54,24 @@ def test_bad_params_fail_at_the_first_task_and_change_nothing(dags, fb_stack, st
             states,
         )
         assert all(s != TaskInstanceState.SUCCESS for s in states.values()), states
-    fb_stack.stop("dc1")
+    own_stack.stop("dc1")
     try:
         run = fail_back(dags, topology)
         assert states_of(run)["validate_failback"] == TaskInstanceState.FAILED
     finally:
-        fb_stack.start("dc1")
-    assert (high_watermarks(fb_stack.config.dc("dc1").broker_address), client_switch.history()) == before
+        own_stack.start("dc1")
+    assert (high_watermarks(own_stack.config.dc("dc1").broker_address), client_switch.history()) == before
     assert not (state / "reports").exists() or not list((state / "reports").glob("dr_failback-*"))
 
 
-def test_white_paper_failback_report_dry_run_then_republish(dags, fb_stack, state, tmp_path, capfd):
+def test_white_paper_failback_report_dry_run_then_republish(dags, own_stack, state, tmp_path, capfd):
     """10,000 records in dc1, 9,998 replicated, a disaster failover to dc2, 500 records produced in dc2 and a group
     reading there, dc1 back with its data: `report` stops with exactly 2 records (dc1 offsets 9,998-9,999), the
     failover report gains the exact figure beside its estimate, and nothing changed; a dry run does the same and
     succeeds; `republish` then ends with the group back in dc1 having read each of the 10,500 records once overall
     and dc1 holding the 500."""
-    dc1, dc2 = fb_stack.config.dc("dc1"), fb_stack.config.dc("dc2")
-    topology = write_topology(fb_stack, tmp_path / "t.yaml", "orders", registry=False)
+    dc1, dc2 = own_stack.config.dc("dc1"), own_stack.config.dc("dc2")
+    topology = write_topology(own_stack, tmp_path / "t.yaml", "orders", registry=False)
     admin = AdminClient({"bootstrap.servers": dc1.broker_address})  # held until its futures resolve
     admin.create_topics([NewTopic("orders", 1)])["orders"].result(10)
     produce(dc1.broker_address, "orders", 0, 9_998)
@@ -104,10 +84,10 @@ def test_white_paper_failback_report_dry_run_then_republish(dags, fb_stack, stat
     group = ConsumerGroupTopicPartitions("billing", [TopicPartition("orders", 0, 8_000)])
     admin.alter_consumer_group_offsets([group])["billing"].result(15)
     subprocess_run("translate_offsets", "--topology", str(topology), "--flow", "wp-dc1-to-dc2")
-    fb_stack.stop("dc1")  # the disaster
+    own_stack.stop("dc1")  # the disaster
     assert fail_over(dags, topology, "disaster", groups="billing").state == DagRunState.SUCCESS
     produce(dc2.broker_address, "orders", 10_000, 500)  # the business goes on in dc2
-    fb_stack.start("dc1")  # back, with its data
+    own_stack.start("dc1")  # back, with its data
     before = (
         high_watermarks(dc1.broker_address),
         high_watermarks(dc2.broker_address),
@@ -174,54 +154,48 @@ def test_white_paper_failback_report_dry_run_then_republish(dags, fb_stack, stat
         replicators.stop("wp-dc1-to-dc2")
 
 
-def read_and_commit(bootstrap: str, group: str, topic: str, limit: int | None = None) -> list[bytes]:
-    """The values a consumer of `group` reads from its committed offset to the end (or `limit` of them), then
-    commits, as an application does."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": group,
-            "enable.partition.eof": True,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.subscribe([topic])
-    values, deadline = [], time.monotonic() + 60
-    while time.monotonic() < deadline:
-        message = consumer.poll(0.5)
-        if message is None:
-            continue
-        if message.error():
-            assert message.error().code() == KafkaError._PARTITION_EOF, message.error().str()
-            break
-        values.append(message.value())
-        if len(values) == limit:
-            consumer.commit(message, asynchronous=False)
-            break
-    else:
-        raise AssertionError(f"{group} did not reach the end of {topic} in 60 s")
-    if limit is None:
-        consumer.commit(asynchronous=False)
-    consumer.close()
-    return values
-
-
-def values_of(bootstrap: str, topic: str) -> list[bytes]:
-    """Every committed value of partition 0 of `topic`."""
-    config = {"bootstrap.servers": bootstrap}
-    end = high_watermarks(bootstrap)[(topic, 0)]
-    return [m.value() for m in read_committed(config, {(topic, 0): (0, end)}, 30)]
+def test_discard_leaves_the_records_that_never_left_unread_and_listed_and_the_flow_copies_what_comes_after(
+    dags, own_stack, state, tmp_path
+):
+    """dc1 comes back with 2 records dc2 never got; `discard` lists them in the report, leaves them where they are,
+    and the flow out of dc1, resumed, copies the next new record and never those 2."""
+    dc1, dc2 = own_stack.config.dc("dc1"), own_stack.config.dc("dc2")
+    topology = write_topology(own_stack, tmp_path / "t.yaml", "refunds", registry=False)
+    admin = AdminClient({"bootstrap.servers": dc1.broker_address})  # held until its futures resolve
+    admin.create_topics([NewTopic("refunds", 1)])["refunds"].result(10)
+    send(dc1.broker_address, "refunds", [f"refund {i}" for i in range(100)])
+    loaded = load_topology(topology)
+    context = FlowContext(loaded, loaded.flow("wp-dc1-to-dc2"))
+    copy_ranges([t if t.topic != "refunds" else dataclasses.replace(t, end=98) for t in context.plan().tasks])
+    context.close()
+    close_clients()
+    try:
+        run = fail_back(dags, topology, unreplicated="discard")
+        assert run.state == DagRunState.SUCCESS, states_of(run)
+        report = json.loads(sorted((state / "reports").glob("dr_failback-*.json"))[-1].read_text())
+        assert report["unreplicated"]["action"] == "discard" and report["unreplicated"]["records"] == 2
+        assert [(r["from_offset"], r["to_offset"]) for r in report["unreplicated"]["ranges"]] == [(98, 99)]
+        assert report["unreplicated"]["flows_moved"] == {"wp-dc1-to-dc2 refunds[0]": 100}
+        send(dc1.broker_address, "refunds", ["refund after"])
+        deadline = time.monotonic() + 90
+        while b"refund after" not in values_of(dc2.broker_address, "refunds") and time.monotonic() < deadline:
+            time.sleep(1)
+        assert values_of(dc2.broker_address, "refunds") == [f"refund {i}".encode() for i in range(98)] + [
+            b"refund after"
+        ]
+        assert values_of(dc1.broker_address, "refunds")[98:100] == [b"refund 98", b"refund 99"]  # nothing deleted
+    finally:
+        replicators.stop("wp-dc1-to-dc2")
 
 
 def test_seed_001_a_lost_cluster_comes_back_with_every_record_once_and_both_flows_run_again(
-    dags, fb_stack, state, tmp_path
+    dags, own_stack, state, tmp_path
 ):
     """Active-active topic1 plus a dc2-only topic; dc2 lost (wiped), its consumers failed over to dc1, dc2 started
     empty with a new cluster id; `data_lost` failback restores every record of both origins into dc2 once, dc2's group
     resumes where it was, both flows run again, and a new record on either side arrives once on the other and never
     returns."""
-    dc1, dc2 = fb_stack.config.dc("dc1"), fb_stack.config.dc("dc2")
+    dc1, dc2 = own_stack.config.dc("dc1"), own_stack.config.dc("dc2")
     path = tmp_path / "aa.yaml"
     path.write_text(
         f"""clusters:
@@ -249,7 +223,7 @@ clients:
     close_clients()
     read_before = read_and_commit(dc2.broker_address, "app2", "topic1")  # app2 read everything in dc2
     subprocess_run("translate_offsets", "--topology", str(path), "--flow", "aa-dc2-to-dc1")  # checkpoints in dc1
-    fb_stack.wipe("dc2")  # the loss
+    own_stack.wipe("dc2")  # the loss
     failover = dags["dr_failover"].test(
         run_conf={
             "topology": str(path),
@@ -266,7 +240,7 @@ clients:
     both = [f"dc1-{i}" for i in range(100)] + [f"dc2-{i}" for i in range(100)]
     assert sorted(read_before) == sorted(v.encode() for v in both)
     assert read_in_dc1 == [f"dc1-late-{i}".encode() for i in range(5)]
-    fb_stack.start("dc2")  # empty, with a new cluster id
+    own_stack.start("dc2")  # empty, with a new cluster id
 
     try:
         run = fail_back(dags, path, restored_cluster="dc2", serving_cluster="dc1", mode="data_lost")
@@ -297,10 +271,3 @@ clients:
     finally:
         for flow in ("aa-dc1-to-dc2", "aa-dc2-to-dc1"):
             replicators.stop(flow)
-
-
-def send(bootstrap: str, topic: str, values: list[str]) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    for value in values:
-        producer.produce(topic, value=value.encode(), partition=0)
-    assert producer.flush(30) == 0

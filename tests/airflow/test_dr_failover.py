@@ -8,8 +8,6 @@ import json
 import os
 import signal
 import subprocess
-from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -21,7 +19,6 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from support.drills import committed, fail_over, produce, read_rest, states_of, subprocess_run, write_topology
-from support.stack import running_stack
 
 from kafka_dr import client_switch
 from kafka_dr.local.stack import LocalStack
@@ -35,28 +32,15 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 USER_SCHEMA = json.dumps({"type": "record", "name": "User", "fields": [{"name": "name", "type": "string"}]})
 
 
-@pytest.fixture(scope="module")
-def dr_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
-    """A stack of this module's own: its failovers stop dc1 and redirect the registries."""
-    with running_stack(tmp_path_factory.mktemp("failover-stack")) as running:
-        yield running.local
-
-
-@pytest.fixture
-def state(tmp_path, monkeypatch) -> Path:
-    monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
-    return tmp_path / "state"
-
-
-def test_bad_params_fail_at_the_first_task_and_change_nothing(dags, dr_stack, state, tmp_path):
-    topology = write_topology(dr_stack, tmp_path / "t.yaml", "untouched")
-    dc2 = dr_stack.config.dc("dc2")
+def test_bad_params_fail_at_the_first_task_and_change_nothing(dags, own_stack, state, tmp_path):
+    topology = write_topology(own_stack, tmp_path / "t.yaml", "untouched")
+    dc2 = own_stack.config.dc("dc2")
     admin = AdminClient({"bootstrap.servers": dc2.broker_address})  # held until its futures resolve
     admin.create_topics([NewTopic("untouched", 1)])["untouched"].result(10)
     admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions("idle-app", [TopicPartition("untouched", 0, 0)])])[
         "idle-app"
     ].result(15)
-    before = (committed(dc2.broker_address, "idle-app"), dr_stack.config.dc("dc2"))
+    before = (committed(dc2.broker_address, "idle-app"), own_stack.config.dc("dc2"))
     for conf in (
         {"failed_cluster": "dc1", "target_cluster": "dc1"},
         {"groups": "billing("},
@@ -78,14 +62,14 @@ def test_bad_params_fail_at_the_first_task_and_change_nothing(dags, dr_stack, st
         dags["dr_failover"].test(
             run_conf={"topology": str(topology), "failed_cluster": "dc9", "target_cluster": "dc2", "mode": "disaster"}
         )
-    assert (committed(dc2.broker_address, "idle-app"), LocalStack(dr_stack.data_dir).config.dc("dc2")) == before
+    assert (committed(dc2.broker_address, "idle-app"), LocalStack(own_stack.data_dir).config.dc("dc2")) == before
     assert client_switch.history() == []
 
 
-def test_planned_failover_loses_nothing_and_consumers_resume_without_duplicates(dags, dr_stack, state, tmp_path):
+def test_planned_failover_loses_nothing_and_consumers_resume_without_duplicates(dags, own_stack, state, tmp_path):
     """dc1 still up: producers move first, the lag drains to 0, then offsets and consumers move. RPO 0."""
-    dc1, dc2 = dr_stack.config.dc("dc1"), dr_stack.config.dc("dc2")
-    topology = write_topology(dr_stack, tmp_path / "t.yaml", "payments", registry=False)
+    dc1, dc2 = own_stack.config.dc("dc1"), own_stack.config.dc("dc2")
+    topology = write_topology(own_stack, tmp_path / "t.yaml", "payments", registry=False)
     admin = AdminClient({"bootstrap.servers": dc1.broker_address})  # held until its futures resolve
     admin.create_topics([NewTopic("payments", 1)])["payments"].result(10)
     produce(dc1.broker_address, "payments", 0, 5_000)
@@ -112,12 +96,12 @@ def test_planned_failover_loses_nothing_and_consumers_resume_without_duplicates(
 
 
 def test_failover_fails_while_a_replicator_the_tracker_does_not_know_still_copies(
-    dags, dr_stack, state, tmp_path, capfd
+    dags, own_stack, state, tmp_path, capfd
 ):
     """A replicator of the failed side started outside this host's tracker (another host, a lost state dir):
     stop_replication finds nothing to stop, and verify sees its progress in dc2 and fails the run naming it."""
-    dc1 = dr_stack.config.dc("dc1")
-    topology = write_topology(dr_stack, tmp_path / "t.yaml", "refunds", registry=False)
+    dc1 = own_stack.config.dc("dc1")
+    topology = write_topology(own_stack, tmp_path / "t.yaml", "refunds", registry=False)
     admin = AdminClient({"bootstrap.servers": dc1.broker_address})  # held until its futures resolve
     admin.create_topics([NewTopic("refunds", 1)])["refunds"].result(10)
     produce(dc1.broker_address, "refunds", 0, 100)
@@ -143,12 +127,12 @@ def test_failover_fails_while_a_replicator_the_tracker_does_not_know_still_copie
     assert "AirflowFailException: flow wp-dc1-to-dc2 still copies into dc2" in "".join(capfd.readouterr())
 
 
-def test_white_paper_disaster_failover(dags, dr_stack, state, tmp_path):
+def test_white_paper_disaster_failover(dags, own_stack, state, tmp_path):
     """10,000 records in dc1, 9,998 replicated, a group that read 8,000; dc1 lost; dr_failover (disaster):
     the group resumes in dc2 at origin offset 8,000 and reads exactly the other 1,998; RPO = 2; dc2's
     registry registers new ids; clients point at dc2."""
-    dc1, dc2 = dr_stack.config.dc("dc1"), dr_stack.config.dc("dc2")
-    topology = write_topology(dr_stack, tmp_path / "t.yaml", "orders")
+    dc1, dc2 = own_stack.config.dc("dc1"), own_stack.config.dc("dc2")
+    topology = write_topology(own_stack, tmp_path / "t.yaml", "orders")
     admin = AdminClient({"bootstrap.servers": dc1.broker_address})  # held until its futures resolve
     admin.create_topics([NewTopic("orders", 1)])["orders"].result(10)
     registry1 = SchemaRegistryClient({"url": dc1.registry_url})
@@ -165,7 +149,7 @@ def test_white_paper_disaster_failover(dags, dr_stack, state, tmp_path):
     ].result(15)
     checkpoint = subprocess_run("translate_offsets", "--topology", str(topology), "--flow", "wp-dc1-to-dc2")
     assert checkpoint["groups"]["billing"][0]["dest_offset"] == 8_000
-    dr_stack.stop("dc1")  # the disaster
+    own_stack.stop("dc1")  # the disaster
 
     run = fail_over(dags, topology, "disaster", groups="billing")
     states = states_of(run)

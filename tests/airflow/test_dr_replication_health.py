@@ -34,12 +34,6 @@ def dag(airflow_db: Path) -> Any:
     return load_dag("dr_replication_health")
 
 
-@pytest.fixture
-def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
-    return tmp_path / "state"
-
-
 def produce(stack: Stack, count: int) -> None:
     producer = Producer({"bootstrap.servers": stack.bootstrap("dc1"), "linger.ms": 5})
     for i in range(count):

@@ -1,6 +1,7 @@
 """What the failover and failback DAG tests share: a topology over the local stack with the white paper's flow and
-client aliases, producing and reading orders, a group's committed offsets, DAG runs through dag.test() and their task
-states, and a Spark job that must succeed."""
+client aliases, producing and reading records, a group's committed offsets and reads as an application does, high
+watermarks, in-process copies of a flow, DAG runs through dag.test() and their task states, and a Spark job that must
+succeed."""
 
 from __future__ import annotations
 
@@ -9,11 +10,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, Producer
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from kafka_dr.clients import read_committed
 from kafka_dr.local.stack import LocalStack
+from kafka_dr.replication.copier import close_clients, copy_ranges
+from kafka_dr.replication.planner import FlowContext
 from kafka_dr.replication.provenance import hops
+from kafka_dr.topology import Topology
 
 from .spark import submit
 from .topology import restart_registry_command
@@ -102,3 +107,74 @@ def subprocess_run(job: str, *args: str) -> dict[str, Any]:
     code, summary, err = submit(job, *args)
     assert code == 0 and summary, err[-3000:]
     return summary
+
+
+def fail_back(dags: dict[str, Any], topology: Path, **conf: Any) -> Any:
+    """dr_failback dc2 -> dc1 with every param given: dag.test() keeps params of an earlier run's conf."""
+    params = {"restored_cluster": "dc1", "serving_cluster": "dc2", "mode": "data_kept", "unreplicated": "report"}
+    params |= {"groups": ".*", "dry_run": False, **conf}
+    return dags["dr_failback"].test(run_conf={"topology": str(topology), **params})
+
+
+def high_watermarks(bootstrap: str) -> dict[tuple[str, int], int]:
+    """Every partition's high watermark but the running registries' own (their leader election writes on)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topics = admin.list_topics(timeout=10).topics
+    tps = [TopicPartition(t, p) for t, meta in topics.items() if t != "_schemas_leader" for p in meta.partitions]
+    futures = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}, request_timeout=10)
+    return {(tp.topic, tp.partition): f.result(10).offset for tp, f in futures.items()}
+
+
+def read_and_commit(bootstrap: str, group: str, topic: str, limit: int | None = None) -> list[bytes]:
+    """The values a consumer of `group` reads from its committed offset to the end (or `limit` of them), then
+    commits, as an application does."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    values, deadline = [], time.monotonic() + 60
+    while time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is None:
+            continue
+        if message.error():
+            assert message.error().code() == KafkaError._PARTITION_EOF, message.error().str()
+            break
+        values.append(message.value())
+        if len(values) == limit:
+            consumer.commit(message, asynchronous=False)
+            break
+    else:
+        raise AssertionError(f"{group} did not reach the end of {topic} in 60 s")
+    if limit is None:
+        consumer.commit(asynchronous=False)
+    consumer.close()
+    return values
+
+
+def values_of(bootstrap: str, topic: str) -> list[bytes]:
+    """Every committed value of partition 0 of `topic`."""
+    config = {"bootstrap.servers": bootstrap}
+    end = high_watermarks(bootstrap)[(topic, 0)]
+    return [m.value() for m in read_committed(config, {(topic, 0): (0, end)}, 30)]
+
+
+def send(bootstrap: str, topic: str, values: list[str]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for value in values:
+        producer.produce(topic, value=value.encode(), partition=0)
+    assert producer.flush(30) == 0
+
+
+def copy_flow(topology: Topology, flow: str) -> None:
+    """A bounded copy of the flow, in process, as a replicator that is caught up has done."""
+    context = FlowContext(topology, topology.flow(flow))
+    copy_ranges(context.plan().tasks)
+    context.close()
+    close_clients()

@@ -272,9 +272,13 @@ def copy_ranges(
         )
         for p in parts:
             p.result.dest_end = ends[(p.task.dest_topic, p.task.partition)]
-    except BaseException:
+    except BaseException as exc:
         for writer in writers.values():
             _abort(writer)  # lets read_committed consumers go past it now, not at the transaction timeout
+        if isinstance(exc, KafkaException) and is_fenced(exc.args[0]):
+            # Whichever call met the newer writer first (librdkafka reports it from several), the same one line:
+            # the replicator's driver tells a fenced task from a failed one by it.
+            raise _write_error(first, exc.args[0]) from None
         raise
     finally:
         consumer.unassign()

@@ -1,0 +1,102 @@
+"""Three planned failover and failback cycles in a row with dag.test() on an embedded stack of their own, in a module
+of their own so that the test halves stay even (tests/conftest.py `BROKER_HALF`)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from airflow.utils.state import DagRunState
+from confluent_kafka.admin import AdminClient, NewTopic
+from support.drills import (
+    copy_flow,
+    fail_back,
+    high_watermarks,
+    send,
+    states_of,
+)
+
+from kafka_dr import client_switch
+from kafka_dr.clients import read_committed
+from kafka_dr.replication import replicators
+from kafka_dr.replication.provenance import hops
+from kafka_dr.topology import load_topology
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def test_three_planned_failover_and_failback_cycles_lose_nothing_and_duplicate_nothing(
+    dags, own_stack, state, tmp_path
+):
+    """Active-active: three times in a row a planned failover dc1 -> dc2, records produced in dc2, and a failback:
+    RPO 0 each time (failover and failback agree), every record once in each cluster, and no provenance chain longer
+    than the one hop each record actually took."""
+    dc1, dc2 = own_stack.config.dc("dc1"), own_stack.config.dc("dc2")
+    path = tmp_path / "cycles.yaml"
+    path.write_text(
+        f"""clusters:
+  dc1: {{bootstrap_servers: "{dc1.broker_address}"}}
+  dc2: {{bootstrap_servers: "{dc2.broker_address}"}}
+flows:
+  - {{name: cy-dc1-to-dc2, source: dc1, target: dc2, topics: {{include: ["cycles"]}}}}
+  - {{name: cy-dc2-to-dc1, source: dc2, target: dc1, topics: {{include: ["cycles"]}}}}
+clients:
+  cy-producer: {{cluster: dc1, role: producer}}
+  cy-consumer: {{cluster: dc1, role: consumer}}
+"""
+    )
+    topology = load_topology(path)
+    for broker in (dc1, dc2):
+        admin = AdminClient({"bootstrap.servers": broker.broker_address})  # held until its future resolves
+        admin.create_topics([NewTopic("cycles", 1)])["cycles"].result(10)
+    expected: list[str] = []
+    try:
+        for cycle in range(3):
+            batch = [f"c{cycle}-dc1-{i}" for i in range(50)]
+            send(dc1.broker_address, "cycles", batch)
+            expected += batch
+            copy_flow(topology, "cy-dc1-to-dc2")  # replication caught up before the planned failover
+            failover = dags["dr_failover"].test(
+                run_conf={
+                    "topology": str(path),
+                    "failed_cluster": "dc1",
+                    "target_cluster": "dc2",
+                    "mode": "planned",
+                    "groups": ".*",
+                    "reset_to_datetime": None,
+                }
+            )
+            assert failover.state == DagRunState.SUCCESS, (cycle, states_of(failover))
+            batch = [f"c{cycle}-dc2-{i}" for i in range(50)]
+            send(dc2.broker_address, "cycles", batch)
+            expected += batch
+            run = fail_back(dags, path)
+            assert run.state == DagRunState.SUCCESS, (cycle, states_of(run))
+            for flow in ("cy-dc1-to-dc2", "cy-dc2-to-dc1"):
+                replicators.stop(flow)
+            reports_dir = state / "reports"
+            failover_report = json.loads(sorted(reports_dir.glob("dr_failover-*.json"))[-1].read_text())
+            failback_report = json.loads(sorted(reports_dir.glob("dr_failback-*.json"))[-1].read_text())
+            assert (failover_report["rpo"]["records"], failover_report["rpo"]["exact"]) == (0, True), cycle
+            assert failback_report["unreplicated"]["records"] == 0, cycle
+            assert {s.alias: s.active for s in client_switch.states(topology)} == {
+                "cy-producer": "dc1",
+                "cy-consumer": "dc1",
+            }
+        for flow in ("cy-dc1-to-dc2", "cy-dc2-to-dc1"):
+            copy_flow(topology, flow)  # whatever the stopped replicators had left
+        for broker in (dc1, dc2):
+            records = read_committed(
+                {"bootstrap.servers": broker.broker_address},
+                {("cycles", 0): (0, high_watermarks(broker.broker_address)[("cycles", 0)])},
+                30,
+            )
+            values, longest = [], 0
+            for message in records:
+                values.append(message.value().decode())
+                longest = max(longest, len(hops(message.headers())))
+            assert sorted(values) == sorted(expected), broker.name  # every record once in each cluster
+            assert longest == 1, broker.name  # a copy took one hop, and never came back for a second
+    finally:
+        for flow in ("cy-dc1-to-dc2", "cy-dc2-to-dc1"):
+            replicators.stop(flow)
