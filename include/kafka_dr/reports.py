@@ -89,10 +89,7 @@ def failover_report(
     start = run_started or datetime.fromisoformat(plan["step"]["started"])
     switched = results.get("switch_consumers") or {}
     translations = results.get("translations") or []
-    steps = {"validate": plan["step"]}
-    steps.update(
-        {name: value["step"] for name, value in results.items() if isinstance(value, Mapping) and "step" in value}
-    )
+    steps = _steps(plan, results)
     steps.update({f"translate_offsets {t.get('flow')}": {"seconds": t.get("seconds")} for t in translations})
     return {
         "dag_id": dag_id,
@@ -134,15 +131,26 @@ def failover_page(body: Mapping[str, Any]) -> str:
     lines += [
         f"- schema registry: {json.dumps(body['schema_registry'], default=str)}",
         f"- clients moved: {', '.join(body['clients']['producers_first'] + body['clients']['moved']) or 'none'}",
-        "",
-        "| step | started | ended | seconds |",
-        "|---|---|---|---|",
     ]
-    lines += [
+    return "\n".join(lines + _step_table(body["steps"])) + "\n"
+
+
+def _steps(plan: Mapping[str, Any], results: Mapping[str, Any]) -> dict[str, Any]:
+    """Validation's step, then each later task's that recorded one (`timed`), by task name."""
+    steps = {"validate": plan["step"]}
+    steps.update(
+        {name: value["step"] for name, value in results.items() if isinstance(value, Mapping) and "step" in value}
+    )
+    return steps
+
+
+def _step_table(steps: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The Markdown table of a report page: each step's start, end and seconds."""
+    rows = [
         f"| {name} | {step.get('started', '')} | {step.get('ended', '')} | {_cell(step_seconds(step))} |"
-        for name, step in body["steps"].items()
+        for name, step in steps.items()
     ]
-    return "\n".join(lines) + "\n"
+    return ["", "| step | started | ended | seconds |", "|---|---|---|---|", *rows]
 
 
 def _cell(value: float | None) -> str:
@@ -162,10 +170,7 @@ def failback_report(
     when clients were back). Steps not run yet are absent, and so are their figures (None)."""
     start = run_started or datetime.fromisoformat(plan["step"]["started"])
     measured = results.get("measure_unreplicated") or {}
-    steps = {"validate": plan["step"]}
-    steps.update(
-        {name: value["step"] for name, value in results.items() if isinstance(value, Mapping) and "step" in value}
-    )
+    steps = _steps(plan, results)
     return {
         "dag_id": dag_id,
         "run_id": run_id,
@@ -217,15 +222,8 @@ def failback_page(body: Mapping[str, Any]) -> str:
     lines += [
         f"- records resynced: {_cell(body['resynced']['records']) or 'not yet'}",
         f"- **RTO: {body['rto_seconds']} s** (trigger to clients back)",
-        "",
-        "| step | started | ended | seconds |",
-        "|---|---|---|---|",
     ]
-    lines += [
-        f"| {name} | {step.get('started', '')} | {step.get('ended', '')} | {_cell(step_seconds(step))} |"
-        for name, step in body["steps"].items()
-    ]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _step_table(body["steps"])) + "\n"
 
 
 def with_exact_rpo(failover: Mapping[str, Any], unreplicated: Mapping[str, Any], failback_run: str) -> dict[str, Any]:

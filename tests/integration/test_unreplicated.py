@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
-from support.kafka import create_topic
+from confluent_kafka.admin import AdminClient
+from support.kafka import create_topic, high_watermarks
 from support.servers import BrokerPair
 from support.topology import write_topology
 
@@ -58,14 +58,6 @@ def produce(config: dict[str, str], topic: str, count: int, transactional_id: st
     if transactional_id:
         producer.commit_transaction(10)
     assert producer.flush(30) == 0
-
-
-def high_watermarks(config: dict[str, str]) -> dict[tuple[str, int], int]:
-    """Every partition's high watermark: what measuring must leave as it was (no topic made, nothing written)."""
-    admin = AdminClient(config)
-    tps = [TopicPartition(t, p) for t, meta in admin.list_topics(timeout=10).topics.items() for p in meta.partitions]
-    futures = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}, request_timeout=10)
-    return {(tp.topic, tp.partition): future.result(10).offset for tp, future in futures.items()}
 
 
 def test_records_past_the_last_copy_and_those_deleted_first_are_measured_exactly(

@@ -10,8 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka import Consumer, KafkaError, Message, Producer
 
 from kafka_dr.clients import read_committed
 from kafka_dr.local.stack import LocalStack
@@ -20,6 +19,8 @@ from kafka_dr.replication.planner import FlowContext
 from kafka_dr.replication.provenance import hops
 from kafka_dr.topology import Topology
 
+from .kafka import committed_offsets
+from .kafka import high_watermarks as partition_ends
 from .spark import submit
 from .topology import restart_registry_command
 
@@ -55,34 +56,12 @@ def produce(bootstrap: str, topic: str, start: int, count: int) -> None:
 
 
 def committed(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(15)
-    return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}
+    return committed_offsets({"bootstrap.servers": bootstrap}, group)
 
 
 def read_rest(bootstrap: str, group: str, topic: str) -> list[int]:
     """Origin offsets a consumer of `group` reads from its committed offset to the end."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": group,
-            "enable.partition.eof": True,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.subscribe([topic])
-    origins, deadline = [], time.monotonic() + 60
-    while time.monotonic() < deadline:
-        message = consumer.poll(0.5)
-        if message is None:
-            continue
-        if message.error():
-            assert message.error().code() == KafkaError._PARTITION_EOF, message.error().str()
-            break
-        origins.append(hops(message.headers())[-1].offset)
-    consumer.close()
-    return origins
+    return [hops(message.headers())[-1].offset for message in _read_group(bootstrap, group, topic)]
 
 
 def fail_over(dags: dict[str, Any], topology: Path, mode: str, groups: str) -> Any:
@@ -118,16 +97,20 @@ def fail_back(dags: dict[str, Any], topology: Path, **conf: Any) -> Any:
 
 def high_watermarks(bootstrap: str) -> dict[tuple[str, int], int]:
     """Every partition's high watermark but the running registries' own (their leader election writes on)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    topics = admin.list_topics(timeout=10).topics
-    tps = [TopicPartition(t, p) for t, meta in topics.items() if t != "_schemas_leader" for p in meta.partitions]
-    futures = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}, request_timeout=10)
-    return {(tp.topic, tp.partition): f.result(10).offset for tp, f in futures.items()}
+    return partition_ends({"bootstrap.servers": bootstrap}, ignore=("_schemas_leader",))
 
 
 def read_and_commit(bootstrap: str, group: str, topic: str, limit: int | None = None) -> list[bytes]:
     """The values a consumer of `group` reads from its committed offset to the end (or `limit` of them), then
     commits, as an application does."""
+    return [message.value() for message in _read_group(bootstrap, group, topic, limit, commit=True)]
+
+
+def _read_group(
+    bootstrap: str, group: str, topic: str, limit: int | None = None, commit: bool = False
+) -> list[Message]:
+    """What a consumer of `group` (subscribed to `topic`) reads from its committed offset to the end of the topic,
+    or its first `limit` records; with `commit`, the position after them is committed."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -138,24 +121,25 @@ def read_and_commit(bootstrap: str, group: str, topic: str, limit: int | None = 
         }
     )
     consumer.subscribe([topic])
-    values, deadline = [], time.monotonic() + 60
-    while time.monotonic() < deadline:
-        message = consumer.poll(0.5)
-        if message is None:
-            continue
-        if message.error():
-            assert message.error().code() == KafkaError._PARTITION_EOF, message.error().str()
-            break
-        values.append(message.value())
-        if len(values) == limit:
-            consumer.commit(message, asynchronous=False)
-            break
-    else:
-        raise AssertionError(f"{group} did not reach the end of {topic} in 60 s")
-    if limit is None:
-        consumer.commit(asynchronous=False)
-    consumer.close()
-    return values
+    read: list[Message] = []
+    deadline = time.monotonic() + 60
+    try:
+        while True:
+            assert time.monotonic() < deadline, f"{group} did not reach the end of {topic} in 60 s"
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            if message.error():
+                assert message.error().code() == KafkaError._PARTITION_EOF, message.error().str()
+                break
+            read.append(message)
+            if len(read) == limit:
+                break
+        if commit and read:
+            consumer.commit(read[-1], asynchronous=False)
+    finally:
+        consumer.close()
+    return read
 
 
 def values_of(bootstrap: str, topic: str) -> list[bytes]:

@@ -1,9 +1,10 @@
-"""Admin chores the tests repeat against any cluster: create a topic, commit and read a group's offsets."""
+"""Admin chores the tests repeat against any cluster: create a topic, commit and read a group's offsets, every
+partition's high watermark."""
 
 from __future__ import annotations
 
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 TIMEOUT_S = 15.0
 Offsets = dict[tuple[str, int], int]  # (topic, partition) -> offset
@@ -25,3 +26,13 @@ def committed_offsets(config: dict[str, str], group: str) -> Offsets:
     admin = AdminClient(config)
     result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(TIMEOUT_S)
     return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}
+
+
+def high_watermarks(config: dict[str, str], ignore: tuple[str, ...] = ()) -> Offsets:
+    """Every partition's high watermark but those of the `ignore`d topics: what a step that must change nothing
+    leaves as it was (no topic made, nothing written)."""
+    admin = AdminClient(config)
+    topics = admin.list_topics(timeout=TIMEOUT_S).topics
+    tps = [TopicPartition(t, p) for t, meta in topics.items() if t not in ignore for p in meta.partitions]
+    futures = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}, request_timeout=TIMEOUT_S)
+    return {(tp.topic, tp.partition): future.result(TIMEOUT_S).offset for tp, future in futures.items()}

@@ -1,11 +1,13 @@
-"""What the DR DAGs share: the trigger forms' topology and flows params and cluster choices, the flows a run
-acts on, how a task times its step, and how a report is written."""
+"""What the DR DAGs share: the trigger forms' topology and flows params and cluster choices, checks of the
+params every run validates first, the flows a run acts on, how a task times its step, and how a report is
+written."""
 
 from __future__ import annotations
 
 import functools
 import json
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, ParamSpec
@@ -63,6 +65,32 @@ def selected_flows(params: Mapping[str, Any], purpose: str | None = None) -> tup
     for cluster in flow_clusters(selected):
         KafkaClusterHook(cluster, topology=topo).security_settings()
     return path, topo, selected
+
+
+def choice_param(params: Mapping[str, Any], name: str, allowed: Iterable[str]) -> str:
+    """Param `name`, one of `allowed`; else ValueError with one line."""
+    value, allowed = params.get(name), tuple(allowed)
+    if value not in allowed:
+        raise ValueError(f"param {name}: must be one of {', '.join(allowed)}, got {value!r}")
+    return value
+
+
+def boolean_param(params: Mapping[str, Any], name: str, default: bool | None = None) -> bool:
+    """Param `name`, true or false (`default` when absent and one is given); else ValueError with one line."""
+    value = params.get(name, default)
+    if not isinstance(value, bool):
+        raise ValueError(f"param {name}: must be true or false, got {value!r}")
+    return value
+
+
+def groups_param(params: Mapping[str, Any]) -> str:
+    """Param `groups`: a regex (full match) of consumer groups, every group when empty; else ValueError."""
+    groups = params.get("groups") or ".*"
+    try:
+        re.compile(groups)
+    except re.error as exc:
+        raise ValueError(f"param groups: bad regex {groups!r}: {exc}") from None
+    return groups
 
 
 def flow_clusters(flows: Iterable[Flow]) -> list[str]:

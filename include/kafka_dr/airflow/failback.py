@@ -31,7 +31,7 @@ from ..schema_registry import RegistryError, redirect
 from ..state import subdir
 from ..topology import INTERNAL_TOPIC_PREFIX, TopologyError, load_topology
 from . import topology_path
-from .common import timed, write_report
+from .common import boolean_param, choice_param, groups_param, timed, write_report
 from .failover import check_groups_and_clients
 from .hooks.kafka_cluster import ClusterUnreachable, KafkaClusterHook
 
@@ -52,19 +52,10 @@ def validate_failback(params: dict[str, Any] | None = None) -> dict[str, Any]:
         topo.cluster(str(serving))
         if restored == serving:
             raise ValueError(f"params restored_cluster and serving_cluster are both {restored!r}")
-        mode, action = params.get("mode"), params.get("unreplicated")
-        if mode not in MODES:
-            raise ValueError(f"param mode: must be one of {', '.join(MODES)}, got {mode!r}")
-        if action not in ACTIONS:
-            raise ValueError(f"param unreplicated: must be one of {', '.join(ACTIONS)}, got {action!r}")
-        groups = params.get("groups") or ".*"
-        try:
-            re.compile(groups)
-        except re.error as exc:
-            raise ValueError(f"param groups: bad regex {groups!r}: {exc}") from None
-        dry_run = params.get("dry_run", False)
-        if not isinstance(dry_run, bool):
-            raise ValueError(f"param dry_run: must be true or false, got {dry_run!r}")
+        mode = choice_param(params, "mode", MODES)
+        action = choice_param(params, "unreplicated", ACTIONS)
+        groups = groups_param(params)
+        dry_run = boolean_param(params, "dry_run", default=False)
         out_of = [f.name for f in topo.flows if f.source == restored and f.target == serving]
         back = [f.name for f in topo.flows if f.source == serving and f.target == restored]
         if not out_of and not back:

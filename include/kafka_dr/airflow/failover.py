@@ -8,7 +8,6 @@ clients switched); the report itself is built by kafka_dr.reports. Validation ru
 
 from __future__ import annotations
 
-import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -25,7 +24,7 @@ from ..schema_registry import RegistryError, redirect
 from ..topology import Topology, TopologyError, load_topology
 from ..translation.offsets import parse_reset_time
 from . import topology_path
-from .common import timed, write_report
+from .common import choice_param, groups_param, timed, write_report
 from .hooks.kafka_cluster import ClusterUnreachable, KafkaClusterHook
 
 MODES = ("planned", "disaster")
@@ -44,18 +43,13 @@ def validate_failover(params: dict[str, Any] | None = None) -> dict[str, Any]:
     try:
         path = topology_path(params.get("topology"))
         topo = load_topology(path)
-        failed, target, mode = params.get("failed_cluster"), params.get("target_cluster"), params.get("mode")
+        failed, target = params.get("failed_cluster"), params.get("target_cluster")
         topo.cluster(str(failed))
         topo.cluster(str(target))
         if failed == target:
             raise ValueError(f"params failed_cluster and target_cluster are both {failed!r}")
-        if mode not in MODES:
-            raise ValueError(f"param mode: must be one of {', '.join(MODES)}, got {mode!r}")
-        groups = params.get("groups") or ".*"
-        try:
-            re.compile(groups)
-        except re.error as exc:
-            raise ValueError(f"param groups: bad regex {groups!r}: {exc}") from None
+        mode = choice_param(params, "mode", MODES)
+        groups = groups_param(params)
         reset = params.get("reset_to_datetime") or None
         if reset is not None:
             parse_reset_time(reset)

@@ -14,6 +14,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from ..schema_registry import RegistryError, redirect
 from ..topology import TopologyError, load_topology
 from . import topology_path
+from .common import boolean_param
 
 
 @task
@@ -27,9 +28,7 @@ def validate_redirect(params: dict[str, Any] | None = None) -> dict[str, Any]:
         if topo.cluster(str(registry)).schema_registry is None:
             raise ValueError(f"param registry_cluster: cluster {registry} has no schema_registry URL")
         topo.cluster(str(store))
-        eligible = params.get("leader_eligible")
-        if not isinstance(eligible, bool):
-            raise ValueError(f"param leader_eligible: must be true or false, got {eligible!r}")
+        eligible = boolean_param(params, "leader_eligible")
     except (TopologyError, ValueError) as exc:
         raise AirflowFailException(str(exc)) from None
     return {"topology": str(path), "registry": registry, "store": store, "leader_eligible": eligible}

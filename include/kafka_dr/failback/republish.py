@@ -21,7 +21,8 @@ from confluent_kafka import IsolationLevel, Message, Producer
 from confluent_kafka.admin import AdminClient
 
 from ..clients import client_config, end_offsets, read_committed
-from ..replication.internal import PROGRESS, ensure_internal_topics, put_records, read_records
+from ..replication.internal import PROGRESS, ensure_internal_topics, partition_key, put_records, read_records
+from ..replication.resume import Checkpoint
 from ..topology import Topology
 from .unreplicated import Unreplicated, UnreplicatedRange
 
@@ -72,27 +73,22 @@ def skip_originals(topology: Topology, found: Unreplicated) -> dict[str, int]:
     """Move each flow past the last original of each partition (see the module); returns the new next offsets by
     "flow topic[partition]"."""
     moved: dict[str, int] = {}
+    restored = AdminClient(client_config(topology.cluster(found.restored)))
+    source_cluster = restored.describe_cluster(request_timeout=10).result().cluster_id
     for flow_name in found.flows:
         flow = topology.flow(flow_name)
         ranges = _by_partition(r for r in found.ranges if r.flow == flow_name)
         if not ranges:
             continue
         serving = client_config(topology.cluster(flow.target))
-        restored_admin = AdminClient(client_config(topology.cluster(flow.source)))
-        source_cluster = restored_admin.describe_cluster(request_timeout=10).result().cluster_id
         dests = {(flow.destination_topic(topic), partition) for _, topic, partition in ranges}
         dest_ends = end_offsets(AdminClient(serving), sorted(dests), IsolationLevel.READ_COMMITTED)
         records = []
         for (_, topic, partition), partition_ranges in ranges.items():
             after = max(r.to_offset for r in partition_ranges) + 1
             dest = flow.destination_topic(topic)
-            checkpoint = {
-                "next": after,
-                "dest_topic": dest,
-                "dest_next": dest_ends[(dest, partition)],
-                "source_cluster": source_cluster,
-            }
-            records.append((f"{flow.name}/{topic}/{partition}".encode(), checkpoint))
+            checkpoint = Checkpoint(after, dest, dest_ends[(dest, partition)], source_cluster)
+            records.append((partition_key(flow.name, topic, partition), checkpoint.to_dict()))
             moved[f"{flow.name} {topic}[{partition}]"] = after
         put_records(serving, PROGRESS, records)
     return moved

@@ -6,7 +6,8 @@ end now against the next offset the flow would copy, which the copies in the ser
 log is the truth: replication.resume; the group the replicator commits on the source may be behind it). In between,
 the data records that flow would copy are unreplicated; those it would not (copies that came from the serving
 cluster: the cycle rule) are not. Records the restored cluster's retention deleted before they were copied are
-counted apart: gone, so neither republishable nor readable. Only reads.
+counted apart: gone, so neither republishable nor readable. Reads only, with one exception the flows' replication
+shares: opening a flow (planner.FlowContext) makes its internal topics in the serving cluster if they are missing.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
@@ -27,11 +28,15 @@ class Checkpoint:
     dest_next: int  # destination log end offset when the checkpoint was written
     source_cluster: str | None = None  # id of the source cluster whose offsets these are (None: written before ids)
 
-    def to_json(self) -> bytes:
-        data = {"next": self.next, "dest_topic": self.dest_topic, "dest_next": self.dest_next}
+    def to_dict(self) -> dict[str, Any]:
+        """The `_kdr.progress` value (JSON)."""
+        data: dict[str, Any] = {"next": self.next, "dest_topic": self.dest_topic, "dest_next": self.dest_next}
         if self.source_cluster is not None:
             data["source_cluster"] = self.source_cluster
-        return json.dumps(data).encode()
+        return data
+
+    def to_json(self) -> bytes:
+        return json.dumps(self.to_dict()).encode()
 
 
 def read_checkpoints(consumer: Consumer, timeout: float = 10.0) -> dict[str, Checkpoint]:
