@@ -5,9 +5,11 @@ RPO of the disaster; the failover report this failback follows gains the figure)
 .kafka-dr/reports/, and the run stops on a dry run, or when records never left and `unreplicated` is `report` ->
 resync the serving cluster's records into the restored one -> the switch back, a planned failover in reverse:
 producers back -> catch-up resync -> lag 0 -> the unreplicated records republished or discarded -> offsets
-translated back -> schema registry back -> consumers back -> every flow of the topology resumed -> verify -> report.
+translated back -> schema registry back -> consumers back -> every flow of the topology resumed -> verify (the verify
+job on every flow and resync inverse, so both clusters per origin; groups and aliases) -> report.
 The first task checks every param; a bad one fails the run there, with nothing changed. `data_lost` (a wiped or
-rebuilt cluster): nothing to measure, and the resync restores every record, those that first came from it included.
+rebuilt cluster): nothing to measure, and the resync restores every record, those that first came from it included
+(forced past the cycle rule when the cluster kept its id).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from kafka_dr.airflow.common import cluster_param, form_clusters, topology_param
 from kafka_dr.airflow.failback import (
     decide,
     failback_report,
+    gate_kwargs,
     handle_unreplicated,
     measure_unreplicated,
     prepare_switch_back,
@@ -27,10 +30,12 @@ from kafka_dr.airflow.failback import (
     translate_back_kwargs,
     validate_failback,
     verify_failback,
+    verify_kwargs,
 )
 from kafka_dr.airflow.failover import switch_consumers, switch_producers
 from kafka_dr.airflow.operators.replication import ReplicationOperator
 from kafka_dr.airflow.operators.translation import TranslateOffsetsOperator
+from kafka_dr.airflow.operators.verify import VerifyFlowOperator
 from kafka_dr.airflow.sensors.replication_lag import ReplicationLagSensor
 
 CLUSTERS = form_clusters()
@@ -91,7 +96,7 @@ with DAG(
     caught_up = ReplicationOperator.partial(task_id="resync_catch_up", mode="bounded").expand_kwargs(each)
     drained = ReplicationLagSensor.partial(
         task_id="lag_zero", max_records=0, poke_interval=2, timeout=600
-    ).expand_kwargs(each)
+    ).expand_kwargs(gate_kwargs(back))
     handled = handle_unreplicated(plan, measured)
     translated = TranslateOffsetsOperator.partial(task_id="translate_back", apply=True).expand_kwargs(
         translate_back_kwargs(back)
@@ -99,7 +104,10 @@ with DAG(
     registry = registry_back(plan)
     consumers = switch_consumers(back)
     resumed = ReplicationOperator.partial(task_id="flows_resumed", mode="continuous").expand_kwargs(resume_kwargs(plan))
-    verified = verify_failback(back, translated.output)
+    flows_verified = VerifyFlowOperator.partial(task_id="verify_flows").expand_kwargs(
+        verify_kwargs(plan, back, measured)
+    )
+    verified = verify_failback(back, translated.output, flows_verified.output)
     report = failback_report(
         plan,
         {
@@ -115,4 +123,4 @@ with DAG(
         },
     )
     chain(go, back, each, resynced, producers, caught_up, drained, handled, translated, registry, consumers)
-    chain(consumers, resumed, verified, report)
+    chain(consumers, resumed, flows_verified, verified, report)

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kafka_dr.clients import client_config
-from kafka_dr.jobs import job_main, start_spark, task_error
+from kafka_dr.jobs import add_force_args, force_copy, job_main, start_spark, task_error
 from kafka_dr.replication.copier import CopyResult, CopyTask, FencedError, copy_ranges, open_clients
 from kafka_dr.replication.fencing import FlowClaim, writer_groups
 from kafka_dr.replication.heartbeat import HeartbeatSender
@@ -73,6 +73,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=5,
         help="attempts to reach a cluster (exponential back-off from 1 s) before failing",
     )
+    add_force_args(parser)
     return parser.parse_args(argv)
 
 
@@ -163,6 +164,7 @@ def run(
     epoch under way)."""
     summary = Summary(flow.name, args.mode)
     continuous = args.mode == "continuous"
+    force = force_copy(args)  # before anything connects: a bad override is bad input
     stop = stop or threading.Event()
     # Discovery (topic sync, new partitions) and heartbeats run beside the copies, so that neither
     # adds its round trips to the replication latency.
@@ -200,7 +202,7 @@ def run(
             {"host": socket.gethostname(), "pid": os.getpid(), "started_at": summary.started},
         )
         fenced_retries = 0
-        plan = context.plan()
+        plan = context.plan(force=force)
         summary.add_plan(plan)
         _report_warm_up(warm_up)
         positions = {(t.topic, t.partition): t.start for t in plan.tasks}
@@ -218,7 +220,7 @@ def run(
                     summary.add_plan(plan)
                     discovery, next_discovery = None, time.monotonic() + args.discover_interval
                 if discovery is None and time.monotonic() >= next_discovery:
-                    discovery = discoverer.submit(context.plan, dict(positions))
+                    discovery = discoverer.submit(context.plan, dict(positions), force)
                 work = [
                     dataclasses.replace(
                         t,

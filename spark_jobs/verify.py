@@ -1,14 +1,19 @@
 """Verify one flow: every source record the flow must copy is in the destination exactly once.
 
-    spark-submit spark_jobs/verify.py --topology FILE --flow NAME [--report FILE]
+    spark-submit spark_jobs/verify.py --topology FILE --flow NAME [--skip TOPIC:PARTITION:FIRST-LAST ...]
+        [--settle SECONDS] [--force-cluster REGEX ...] [--report FILE]
 
-One Spark task per source partition. The JSON summary is the last line of standard output and
+One Spark task per source partition; reads only. --skip: source ranges (inclusive) the flow was moved past on
+purpose (a failback's discarded or republished originals), counted as skipped. --settle: with a replicator
+running, how long records it has not copied yet may take before they count as missing. --force-*: the filter
+override the flow was copied with (replicate.py's). The JSON summary is the last line of standard output and
 goes to --report. Exit codes: 0 verified, 1 missing/duplicated/mismatched records or failure, 2 bad input.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,8 +21,9 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
-from kafka_dr.jobs import job_main, start_spark
+from kafka_dr.jobs import BadInput, add_force_args, force_copy, job_main, start_spark
 from kafka_dr.replication.planner import FlowContext
+from kafka_dr.replication.provenance import ForceCopy
 from kafka_dr.replication.verify import VerifyTask, verify_partition
 from kafka_dr.topology import Flow, Topology
 
@@ -32,12 +38,44 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--topology", help="topology file (default $KDR_TOPOLOGY, else include/topology.yaml)")
     parser.add_argument("--flow", required=True)
     parser.add_argument("--report", type=Path, help="also write the JSON summary here")
+    parser.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        metavar="TOPIC:PARTITION:FIRST-LAST",
+        help="source offsets (inclusive) the flow was moved past on purpose; repeatable",
+    )
+    parser.add_argument("--settle", type=float, default=0.0, help="seconds a running replicator has to catch up")
+    add_force_args(parser)
     return parser.parse_args(argv)
 
 
-def run(spark_context: SparkContext, topology: Topology, flow: Flow) -> dict[str, Any]:
+SKIP_RE = re.compile(r"(?P<topic>[A-Za-z0-9._-]+):(?P<partition>\d+):(?P<first>\d+)-(?P<last>\d+)")
+
+
+def parse_skips(values: list[str]) -> dict[tuple[str, int], tuple[tuple[int, int], ...]]:
+    """--skip values by source partition; a malformed one raises BadInput naming it."""
+    skips: dict[tuple[str, int], tuple[tuple[int, int], ...]] = {}
+    for value in values:
+        match = SKIP_RE.fullmatch(value)
+        if match is None or int(match["first"]) > int(match["last"]):
+            raise BadInput(f"--skip {value!r}: expected TOPIC:PARTITION:FIRST-LAST with FIRST <= LAST")
+        key = (match["topic"], int(match["partition"]))
+        skips[key] = (*skips.get(key, ()), (int(match["first"]), int(match["last"])))
+    return skips
+
+
+def run(
+    spark_context: SparkContext,
+    topology: Topology,
+    flow: Flow,
+    skips: dict[tuple[str, int], tuple[tuple[int, int], ...]] | None = None,
+    settle_s: float = 0.0,
+    force: ForceCopy | None = None,
+) -> dict[str, Any]:
     """The verification summary of `flow`: status "verified", or "failed" with what is wrong."""
-    context = FlowContext(topology, flow)
+    skips = skips or {}
+    context = FlowContext(topology, flow, read_only=True)
     counts = context.source_partitions()
     tps = [TopicPartition(t, p) for t, n in sorted(counts.items()) for p in range(n)]
     ends = context.offsets(tps, OffsetSpec.latest()) if tps else {}
@@ -51,21 +89,33 @@ def run(spark_context: SparkContext, topology: Topology, flow: Flow) -> dict[str
             tp.partition,
             context.dest_topic(tp.topic),
             ends[(tp.topic, tp.partition)],
+            force,
+            skips.get((tp.topic, tp.partition), ()),
+            settle_s,
         )
         for tp in tps
     ]
     context.close()
     results = spark_context.parallelize(tasks, max(len(tasks), 1)).map(verify_partition).collect()
-    ok = all(r.ok for r in results)
-    return {
+    totals = {
+        k: sum(getattr(r, k) for r in results)
+        for k in ("expected", "copied", "filtered", "skipped", "missing", "duplicated", "mismatched")
+    }
+    failed = [r for r in results if not r.ok]
+    summary = {
         "flow": flow.name,
-        "status": "verified" if ok else "failed",
-        **{
-            k: sum(getattr(r, k) for r in results)
-            for k in ("expected", "copied", "filtered", "missing", "duplicated", "mismatched")
-        },
+        "status": "failed" if failed else "verified",
+        **totals,
         "partitions": [r.to_dict() for r in results],
     }
+    if failed:
+        first = failed[0]
+        summary["error"] = (
+            f"{totals['missing']} missing, {totals['duplicated']} duplicated, {totals['mismatched']} mismatched of "
+            f"{totals['expected']} records in {len(failed)} partitions; {first.topic}-{first.partition}: "
+            f"{first.examples}"
+        )
+    return summary
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,7 +123,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _start(args: argparse.Namespace, topology: Topology, flow: Flow) -> dict[str, Any]:
-    return run(start_spark(f"kafka-dr verify {flow.name}"), topology, flow)
+    skips, force = parse_skips(args.skip), force_copy(args)  # bad input before Spark starts
+    if args.settle < 0:
+        raise BadInput(f"--settle {args.settle}: must be 0 or more seconds")
+    return run(start_spark(f"kafka-dr verify {flow.name}"), topology, flow, skips, args.settle, force)
 
 
 if __name__ == "__main__":

@@ -75,6 +75,12 @@ def _parser() -> argparse.ArgumentParser:
     ):
         action = actions.add_parser(name, parents=[data_dir], help=help_text)
         action.add_argument("dc", metavar="DC")
+        if name == "wipe":
+            action.add_argument(
+                "--keep-cluster-id",
+                action="store_true",
+                help="come back empty but with the old cluster id (a cluster rebuilt and formatted with its id)",
+            )
         action.set_defaults(run=_dc_action)
 
     registry = actions.add_parser(
@@ -186,8 +192,9 @@ def _dc_action(args: argparse.Namespace) -> int:
         stopped = stack.stop(args.dc)
         print(f"stopped: {', '.join(stopped)}" if stopped else f"{args.dc} was not running")
     else:
-        stack.wipe(args.dc)
-        print(f"{args.dc} wiped (stopped, data deleted); `kafka-dr local start {args.dc}` brings it back empty")
+        stack.wipe(args.dc, keep_cluster_id=args.keep_cluster_id)
+        same = " with the same cluster id" if args.keep_cluster_id else ""
+        print(f"{args.dc} wiped (stopped, data deleted); `kafka-dr local start {args.dc}` brings it back empty{same}")
     return 0
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +23,9 @@ from confluent_kafka import KafkaException
 from .clients import ClientConfigError, error_text
 from .replication.copier import CopyError
 from .replication.planner import UnreachableError
+from .replication.provenance import ForceCopy
 from .replication.topic_sync import TopicSyncError
+from .times import epoch_ms
 from .topology import Flow, Topology, TopologyError, load_topology
 
 if TYPE_CHECKING:
@@ -121,3 +124,41 @@ def task_error(exc: BaseException, raised_in_tasks: tuple[str, ...]) -> str:
         if marker in text:
             return text.split(marker, 1)[1].splitlines()[0]
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def add_force_args(parser: argparse.ArgumentParser) -> None:
+    """DESIGN.md's filter overrides, for failback restores (replicate.py and verify.py take the same ones)."""
+    group = parser.add_argument_group(
+        "filter overrides",
+        "copy records the cycle rule refuses when the provenance entry that blocks them names a cluster id and a "
+        "topic matching these regexes (full match) and the record time is in [--force-from, --force-to)",
+    )
+    group.add_argument("--force-cluster", metavar="REGEX", help="cluster ids the override applies to")
+    group.add_argument("--force-topic", metavar="REGEX", help="topics the override applies to (default every one)")
+    group.add_argument("--force-from", metavar="TIME", help="ISO-8601: records from this time on (inclusive)")
+    group.add_argument("--force-to", metavar="TIME", help="ISO-8601: records before this time")
+
+
+def force_copy(args: argparse.Namespace) -> ForceCopy | None:
+    """The override the --force-* arguments ask for; None without them. A bad value raises BadInput."""
+    given = {k: getattr(args, k) for k in ("force_cluster", "force_topic", "force_from", "force_to")}
+    if all(v is None for v in given.values()):
+        return None
+    if given["force_cluster"] is None:
+        raise BadInput("--force-topic, --force-from and --force-to need --force-cluster")
+    for option in ("force_cluster", "force_topic"):
+        if given[option] is not None:
+            try:
+                re.compile(given[option])
+            except re.error as exc:
+                raise BadInput(f"--{option.replace('_', '-')}: bad regex {given[option]!r}: {exc}") from None
+    try:
+        bounds = [
+            None if given[k] is None else epoch_ms(given[k], f"--{k.replace('_', '-')}")
+            for k in ("force_from", "force_to")
+        ]
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    if None not in bounds and bounds[0] >= bounds[1]:
+        raise BadInput(f"--force-from {given['force_from']} is not before --force-to {given['force_to']}")
+    return ForceCopy(given["force_cluster"], given["force_topic"] or ".*", bounds[0], bounds[1])

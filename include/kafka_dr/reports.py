@@ -166,10 +166,12 @@ def failback_report(
     run_started: datetime | None,
 ) -> dict[str, Any]:
     """The JSON body of a dr_failback report. `plan` is validate_failback's result, `results` the later tasks' by
-    task name ("measure_unreplicated": its `unreplicated` fields; "resync": records copied back; "switch_consumers":
-    when clients were back). Steps not run yet are absent, and so are their figures (None)."""
+    task name ("measure_unreplicated": its `unreplicated` fields; "prepare_switch_back": the resync flows;
+    "resync": records copied back; "switch_consumers": when clients were back; "verify": what each flow holds).
+    Steps not run yet are absent, and so are their figures (None)."""
     start = run_started or datetime.fromisoformat(plan["step"]["started"])
     measured = results.get("measure_unreplicated") or {}
+    back = results.get("prepare_switch_back") or {}
     steps = _steps(plan, results)
     return {
         "dag_id": dag_id,
@@ -188,8 +190,14 @@ def failback_report(
                 if k in ("republished", "flows_moved")
             },
         },
-        "resynced": {"records": (results.get("resync") or {}).get("records")},
+        "resynced": {
+            "records": (results.get("resync") or {}).get("records"),
+            "flows": back.get("flows", []),
+            "inverse_flows": back.get("inverse_flows", []),
+            "forced": back.get("force"),
+        },
         "rto_seconds": rto_seconds(start, (results.get("switch_consumers") or {}).get("step")),
+        "verify": {k: v for k, v in (results.get("verify") or {}).items() if k != "step"},
         "steps": steps,
     }
 
@@ -219,9 +227,22 @@ def failback_page(body: Mapping[str, Any]) -> str:
         f"{d['from_offset']}-{d['to_offset']}"
         for d in unreplicated.get("deleted_before_copied", [])
     ]
+    resynced = body["resynced"]
+    lines.append(f"- records resynced: {_cell(resynced['records']) or 'not yet'}")
+    if resynced.get("inverse_flows"):
+        lines.append(
+            f"  - by the inverse of the flows out ({', '.join(resynced['inverse_flows'])}): the topology has no flow "
+            f"back for those topics"
+        )
+    if resynced.get("forced"):
+        lines.append(
+            f"  - records first from {body['restored_cluster']} forced past the cycle rule: {resynced['forced']}"
+        )
+    lines.append(f"- **RTO: {body['rto_seconds']} s** (trigger to clients back)")
     lines += [
-        f"- records resynced: {_cell(body['resynced']['records']) or 'not yet'}",
-        f"- **RTO: {body['rto_seconds']} s** (trigger to clients back)",
+        f"- verified {name}: {v['expected']} records expected, {v['copied']} copied once, {v['filtered']} filtered "
+        f"by the cycle rule, {v['skipped']} skipped"
+        for name, v in sorted(body["verify"].get("flows", {}).items())
     ]
     return "\n".join(lines + _step_table(body["steps"])) + "\n"
 

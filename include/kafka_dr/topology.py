@@ -83,6 +83,26 @@ class Flow:
         return topic
 
 
+def literal_topic(pattern: str) -> str | None:
+    """The one name a rename key matches when it is a plain name (dots escaped: `orders\\.v2`), else None."""
+    name, i = [], 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            if i + 1 == len(pattern) or pattern[i + 1].isalnum():
+                return None  # \d, \w, ... are classes, not characters
+            name.append(pattern[i + 1])
+            i += 2
+            continue
+        if char in _REGEX_META:
+            return None
+        name.append(char)
+        i += 1
+    return "".join(name)
+
+
+_REGEX_META = frozenset(".^$*+?{}[]|()")
+
 CLIENT_ROLES = ("producer", "consumer", "both")
 
 
@@ -275,8 +295,9 @@ class _Parser:
                 raise self.error(path, f"bad URL {item.strip()!r} (expected http(s)://host:port)")
         return text
 
-    def rename_format(self, value: Any, path: str) -> str:
-        """A format whose only placeholder is {topic}, producing a legal Kafka topic name."""
+    def rename_format(self, value: Any, path: str, one_topic: bool = False) -> str:
+        """A format whose only placeholder is {topic}, producing a legal Kafka topic name; a plain name without the
+        placeholder only for a key that names `one_topic` (else several topics would land in one)."""
         fmt = self.string(value, path)
         try:
             parts = list(string.Formatter().parse(fmt))
@@ -291,8 +312,10 @@ class _Parser:
             if field_name != "topic" or spec or conversion:
                 raise self.error(path, f"bad placeholder in {fmt!r}: only a plain {{topic}} is allowed")
             uses_topic = True
-        if not uses_topic:
-            raise self.error(path, f"format {fmt!r} must contain the {{topic}} placeholder")
+        if not uses_topic and not one_topic:
+            raise self.error(
+                path, f"format {fmt!r} must contain the {{topic}} placeholder (a plain name needs a one-topic key)"
+            )
         return fmt
 
     def rename(self, value: Any, path: str) -> dict[str, str]:
@@ -302,7 +325,7 @@ class _Parser:
         for key, fmt in value.items():
             key_path = f"{path}[{key!r}]"
             self.regex(key, key_path)
-            result[key] = self.rename_format(fmt, key_path)
+            result[key] = self.rename_format(fmt, key_path, one_topic=literal_topic(key) is not None)
         return result
 
     def cluster(self, name: Any, value: Any) -> Cluster:

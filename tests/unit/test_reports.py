@@ -259,7 +259,8 @@ def test_failback_report_has_the_fields_design_md_fixes_before_anything_was_resy
     assert json.loads(json.dumps(body)) == body
     assert {"unreplicated", "resynced", "rto_seconds", "steps"} <= set(body)
     assert body["unreplicated"] == {**MEASURED["unreplicated"], "action": "report"}
-    assert body["resynced"] == {"records": None} and body["rto_seconds"] is None  # clients not back yet
+    assert body["resynced"] == {"records": None, "flows": [], "inverse_flows": [], "forced": None}
+    assert body["rto_seconds"] is None and body["verify"] == {}  # clients not back yet, nothing verified
     assert list(body["steps"]) == ["validate", "measure_unreplicated"]
 
 
@@ -270,6 +271,26 @@ def test_failback_page_lists_every_range_and_what_retention_deleted() -> None:
     assert "  - orders[0] offsets 9998-9999: 2 records" in page
     assert "  - deleted by retention before they were copied: orders[1] offsets 40-49" in page
     assert "- records resynced: not yet" in page
+
+
+def test_failback_page_says_which_inverse_flows_resynced_what_was_forced_and_what_each_flow_holds() -> None:
+    back = {"flows": ["f.failback"], "inverse_flows": ["f.failback"], "force": {"cluster": "abc", "to": "T"}}
+    verify = {"flows": {"f": {"expected": 10, "copied": 10, "filtered": 3, "skipped": 2}}, "step": {}}
+    body = failback_report(
+        FAILBACK_PLAN | {"mode": "data_lost"},
+        {"prepare_switch_back": back, "resync": {"records": 12}, "verify": verify},
+        dag_id="dr_failback",
+        run_id="fb2",
+        run_started=RUN_START,
+    )
+    assert body["resynced"] == {"records": 12, "flows": ["f.failback"], "inverse_flows": ["f.failback"]} | {
+        "forced": {"cluster": "abc", "to": "T"}
+    }
+    assert body["verify"] == {"flows": verify["flows"]}
+    page = failback_page(body).splitlines()
+    assert "  - by the inverse of the flows out (f.failback): the topology has no flow back for those topics" in page
+    assert "  - records first from dc1 forced past the cycle rule: {'cluster': 'abc', 'to': 'T'}" in page
+    assert "- verified f: 10 records expected, 10 copied once, 3 filtered by the cycle rule, 2 skipped" in page
 
 
 def test_a_failover_report_gains_the_exact_rpo_beside_its_estimate() -> None:

@@ -134,6 +134,12 @@ def test_destination_topic_applies_the_first_full_matching_rename() -> None:
     assert flow.destination_topic("_schemas") == "_schemas"
 
 
+def test_a_one_topic_key_may_rename_to_a_plain_name() -> None:
+    data = mutated(lambda d: d["flows"][0].update(rename={"topic2": "orders", "topic1\\.v2": "v2"}))
+    flow = parse_topology(data).flow("dc1-to-dc2")
+    assert [flow.destination_topic(t) for t in ("topic2", "topic1.v2", "topic1xv2")] == ["orders", "v2", "topic1xv2"]
+
+
 def test_filter_matches_full_names_and_never_internal_topics() -> None:
     data = mutated(lambda d: d["flows"][0].update(topics={"include": [".*"], "exclude": ["tmp-.*"]}))
     topics = parse_topology(data).flow("dc1-to-dc2").topics

@@ -60,11 +60,12 @@ def validate_failback(params: dict[str, Any] | None = None) -> dict[str, Any]:
         back = [f.name for f in topo.flows if f.source == serving and f.target == restored]
         if not out_of and not back:
             raise ValueError(f"no flow between {restored} and {serving} either way: there is nothing to fail back")
+        cluster_ids = {}
         for cluster in (restored, serving):
             hook = KafkaClusterHook(cluster, topology=topo)
             hook.security_settings()
             try:
-                hook.check_reachable(10)
+                cluster_ids[cluster] = hook.check_reachable(10)
             except ClusterUnreachable as exc:
                 raise ValueError(f"a failback needs both clusters: {exc}") from None
     except (TopologyError, ClientConfigError, ValueError) as exc:
@@ -72,6 +73,7 @@ def validate_failback(params: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
         "topology": str(path),
         "restored": restored,
+        "restored_cluster_id": cluster_ids[restored],
         "serving": serving,
         "mode": mode,
         "unreplicated": action,
@@ -145,8 +147,11 @@ def prepare_switch_back(plan: dict[str, Any]) -> dict[str, Any]:
     """The flows that resync (the topology's flows back, and the inverses of the flows out for the serving cluster's
     topics no flow back covers, in a derived topology file under the state dir: kafka_dr.failback.resync) and the
     switch back as dr_failover's tasks take it: a planned failover from the serving cluster to the restored one,
-    moving only the aliases at home in the restored cluster."""
-    run_id = get_current_context()["run_id"]
+    moving only the aliases at home in the restored cluster. data_lost: the resync forces the copy of the records
+    that first came from the restored cluster (DESIGN.md's filter override, up to the run's start), which the cycle
+    rule refuses when the restored cluster came back with its old cluster id."""
+    context = get_current_context()
+    run_id = context["run_id"]
     derived = subdir("failback") / f"{re.sub(r'[^A-Za-z0-9._-]', '_', run_id)}.topology.yaml"
     hook = KafkaClusterHook(plan["serving"], topology=load_topology(plan["topology"]))
     try:
@@ -159,6 +164,9 @@ def prepare_switch_back(plan: dict[str, Any]) -> dict[str, Any]:
     except KafkaException as exc:
         raise AirflowFailException(f"cluster {plan['serving']}: list topics failed: {error_text(exc)}") from None
     each = [{"flow": name, "topology": str(topology)} for name in flows]
+    force = None
+    if plan["mode"] == "data_lost":
+        force = {"cluster": re.escape(plan["restored_cluster_id"]), "to": context["dag_run"].start_date.isoformat()}
     return {
         "topology": str(topology),
         "failed": plan["serving"],
@@ -168,7 +176,9 @@ def prepare_switch_back(plan: dict[str, Any]) -> dict[str, Any]:
         "groups": plan["groups"],
         "flows": flows,
         "inverse_flows": inverse,
-        "resync": each,
+        "force": force,
+        "gate": each,
+        "resync": [{**one, "force": force} for one in each],
         "translate": [
             {**one, "groups": plan["groups"], "from_checkpoints": False, "reset_to_datetime": None} for one in each
         ],
@@ -176,9 +186,15 @@ def prepare_switch_back(plan: dict[str, Any]) -> dict[str, Any]:
 
 
 @task
-def resync_kwargs(back: dict[str, Any]) -> list[dict[str, str]]:
-    """Kwargs of the mapped resync runs and lag gate: one per flow into the restored cluster."""
+def resync_kwargs(back: dict[str, Any]) -> list[dict[str, Any]]:
+    """Kwargs of the mapped resync runs: one per flow into the restored cluster, with the override of data_lost."""
     return back["resync"]
+
+
+@task
+def gate_kwargs(back: dict[str, Any]) -> list[dict[str, str]]:
+    """Kwargs of the mapped lag gate: one per flow into the restored cluster."""
+    return back["gate"]
 
 
 @task
@@ -234,15 +250,48 @@ def resume_kwargs(plan: dict[str, Any]) -> list[dict[str, str]]:
     return [{"flow": f.name, "topology": plan["topology"]} for f in load_topology(plan["topology"]).flows]
 
 
+VERIFY_SETTLE_S = 60.0  # the flows run again while they are verified: time for a record produced meanwhile
+
+
+@task
+def verify_kwargs(plan: dict[str, Any], back: dict[str, Any], measured: dict[str, Any]) -> list[dict[str, Any]]:
+    """Kwargs of the mapped verify jobs: every flow of the topology and every inverse made for the resync, so each
+    cluster is checked per origin. The flows out skip the unreplicated ranges handled (republished copies stand for
+    them, or they stay unread); the resync flows carry the override they were copied with."""
+    ranges = measured["unreplicated"].get("ranges") or []
+    resyncing = set(back["flows"])
+    kwargs = []
+    for flow in load_topology(back["topology"]).flows:
+        skip = [
+            f"{r['topic']}:{r['partition']}:{r['from_offset']}-{r['to_offset']}"
+            for r in ranges
+            if r["flow"] == flow.name
+        ]
+        kwargs.append(
+            {
+                "flow": flow.name,
+                "topology": back["topology"],
+                "skip": skip,
+                "settle": VERIFY_SETTLE_S,
+                "force": back["force"] if flow.name in resyncing else None,
+            }
+        )
+    return kwargs
+
+
 @task
 @timed
-def verify_failback(back: dict[str, Any], translations: list[dict[str, Any]]) -> dict[str, Any]:
+def verify_failback(
+    back: dict[str, Any], translations: list[dict[str, Any]], verifications: list[dict[str, Any]]
+) -> dict[str, Any]:
     """Every group moved back holds its translated offsets in the restored cluster and no alias at home there is
-    left on the serving cluster."""
+    left on the serving cluster; with the verify jobs (each fails its own task on a record missing, duplicated or
+    changed), what each flow holds."""
     problems, checked = check_groups_and_clients(load_topology(back["topology"]), back, translations)
     if problems:
         raise AirflowFailException("; ".join(problems))
-    return {"groups_checked": checked}
+    flows = {v["flow"]: {k: v[k] for k in ("expected", "copied", "filtered", "skipped")} for v in verifications or []}
+    return {"groups_checked": checked, "flows": flows}
 
 
 @task(trigger_rule="none_failed_min_one_success")

@@ -2,11 +2,11 @@
 
 The topology's own flows from the serving cluster into the restored one (active-active), and for every topic of the
 serving cluster that a flow out of the restored cluster fills but no flow back covers, the inverse of that flow:
-`<flow>.failback`, serving -> restored, over exactly those topics, with the flow's groups and provenance. Inverses
-are written with the rest of the topology into a derived file that the replication and translation jobs read. The
-cycle rule keeps the restored cluster's own records from coming back (data kept); a wiped cluster has a new id, so
-every record comes back, those that first came from it included (data lost). A forward flow that renames topics has
-no inverse here: the topology needs a flow back for them, and says so in one line.
+`<flow>.failback`, serving -> restored, over exactly those topics, renamed back to their names in the restored
+cluster (`orders.replica` -> `orders`), with the flow's groups and provenance. Inverses are written with the rest of
+the topology into a derived file that the replication and translation jobs read. The cycle rule keeps the restored
+cluster's own records from coming back (data kept); a wiped cluster has a new id, so every record comes back, those
+that first came from it included (data lost; the DAG forces them past the cycle rule when the id is the old one).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from ..topology import INTERNAL_TOPIC_PREFIX, Flow, TopologyError, load_topology
+from ..topology import INTERNAL_TOPIC_PREFIX, Flow, TopologyError, literal_topic, load_topology
 
 
 def resync_flows(
@@ -30,18 +30,13 @@ def resync_flows(
     back = [f for f in topology.flows if f.source == serving and f.target == restored]
     inverses = []
     for flow in (f for f in topology.flows if f.source == restored and f.target == serving):
-        uncovered = sorted(
-            t
-            for t in serving_topics
-            if not t.startswith(INTERNAL_TOPIC_PREFIX)
-            and flow.topics.matches(t)
-            and not any(b.topics.matches(t) for b in back)
-        )
-        if uncovered and flow.rename:
-            raise TopologyError(
-                f"flow {flow.name} renames topics, so it has no inverse to resync {', '.join(uncovered)} with: add a "
-                f"flow from {serving} to {restored} to the topology"
-            )
+        uncovered = {}
+        for topic in sorted(serving_topics):
+            if topic.startswith(INTERNAL_TOPIC_PREFIX) or any(b.topics.matches(topic) for b in back):
+                continue
+            origin = source_topic(flow, topic)
+            if origin is not None:
+                uncovered[topic] = origin
         if uncovered:
             inverses.append(_inverse(flow, uncovered))
     names = [f.name for f in back] + [f["name"] for f in inverses]
@@ -55,12 +50,37 @@ def resync_flows(
     return derived_file, names, [f["name"] for f in inverses]
 
 
-def _inverse(flow: Flow, topics: list[str]) -> dict[str, Any]:
+def source_topic(flow: Flow, dest_topic: str) -> str | None:
+    """The topic of the flow's source that the flow copies into `dest_topic`, or None: the rename formats read
+    backwards (`{topic}.replica` takes `orders.replica` back to `orders`), kept only when the flow's filter selects
+    the name and renames it to `dest_topic`. Two names that would both land there refuse the topology."""
+    candidates = {dest_topic}
+    for key, fmt in flow.rename.items():
+        if "{topic}" not in fmt:  # a plain name for a one-topic key
+            if fmt == dest_topic:
+                candidates.add(literal_topic(key) or dest_topic)
+            continue
+        first, *rest = fmt.split("{topic}")
+        pattern = re.escape(first) + "".join(
+            ("(?P<topic>.+)" if i == 0 else "(?P=topic)") + re.escape(part) for i, part in enumerate(rest)
+        )
+        match = re.fullmatch(pattern, dest_topic)
+        if match is not None:
+            candidates.add(match.group("topic"))
+    origins = sorted(t for t in candidates if flow.topics.matches(t) and flow.destination_topic(t) == dest_topic)
+    if len(origins) > 1:
+        raise TopologyError(f"flow {flow.name} renames both {' and '.join(origins)} to {dest_topic}")
+    return origins[0] if origins else None
+
+
+def _inverse(flow: Flow, topics: dict[str, str]) -> dict[str, Any]:
+    """`topics`: serving cluster's name -> restored cluster's name."""
     return {
         "name": f"{flow.name}.failback",
         "source": flow.target,
         "target": flow.source,
         "topics": {"include": [re.escape(t) for t in topics]},
+        "rename": {re.escape(t): origin for t, origin in topics.items() if origin != t},
         "provenance": flow.provenance,
         "sync_topic_configs": flow.sync_topic_configs,
         "groups": {

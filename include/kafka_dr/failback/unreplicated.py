@@ -6,8 +6,7 @@ end now against the next offset the flow would copy, which the copies in the ser
 log is the truth: replication.resume; the group the replicator commits on the source may be behind it). In between,
 the data records that flow would copy are unreplicated; those it would not (copies that came from the serving
 cluster: the cycle rule) are not. Records the restored cluster's retention deleted before they were copied are
-counted apart: gone, so neither republishable nor readable. Reads only, with one exception the flows' replication
-shares: opening a flow (planner.FlowContext) makes its internal topics in the serving cluster if they are missing.
+counted apart: gone, so neither republishable nor readable. Reads only.
 """
 
 from __future__ import annotations
@@ -86,7 +85,7 @@ def measure(topology: Topology, restored: str, serving: str, timeout: float = RE
     deleted: list[Lost] = []
     for flow in flows:
         try:
-            context = FlowContext(topology, flow, retries=1)
+            context = FlowContext(topology, flow, retries=1, read_only=True)
         except UnreachableError as exc:
             raise MeasureError(f"flow {flow.name}: {exc}") from None
         try:

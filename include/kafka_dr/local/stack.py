@@ -31,6 +31,7 @@ from .config import HOST, DcConfig, StackConfig, StackInputError, check_bootstra
 BROKER = "broker"
 REGISTRY = "registry"
 KINDS = (BROKER, REGISTRY)
+META_PROPERTIES = "meta.properties"  # the broker's cluster id, as Kafka keeps it
 STARTUP_TIMEOUT = 30.0
 STOP_GRACE = 5.0
 
@@ -120,14 +121,21 @@ class LocalStack:
                 self._wait_healthy([(dc, kind)], timeout)
             return started
 
-    def wipe(self, dc: str) -> list[str]:
-        """Total loss: stop the DC and delete its data, so `start` brings it back empty (new cluster id)."""
+    def wipe(self, dc: str, keep_cluster_id: bool = False) -> list[str]:
+        """Total loss: stop the DC and delete its data, so `start` brings it back empty with a new cluster id, or
+        with its old one (`keep_cluster_id`: a cluster rebuilt on empty disks and formatted with its old id, as
+        `kafka-storage format --cluster-id` does)."""
         self.config.dc(dc)
         with self._locked():
             self._sync_settings(adopt=False)
             stopped = self._stop([(dc, REGISTRY), (dc, BROKER)])
+            meta = self.server_dir(dc, BROKER) / META_PROPERTIES
+            kept = meta.read_bytes() if keep_cluster_id and meta.exists() else None
             for kind in KINDS:
                 shutil.rmtree(self.server_dir(dc, kind), ignore_errors=True)
+            if kept is not None:
+                meta.parent.mkdir(parents=True)
+                meta.write_bytes(kept)
             return stopped
 
     def restart_registry(

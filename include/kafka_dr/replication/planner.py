@@ -69,7 +69,9 @@ def with_retries(what: str, call: Callable[[], Any], attempts: int = 5, first_de
 class FlowContext:
     """Clients and identities of one flow, opened on the driver."""
 
-    def __init__(self, topology: Topology, flow: Flow, retries: int = 5) -> None:
+    def __init__(self, topology: Topology, flow: Flow, retries: int = 5, read_only: bool = False) -> None:
+        """`read_only`: for jobs that only read (verify, the failback's measure), which must not make the target's
+        internal topics."""
         self.flow = flow
         self.retries = retries
         self.source = topology.cluster(flow.source)
@@ -88,7 +90,10 @@ class FlowContext:
             lambda: self.target_admin.describe_cluster(request_timeout=10).result().cluster_id,
             retries,
         )
-        with_retries(f"target cluster {self.target.name}", lambda: ensure_internal_topics(self.target_admin), retries)
+        if not read_only:
+            with_retries(
+                f"target cluster {self.target.name}", lambda: ensure_internal_topics(self.target_admin), retries
+            )
         # Short fetch waits: the reader reads to known ends, and a broker answers a connection's requests in
         # order, so a long-polling fetch would hold up the offset lookups behind it.
         self.reader = Consumer(

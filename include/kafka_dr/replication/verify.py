@@ -3,18 +3,21 @@
 For each source partition, every committed source record that the cycle rule lets through must
 appear in the destination exactly once (found by the last provenance hop), with the same key,
 value, headers and timestamp. Reported per partition: expected, copied, missing, duplicated,
-mismatched, and filtered (blocked by the cycle rule).
+mismatched, filtered (blocked by the cycle rule) and skipped (ranges a failback moved the flow past
+on purpose). With a replicator running, records it has not copied yet are read again until
+`settle_s` has passed before they count as missing.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from ..clients import read_partition
-from .provenance import HEADER, blocked, hops
+from .provenance import HEADER, ForceCopy, blocked, hops
 
 EXAMPLES = 5  # offsets listed per problem kind
 
@@ -29,6 +32,9 @@ class VerifyTask:
     partition: int
     dest_topic: str
     end: int  # source read_committed end offset when planned: later records are not judged
+    force: ForceCopy | None = None  # the filter override the flow was copied with
+    skipped: tuple[tuple[int, int], ...] = ()  # inclusive source ranges not to be copied
+    settle_s: float = 0.0
 
 
 @dataclass
@@ -39,6 +45,7 @@ class VerifyResult:
     expected: int = 0
     copied: int = 0
     filtered: int = 0
+    skipped: int = 0
     missing: int = 0
     duplicated: int = 0
     mismatched: int = 0
@@ -75,13 +82,36 @@ def verify_partition(task: VerifyTask) -> VerifyResult:
     result = VerifyResult(task.topic, task.partition, task.dest_topic)
     source: dict[int, tuple] = {}
     for m in _read(task.source_config, task.topic, task.partition, "read_committed", task.end):
+        if any(first <= m.offset() <= last for first, last in task.skipped):
+            result.skipped += 1
+            continue
         headers = m.headers() or []
-        if blocked(hops(headers), task.target_cluster_id, task.dest_topic, m.timestamp()[1]):
+        if blocked(hops(headers), task.target_cluster_id, task.dest_topic, m.timestamp()[1], task.force):
             result.filtered += 1
             continue
         source[m.offset()] = (m.key(), m.value(), headers, m.timestamp()[1])
     result.expected = len(source)
+    deadline = time.monotonic() + task.settle_s
+    while True:
+        seen, mismatched = _copies(task, source)
+        missing = sorted(set(source) - set(seen))
+        if not missing or time.monotonic() >= deadline:
+            break
+        time.sleep(1.0)  # a running replicator copies them meanwhile
+    result.copied = sum(1 for offset in seen if offset in source)
+    duplicated = sorted(offset for offset, n in seen.items() if n > 1)
+    result.missing, result.duplicated = len(missing), sum(seen[o] - 1 for o in duplicated)
+    result.mismatched = len(mismatched)
+    for kind, offsets in (("missing", missing), ("duplicated", duplicated), ("mismatched", mismatched)):
+        if offsets:
+            result.examples[kind] = offsets[:EXAMPLES]
+    return result
+
+
+def _copies(task: VerifyTask, source: dict[int, tuple]) -> tuple[dict[int, int], list[int]]:
+    """How often each source offset is in the destination, and the copies that differ from their original."""
     seen: dict[int, int] = {}
+    mismatched = []
     origin = (task.source_cluster_id, task.topic, task.partition)
     for m in _read(task.target_config, task.dest_topic, task.partition, "read_committed"):
         headers = m.headers() or []
@@ -91,19 +121,9 @@ def verify_partition(task: VerifyTask) -> VerifyResult:
         offset = chain[-1].offset
         seen[offset] = seen.get(offset, 0) + 1
         original = source.get(offset)
-        copy = (m.key(), m.value(), _without_last_hop(headers), m.timestamp()[1])
-        if original is not None and copy != original:
-            result.mismatched += 1
-            result.examples.setdefault("mismatched", []).append(offset)
-    result.copied = sum(1 for offset in seen if offset in source)
-    missing = sorted(set(source) - set(seen))
-    duplicated = sorted(offset for offset, n in seen.items() if n > 1)
-    result.missing, result.duplicated = len(missing), sum(seen[o] - 1 for o in duplicated)
-    for kind, offsets in (("missing", missing), ("duplicated", duplicated)):
-        if offsets:
-            result.examples[kind] = offsets[:EXAMPLES]
-    result.examples = {k: v[:EXAMPLES] for k, v in result.examples.items()}
-    return result
+        if original is not None and (m.key(), m.value(), _without_last_hop(headers), m.timestamp()[1]) != original:
+            mismatched.append(offset)
+    return seen, mismatched
 
 
 def _without_last_hop(headers: list[tuple[str, bytes | None]]) -> list[tuple[str, bytes | None]]:

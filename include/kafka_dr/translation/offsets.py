@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
 from ..clients import read_partition
 from ..replication.provenance import copied_from
+from ..times import epoch_ms
 
 READ_TIMEOUT_S = 30.0
 
@@ -192,10 +192,4 @@ def close_readers() -> None:
 def parse_reset_time(text: str) -> int:
     """Epoch milliseconds of an ISO-8601 time for a reset to datetime; without a time zone it is UTC.
     A bad value raises ValueError with one line naming it."""
-    try:
-        moment = datetime.fromisoformat(text)
-    except (TypeError, ValueError):
-        raise ValueError(f"reset_to_datetime: not an ISO-8601 time: {text!r} (e.g. 2026-11-21T10:00:00Z)") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1000)
+    return epoch_ms(text, "reset_to_datetime")

@@ -12,7 +12,7 @@ command line.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow.sdk import Context
@@ -24,7 +24,7 @@ from ...state import state_dir
 from ...topology import load_topology
 from .. import topology_path
 from ..hooks.spark_submit import submit_command
-from .spark_job import SparkJobOperator
+from .spark_job import SparkJobOperator, force_args
 
 MODES = ("bounded", "continuous")
 REPLICATE_JOB = SPARK_JOBS / "replicate.py"
@@ -42,6 +42,8 @@ class ReplicationOperator(SparkJobOperator):
     :param conf: extra Spark configuration
     :param py_files: --py-files for cluster masters (the kafka_dr package); not needed in local mode
     :param startup_check: continuous mode: seconds the job must stay up before the task succeeds
+    :param force: filter override of a failback restore, {"cluster", "topic", "from", "to"} (regexes, ISO times):
+        copy the records the cycle rule refuses because of a provenance entry matching it
     """
 
     template_fields: Sequence[str] = ("flow", "topology")
@@ -55,6 +57,7 @@ class ReplicationOperator(SparkJobOperator):
         topology: str | None = None,
         application: str = str(REPLICATE_JOB),
         startup_check: float = 5.0,
+        force: Mapping[str, str | None] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(application=application, **kwargs)
@@ -64,13 +67,14 @@ class ReplicationOperator(SparkJobOperator):
         self.mode = mode
         self.topology = topology
         self.startup_check = startup_check
+        self.force = dict(force or {})
 
     def execute(self, context: Context) -> dict[str, Any]:
         path = topology_path(self.topology)
         topology = load_topology(path)
         flow = topology.flow(self.flow)
         env = self.cluster_env(topology, (flow.source, flow.target))
-        args = ["--topology", str(path), "--flow", flow.name, "--mode", self.mode]
+        args = ["--topology", str(path), "--flow", flow.name, "--mode", self.mode, *force_args(self.force)]
         if self.mode == "bounded":
             return self._run_bounded(args, env)
         return self._start_continuous(args, env)

@@ -82,6 +82,11 @@ class SparkJobOperator(BaseOperator):
         return summary
 
 
+def force_args(force: Mapping[str, str | None] | None) -> list[str]:
+    """The jobs' --force-* arguments (DESIGN.md's filter overrides) from {"cluster", "topic", "from", "to"}."""
+    return [f"--force-{key}={value}" for key, value in (force or {}).items() if value is not None]
+
+
 def _read_summary(report: Path) -> dict[str, Any] | None:
     try:
         return json.loads(report.read_text(encoding="utf-8"))
