@@ -251,3 +251,50 @@ def with_exact_rpo(failover: Mapping[str, Any], unreplicated: Mapping[str, Any],
     """A failover report body with the exact RPO a later failback measured beside its own estimate."""
     exact = {"records": unreplicated["records"], "per_topic": unreplicated["per_topic"], "failback_run": failback_run}
     return {**failover, "rpo": {**failover["rpo"], "exact_after_failback": exact}}
+
+
+def backfill_report(plan: Mapping[str, Any], summary: Mapping[str, Any], *, dag_id: str, run_id: str) -> dict[str, Any]:
+    """The JSON body of a dr_backfill report: validate_backfill's plan and the backfill job's summary."""
+    return {
+        "dag_id": dag_id,
+        "run_id": run_id,
+        "flow": plan["flow"],
+        "dry_run": plan["dry_run"],
+        "window": {k: plan[k] for k in ("window_start", "window_end", "offsets") if plan.get(k) is not None},
+        "target_topics": summary.get("target_topics", plan.get("target_topics", [])),
+        "copied": summary.get("copied"),
+        "to_copy": summary.get("to_copy"),
+        "already_present": summary.get("already_present"),
+        "unavailable": summary.get("unavailable", []),
+        "verify": summary.get("verify"),
+        "step": plan.get("step"),
+    }
+
+
+def backfill_page(body: Mapping[str, Any]) -> str:
+    """The Markdown page beside the JSON."""
+    window = body["window"]
+    span = (
+        f"offsets {window['offsets']}"
+        if "offsets" in window
+        else f"{window.get('window_start')} (inclusive) to {window.get('window_end')} (exclusive)"
+    )
+    lines = [
+        f"# Backfill of flow {body['flow']}" + (" (dry run)" if body["dry_run"] else ""),
+        "",
+        f"- run `{body['run_id']}`; window {span}; into {', '.join(body['target_topics'])}",
+        f"- records copied: {body['copied']} (offsets to copy when planned: {body['to_copy']}); already present: "
+        f"{body['already_present']}",
+    ]
+    lines += [
+        f"- **unavailable**: {u['topic']}[{u['partition']}] offsets "
+        f"{'?' if u['from_offset'] is None else u['from_offset']}-{u['to_offset']} deleted by retention at the source"
+        for u in body["unavailable"]
+    ]
+    verify = body.get("verify")
+    if verify:
+        lines.append(
+            f"- verify: {verify['status']} ({verify['expected']} records of the window expected, {verify['missing']} "
+            f"missing, {verify['duplicated']} duplicated)"
+        )
+    return "\n".join(lines) + "\n"

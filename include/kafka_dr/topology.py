@@ -13,6 +13,7 @@ import re
 import string
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -23,6 +24,7 @@ import yaml
 from .health.rules import Slo
 from .paths import DEFAULT_TOPOLOGY as DEFAULT_TOPOLOGY  # re-exported: the topology's users look here
 from .paths import default_topology
+from .times import epoch_ms
 
 INTERNAL_TOPIC_PREFIX = "_kdr."
 
@@ -74,6 +76,12 @@ class Flow:
     provenance: bool = True
     sync_topic_configs: bool = True
     groups: TopicFilter = ALL_GROUPS
+    start: str = "earliest"  # where a new flow begins: earliest, latest or an ISO time (FLOW_STARTS)
+
+    @property
+    def start_ms(self) -> int | None:
+        """The start as epoch milliseconds when it is a time, else None."""
+        return None if self.start in FLOW_STARTS else epoch_ms(self.start, f"flow {self.name} start")
 
     def destination_topic(self, topic: str) -> str:
         """Name of `topic` in the target: the first rename regex that fully matches wins."""
@@ -102,6 +110,8 @@ def literal_topic(pattern: str) -> str | None:
 
 
 _REGEX_META = frozenset(".^$*+?{}[]|()")
+
+FLOW_STARTS = ("earliest", "latest")  # or an ISO time: the first offset at or after it
 
 CLIENT_ROLES = ("producer", "consumer", "both")
 
@@ -350,7 +360,7 @@ class _Parser:
             value,
             path,
             ("name", "source", "target", "topics"),
-            ("rename", "provenance", "sync_topic_configs", "groups"),
+            ("rename", "provenance", "sync_topic_configs", "groups", "start"),
         )
         name = self.name(raw["name"], f"{path}.name", "flow name")
         source = self.cluster_ref(raw["source"], f"{path}.source", clusters)
@@ -366,7 +376,20 @@ class _Parser:
             provenance=self.boolean(raw.get("provenance", True), f"{path}.provenance"),
             sync_topic_configs=self.boolean(raw.get("sync_topic_configs", True), f"{path}.sync_topic_configs"),
             groups=self.filter(raw.get("groups", {}), f"{path}.groups", default_include=(".*",)),
+            start=self.flow_start(raw.get("start", "earliest"), f"{path}.start"),
         )
+
+    def flow_start(self, value: Any, path: str) -> str:
+        """earliest, latest, or an ISO-8601 time (YAML may hand it over as a datetime already)."""
+        if isinstance(value, datetime):
+            value = (value if value.tzinfo else value.replace(tzinfo=UTC)).isoformat()
+        text = self.string(value, path)
+        if text not in FLOW_STARTS:
+            try:
+                epoch_ms(text, "start")
+            except ValueError:
+                raise self.error(path, f"expected earliest, latest or an ISO-8601 time, got {text!r}") from None
+        return text
 
     def topology(self, data: Any) -> Topology:
         if data is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pendulum
 import pytest
 from airflow.dag_processing.dagbag import DagBag
 
@@ -57,6 +58,19 @@ def test_dr_bringup_runs_the_designed_steps_in_order(dagbag: DagBag) -> None:
     assert dag.params["flows"] == []
 
 
+def test_dr_backfill_has_hourly_data_intervals_and_starts_paused(dagbag: DagBag) -> None:
+    from airflow.timetables.interval import CronDataIntervalTimetable
+
+    dag = dagbag.dags["dr_backfill"]
+    assert isinstance(dag.timetable, CronDataIntervalTimetable)  # start and end differ, so a run is a window
+    interval = dag.timetable.infer_manual_data_interval(run_after=pendulum.datetime(2026, 5, 1, 10, 30, tz="UTC"))
+    assert (interval.start, interval.end) == (
+        pendulum.datetime(2026, 5, 1, 9, tz="UTC"),
+        pendulum.datetime(2026, 5, 1, 10, tz="UTC"),
+    )
+    assert dag.is_paused_upon_creation is True and dag.max_active_runs == 1
+
+
 def test_dr_replication_health_is_scheduled_one_run_at_a_time(dagbag: DagBag, monkeypatch: pytest.MonkeyPatch) -> None:
     dag = dagbag.dags["dr_replication_health"]
     assert (dag.schedule, dag.catchup, dag.max_active_runs) == ("*/5 * * * *", False, 1)
@@ -74,6 +88,7 @@ def test_dr_replication_health_is_scheduled_one_run_at_a_time(dagbag: DagBag, mo
         ("dr_schema_redirect", "validate_redirect"),
         ("dr_replication_health", "validate_flows"),
         ("dr_failback", "validate_failback"),
+        ("dr_backfill", "validate_backfill"),
     ],
 )
 def test_trigger_forms_explain_themselves_and_validate_first(dagbag: DagBag, dag_id: str, first: str) -> None:

@@ -434,3 +434,32 @@ def test_two_replicators_of_one_flow_raced_on_purpose_copy_each_record_once(clus
     assert code == 0, (report, err[-2000:])
     assert (report["missing"], report["duplicated"], report["mismatched"]) == (0, 0, 0), report
     assert report["copied"] == report["expected"] >= 40_000  # and the heartbeats both replicators sent
+
+
+@pytest.mark.parametrize("start", ["latest", "time"])
+def test_a_new_flow_begins_at_its_start_and_topics_found_later_at_earliest(clusters, tmp_path, start):
+    """`start: latest` or an ISO time applies once, to a flow with no progress: a crash-free rerun resumes where the
+    first run left off, and a topic created after the first run is copied from its first record."""
+    dc1, dc2 = clusters["dc1"], clusters["dc2"]
+    topic, later = f"start-{start}", f"start-{start}-later"
+    create(dc1, topic, 2)
+    produce(dc1, topic, 100, 2, "old")  # timestamps: an hour ago plus i ms
+    base = int(time.time() * 1000) - 3_600_000
+    moment = "latest" if start == "latest" else time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime((base + 60) / 1000))
+    flow = f"start-{start}-flow"
+    line = f"  - {{name: {flow}, source: dc1, target: dc2, topics: {{include: ['{topic}.*']}}, start: '{moment}'}}"
+    topology = write_topology(tmp_path / "start.yaml", {"dc1": dc1, "dc2": dc2}, line)
+    code, first, err = run_in_process("replicate", "--topology", str(topology), "--flow", flow)
+    assert code == 0, err[-2000:]
+    # latest: nothing of the history; a time: the records from it on (second precision: those from i = 0..999 ms
+    # past the whole second), whatever the partition.
+    expected = 0 if start == "latest" else sum(1 for i in range(100) if base + i >= (base + 60) // 1000 * 1000)
+    assert first["records"] == expected
+    produce(dc1, topic, 10, 2, "new")
+    create(dc1, later, 1)
+    produce(dc1, later, 7, 1, "later")
+    code, second, err = run_in_process("replicate", "--topology", str(topology), "--flow", flow)
+    assert code == 0, err[-2000:]
+    copied = {name: sum(p["records"] for p in second["partitions"] if p["topic"] == name) for name in (topic, later)}
+    assert copied == {topic: 10, later: 7}  # the new records only; the later topic from its first record
+    assert len(read_all(dc2, topic)) == expected + 10

@@ -3,7 +3,9 @@ partition's high watermark."""
 
 from __future__ import annotations
 
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+import time
+
+from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 TIMEOUT_S = 15.0
@@ -36,3 +38,24 @@ def high_watermarks(config: dict[str, str], ignore: tuple[str, ...] = ()) -> Off
     tps = [TopicPartition(t, p) for t, meta in topics.items() if t not in ignore for p in meta.partitions]
     futures = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}, request_timeout=TIMEOUT_S)
     return {(tp.topic, tp.partition): future.result(TIMEOUT_S).offset for tp, future in futures.items()}
+
+
+HOUR_MS = 3_600_000
+
+
+def hourly_records(config: dict[str, str], topic: str, per_hour: int, hours: int = 3) -> int:
+    """`hours` hours of records ending at least an hour ago, `per_hour` each (values h<hour>-<i>, a second apart,
+    spread over 2 partitions); returns the first hour's start (epoch ms, on the hour)."""
+    first = (int(time.time() * 1000) // HOUR_MS - hours - 1) * HOUR_MS
+    producer = Producer({**config, "linger.ms": 20, "enable.idempotence": True})
+    for hour in range(hours):
+        for i in range(per_hour):
+            value = f"h{hour + 1}-{i}".encode()
+            producer.produce(topic, value=value, partition=i % 2, timestamp=first + hour * HOUR_MS + i * 1000)
+    assert producer.flush(30) == 0
+    return first
+
+
+def iso(ms: int) -> str:
+    """An ISO-8601 UTC time of epoch milliseconds (second precision)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(ms / 1000))

@@ -48,6 +48,11 @@ def partition_key(flow: str, topic: str, partition: int) -> bytes:
     return f"{flow}/{topic}/{partition}".encode()
 
 
+def start_key(flow: str) -> bytes:
+    """`_kdr.progress` key of the marker saying a new flow's `start` was applied."""
+    return f"{flow}/__start__".encode()
+
+
 def ensure_internal_topics(
     admin: AdminClient, topics: tuple[str, ...] = tuple(TOPIC_CONFIGS), timeout: float = 15.0
 ) -> list[str]:

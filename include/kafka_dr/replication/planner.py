@@ -21,7 +21,7 @@ from ..clients import client_config, end_offsets, error_text
 from ..topology import Flow, Topology
 from . import topic_sync
 from .copier import CopyTask
-from .internal import HEARTBEATS, ensure_internal_topics, partition_key
+from .internal import HEARTBEATS, PROGRESS, ensure_internal_topics, latest_value, partition_key, put_records, start_key
 from .provenance import ForceCopy
 from .resume import Checkpoint, read_checkpoints, resume_offset
 
@@ -177,6 +177,12 @@ class FlowContext:
             for i in (IsolationLevel.READ_UNCOMMITTED, IsolationLevel.READ_COMMITTED)
         )
         checkpoints: dict[str, Checkpoint] | None = None
+        initial = None  # a new flow's `start` (latest or a time) for partitions the destination holds nothing of
+        if sync and self.flow.start != "earliest" and not self._start_applied():
+            initial = with_retries(
+                f"source cluster {self.source.name}", lambda: self._start_offsets(tps, ends), self.retries
+            )
+        started: dict[tuple[str, int], int] = {}
         plan = Plan([], sync=sync_report)
         for tp in tps:
             key = (tp.topic, tp.partition)
@@ -197,6 +203,8 @@ class FlowContext:
                     checkpoint,
                     dest_high[(dest, tp.partition)],
                 )
+                if position is None and initial is not None and tp.topic != HEARTBEATS:
+                    position = started[key] = max(initial[key], starts[key])
                 if position is None:
                     position = starts[key]
             if position < starts[key]:
@@ -232,4 +240,32 @@ class FlowContext:
                     dest_from=dest_stable.get((dest, tp.partition), 0),
                 )
             )
+        if initial is not None:
+            self._record_start(started, dest_stable)
         return plan
+
+    def _start_applied(self) -> bool:
+        """Whether the flow's `start` was applied already (by an earlier run): from then on, partitions the
+        destination holds nothing of (topics and partitions found later) start at earliest."""
+        return latest_value(self.target_config, PROGRESS, start_key(self.flow.name)) is not None
+
+    def _start_offsets(self, tps: list[TopicPartition], ends: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """Per partition, where `start` puts a new flow: the end now (latest), or the first offset whose timestamp
+        is at or after the start time (the end when there is none)."""
+        start_ms = self.flow.start_ms
+        if start_ms is None:
+            return dict(ends)
+        found = self.offsets(tps, OffsetSpec.for_timestamp(start_ms))
+        return {key: ends[key] if offset < 0 else offset for key, offset in found.items()}
+
+    def _record_start(self, started: dict[tuple[str, int], int], dest_stable: dict[tuple[str, int], int]) -> None:
+        """Checkpoints at the start positions, then the marker: a crash before the first copy resumes there, not at
+        earliest, and a rerun never applies the start again."""
+        records: list[tuple[bytes, Any]] = []
+        for (topic, partition), position in started.items():
+            dest = self.dest_topic(topic)
+            checkpoint = Checkpoint(position, dest, dest_stable.get((dest, partition), 0), self.source_cluster_id)
+            records.append((partition_key(self.flow.name, topic, partition), checkpoint.to_dict()))
+        put_records(self.target_config, PROGRESS, records)
+        put_records(self.target_config, PROGRESS, [(start_key(self.flow.name), {"start": self.flow.start})])
+        log.info("flow %s: new, started at %s in %d partitions", self.flow.name, self.flow.start, len(started))

@@ -35,6 +35,7 @@ class VerifyTask:
     force: ForceCopy | None = None  # the filter override the flow was copied with
     skipped: tuple[tuple[int, int], ...] = ()  # inclusive source ranges not to be copied
     settle_s: float = 0.0
+    start: int = 0  # first source offset judged (a backfill's window)
 
 
 @dataclass
@@ -59,7 +60,7 @@ class VerifyResult:
         return {**asdict(self), "ok": self.ok}
 
 
-def _read(config: dict[str, Any], topic: str, partition: int, isolation: str, end: int | None = None):
+def _read(config: dict[str, Any], topic: str, partition: int, isolation: str, end: int | None = None, start: int = 0):
     consumer = Consumer(
         {
             **config,
@@ -72,8 +73,9 @@ def _read(config: dict[str, Any], topic: str, partition: int, isolation: str, en
     try:
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=15)
         stop = high if end is None else min(end, high)
-        if stop > low:
-            yield from read_partition(consumer, topic, partition, OFFSET_BEGINNING, stop, 30)
+        first = max(low, start)
+        if stop > first:
+            yield from read_partition(consumer, topic, partition, first if start else OFFSET_BEGINNING, stop, 30)
     finally:
         consumer.close()
 
@@ -81,7 +83,7 @@ def _read(config: dict[str, Any], topic: str, partition: int, isolation: str, en
 def verify_partition(task: VerifyTask) -> VerifyResult:
     result = VerifyResult(task.topic, task.partition, task.dest_topic)
     source: dict[int, tuple] = {}
-    for m in _read(task.source_config, task.topic, task.partition, "read_committed", task.end):
+    for m in _read(task.source_config, task.topic, task.partition, "read_committed", task.end, task.start):
         if any(first <= m.offset() <= last for first, last in task.skipped):
             result.skipped += 1
             continue

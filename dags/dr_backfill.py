@@ -1,0 +1,80 @@
+"""dr_backfill: copy exactly the source records of a window that a flow's target topic lacks, then verify the window.
+
+validate (params, else the run's hourly data interval; the window checked against the source) -> the backfill job
+(spark_jobs/backfill.py through BackfillOperator) -> report. Hourly data intervals make Airflow's own backfill ("Run
+backfill" in the UI, `airflow backfill create --dag-id dr_backfill --from-date ... --to-date ...`) re-run past hours;
+each run copies only what the target lacks, so re-runs copy nothing. The DAG starts paused: its scheduled hourly runs
+copy each past hour, which a deployment turns on deliberately (with a `target_topic` beside a live destination).
+"""
+
+from __future__ import annotations
+
+import pendulum
+from airflow.sdk import DAG, Param, chain
+from airflow.timetables.interval import CronDataIntervalTimetable
+
+from kafka_dr.airflow.backfill import backfill_report, validate_backfill
+from kafka_dr.airflow.common import topology_param
+from kafka_dr.airflow.operators.backfill import BackfillOperator
+from kafka_dr.topology import TopologyError, load_topology
+
+
+def _flows() -> list[str]:
+    try:
+        return [flow.name for flow in load_topology().flows] or [""]
+    except TopologyError:
+        return [""]
+
+
+FLOWS = _flows()
+PLAN = "ti.xcom_pull(task_ids='validate_backfill')"
+
+with DAG(
+    dag_id="dr_backfill",
+    schedule=CronDataIntervalTimetable("0 * * * *", timezone="UTC"),
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    is_paused_upon_creation=True,
+    max_active_runs=1,
+    render_template_as_native_obj=True,
+    tags=["kafka-dr"],
+    doc_md=__doc__,
+    params={
+        "topology": topology_param(),
+        "flow": Param(FLOWS[0], type="string", title="Flow", description="The flow whose source records are copied."),
+        "topics": Param(
+            "", type="string", title="Topics", description="Regex (full match) within the flow's topics; empty: all."
+        ),
+        "window_start": Param(
+            "", type="string", title="Window start", description="ISO-8601, inclusive; empty: the run's data interval."
+        ),
+        "window_end": Param("", type="string", title="Window end", description="ISO-8601, exclusive."),
+        "offsets": Param(
+            "",
+            type="string",
+            title="Offsets",
+            description='Instead of times: {"topic:partition": [first, last]}, inclusive.',
+        ),
+        "target_topic": Param(
+            "",
+            type="string",
+            title="Target topic",
+            description="A format such as {topic}.backfill; empty: the flow's rename.",
+        ),
+        "dry_run": Param(False, type="boolean", title="Dry run", description="Plan and report only; change nothing."),
+    },
+):
+    plan = validate_backfill()
+    copied = BackfillOperator(
+        task_id="backfill",
+        flow="{{ " + PLAN + "['flow'] }}",
+        topology="{{ " + PLAN + "['topology'] }}",
+        window_start="{{ " + PLAN + "['window_start'] }}",
+        window_end="{{ " + PLAN + "['window_end'] }}",
+        offsets="{{ " + PLAN + "['offsets'] }}",
+        topics="{{ " + PLAN + "['topics'] }}",
+        target_topic="{{ " + PLAN + "['target_topic'] }}",
+        dry_run="{{ " + PLAN + "['dry_run'] }}",
+    )
+    report = backfill_report(plan, copied.output)
+    chain(plan, copied, report)

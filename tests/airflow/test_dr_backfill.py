@@ -1,0 +1,102 @@
+"""dr_backfill with dag.test() on the session's embedded stack: a flow started at `latest` after three hours of
+records gets hour 2 backfilled beside its destination exactly once (a rerun copies nothing), a run without window
+params takes its hourly data interval, a dry run changes nothing, and bad params fail at the first task."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from airflow.utils.state import DagRunState, TaskInstanceState
+from support.drills import copy_flow, send, states_of
+from support.kafka import HOUR_MS, create_topic, high_watermarks, hourly_records, iso
+
+from kafka_dr.topology import load_topology
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+PER_HOUR = 40
+
+
+def backfill(dags: dict[str, Any], topology: Any, logical_date: datetime | None = None, **conf: Any) -> Any:
+    """dr_backfill with every param given: dag.test() keeps params of an earlier run's conf."""
+    params = {"flow": "bfd-flow", "topics": "", "window_start": "", "window_end": "", "offsets": ""}
+    params |= {"target_topic": "{topic}.backfill", "dry_run": False, **conf}
+    extra = {} if logical_date is None else {"logical_date": logical_date}
+    return dags["dr_backfill"].test(run_conf={"topology": str(topology), **params}, **extra)
+
+
+def test_hour_2_backfilled_once_by_params_and_by_its_data_interval(dags, stack, state, tmp_path):
+    dc1, dc2 = stack.local.config.dc("dc1"), stack.local.config.dc("dc2")
+    source, target = {"bootstrap.servers": dc1.broker_address}, {"bootstrap.servers": dc2.broker_address}
+    create_topic(source, "bfd", 2)
+    hour1 = hourly_records(source, "bfd", PER_HOUR)
+    path = tmp_path / "bfd.yaml"
+    path.write_text(
+        f"""clusters:
+  dc1: {{bootstrap_servers: "{dc1.broker_address}"}}
+  dc2: {{bootstrap_servers: "{dc2.broker_address}"}}
+flows:
+  - {{name: bfd-flow, source: dc1, target: dc2, topics: {{include: ["bfd"]}}, start: latest}}
+"""
+    )
+    copy_flow(load_topology(path), "bfd-flow")  # the flow runs from `latest`: no history in dc2
+    hour2 = {"window_start": iso(hour1 + HOUR_MS), "window_end": iso(hour1 + 2 * HOUR_MS)}
+
+    before = high_watermarks(target)
+    dry = backfill(dags, path, **hour2, dry_run=True)
+    assert dry.state == DagRunState.SUCCESS, states_of(dry)
+    assert high_watermarks(target) == before
+
+    run = backfill(dags, path, **hour2)
+    assert run.state == DagRunState.SUCCESS, states_of(run)
+    reports = sorted((state / "reports").glob("dr_backfill-*.json"), key=lambda p: p.stat().st_mtime)
+    body = json.loads(reports[-1].read_text())
+    assert (body["copied"], body["already_present"], body["unavailable"]) == (PER_HOUR, 0, [])
+    assert body["verify"]["status"] == "verified" and body["target_topics"] == ["bfd.backfill"]
+    assert body["window"] == hour2
+
+    # No window params: the run's data interval. A manual run at hour 3's start covers hour 2: copies nothing more.
+    hour3_start = datetime.fromtimestamp((hour1 + 2 * HOUR_MS) / 1000, UTC)
+    rerun = backfill(dags, path, logical_date=hour3_start)
+    assert rerun.state == DagRunState.SUCCESS, states_of(rerun)
+    reports = sorted((state / "reports").glob("dr_backfill-*.json"), key=lambda p: p.stat().st_mtime)
+    again = json.loads(reports[-1].read_text())
+    assert (again["copied"], again["already_present"]) == (0, PER_HOUR)
+    assert again["window"]["window_start"].startswith(iso(hour1 + HOUR_MS)[:19])
+
+
+@pytest.mark.parametrize(
+    ("conf", "message"),
+    [
+        ({"window_start": "2026-01-02T00:00:00Z", "window_end": "2026-01-01T00:00:00Z"}, "is not after"),
+        ({"window_start": "2026-01-01T00:00:00Z", "window_end": "2999-01-01T00:00:00Z"}, "is in the future"),
+        ({"flow": "nope", "offsets": '{"bfd-bad:0": [0, 1]}'}, "unknown flow 'nope'"),
+        ({"topics": "other", "offsets": '{"bfd-bad:0": [0, 1]}'}, "selects none of the topics"),
+        ({"offsets": '{"bfd-bad:0": [0, 5]}'}, "offsets past the end of their partition: bfd-bad:0 ends at 5"),
+    ],
+)
+def test_bad_params_fail_at_the_first_task_and_change_nothing(dags, stack, state, tmp_path, capfd, conf, message):
+    dc1, dc2 = stack.local.config.dc("dc1"), stack.local.config.dc("dc2")
+    source = {"bootstrap.servers": dc1.broker_address}
+    if ("bfd-bad", 0) not in high_watermarks(source):
+        create_topic(source, "bfd-bad", 1)
+        send(dc1.broker_address, "bfd-bad", [str(i) for i in range(5)])
+    path = tmp_path / "bad.yaml"
+    path.write_text(
+        f"""clusters:
+  dc1: {{bootstrap_servers: "{dc1.broker_address}"}}
+  dc2: {{bootstrap_servers: "{dc2.broker_address}"}}
+flows:
+  - {{name: bfd-flow, source: dc1, target: dc2, topics: {{include: ["bfd-bad"]}}}}
+"""
+    )
+    before = high_watermarks({"bootstrap.servers": dc2.broker_address})
+    run = backfill(dags, path, **conf)
+    assert run.state == DagRunState.FAILED
+    states = states_of(run)
+    assert states["validate_backfill"] == TaskInstanceState.FAILED
+    assert states["backfill"] == TaskInstanceState.UPSTREAM_FAILED
+    assert message in "".join(capfd.readouterr())
+    assert high_watermarks({"bootstrap.servers": dc2.broker_address}) == before
