@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test lint format bench bench-broker bench-replication bench-translation bench-health bench-failback clean
+.PHONY: venv demo test lint format bench bench-broker bench-replication bench-translation bench-health bench-failback bench-backfill clean
 
 venv: $(STAMP)
 
@@ -38,7 +38,7 @@ format: venv
 
 # Benchmarks print a ratio against a baseline measured in the same run (README: Performance).
 # They share the tests' support package, found through PYTHONPATH as pytest finds it through `pythonpath`.
-bench: bench-broker bench-replication bench-translation bench-health bench-failback
+bench: bench-broker bench-replication bench-translation bench-health bench-failback bench-backfill
 
 bench-broker: venv
 	PYTHONPATH=tests $(BIN)/python tests/benchmarks/broker_throughput.py
@@ -55,6 +55,9 @@ bench-health: venv
 
 bench-failback: venv
 	PYTHONPATH=tests $(BIN)/python tests/benchmarks/failback_benchmark.py
+
+bench-backfill: venv
+	PYTHONPATH=tests $(BIN)/python tests/benchmarks/backfill_benchmark.py
 
 clean:
 	rm -rf $(VENV) .kafka-dr airflow-home

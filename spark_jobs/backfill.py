@@ -140,11 +140,13 @@ def run(
         if index == len(rounds):
             rounds.append([])
         rounds[index].append(task)
+    copy_started = time.monotonic()
     for work in rounds:
         groups = writer_groups(work, spark_context.defaultParallelism)
         results = spark_context.parallelize(groups, len(groups)).mapPartitions(_copy_groups).collect()
         summary["copied"] += sum(r.records for r in results)
         log.info("backfill of %s: %d records copied so far", flow.name, summary["copied"])
+    summary["copy_seconds"] = round(time.monotonic() - copy_started, 3)
     verify_tasks = [
         VerifyTask(
             context.source_config,

@@ -18,7 +18,10 @@ AIRFLOW_HALF = ("airflow", "unit")
 # Conformance's group tests (mostly waiting out session timeouts, on brokers of their own) even the halves out:
 # without them the broker half took about 400 s of a 330 + 400 s suite.
 BALANCE = ("tests/conformance/test_groups.py",)
-BROKER_HALF = ("tests/airflow/test_dr_failback_cycles.py",)  # Airflow tests that even the halves out
+BROKER_HALF = (  # Airflow tests that even the halves out
+    "tests/airflow/test_dr_failback_cycles.py",
+    "tests/airflow/test_dr_failback_rebuilt.py",
+)
 
 
 def half(nodeid: str) -> str:

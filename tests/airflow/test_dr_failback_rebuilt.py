@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from typing import Any
 
 import httpx
@@ -35,10 +36,15 @@ FLOW = "rb-dc1-to-dc2"
 
 
 def register(url: str, name: str) -> int:
+    """The schema's id; a registry still electing its leader answers 500 meanwhile, so that is retried."""
     schema = {"type": "record", "name": name, "fields": [{"name": "id", "type": "long"}]}
-    response = httpx.post(f"{url}/subjects/{name}-value/versions", json={"schema": json.dumps(schema)}, timeout=30)
-    response.raise_for_status()
-    return response.json()["id"]
+    deadline = time.monotonic() + 60
+    while True:
+        response = httpx.post(f"{url}/subjects/{name}-value/versions", json={"schema": json.dumps(schema)}, timeout=30)
+        if response.status_code < 500 or time.monotonic() > deadline:
+            response.raise_for_status()
+            return response.json()["id"]
+        time.sleep(1)
 
 
 def test_a_cluster_rebuilt_with_its_old_id_gets_every_record_and_every_schema_id_back_through_a_renaming_flow(

@@ -34,8 +34,11 @@ def write_topology(path: Path, dc1: BrokerProcess, dc2: BrokerProcess, flow: str
     return write_clusters_topology(path, {"dc1": dc1.bootstrap, "dc2": dc2.bootstrap}, flow)
 
 
-def create(broker: BrokerProcess, topic: str, partitions: int) -> None:
-    create_topic(broker.config, topic, partitions)
+KEEP_2023 = {"retention.ms": "-1"}  # records of 2023: a 7-day retention could drop them while a test reads them
+
+
+def create(broker: BrokerProcess, topic: str, partitions: int, **configs: str) -> None:
+    create_topic(broker.config, topic, partitions, **configs)
 
 
 def produce(
@@ -269,7 +272,7 @@ def test_timestamp_fallback_matches_offsets_for_times(pair, tmp_path):
 def test_reset_to_datetime_behaves_like_the_cli(pair):
     """--to-datetime: the earliest offset with timestamp >= the time; after the last record, the log end."""
     dc1, _ = pair
-    create(dc1, "dated", 2)
+    create(dc1, "dated", 2, **KEEP_2023)
     base = 1_700_000_000_000
     produce(dc1, "dated", 100, 0, base_ms=base, step_ms=1000)
     produce(dc1, "dated", 100, 1, base_ms=base + 50_500, step_ms=1000)
@@ -281,7 +284,7 @@ def test_reset_to_datetime_behaves_like_the_cli(pair):
 def test_job_resets_groups_to_a_datetime_in_the_target(pair, tmp_path):
     """--reset-to-datetime --apply commits, per partition of the group's topics, offsetsForTimes (or the end)."""
     dc1, dc2 = pair
-    create(dc1, "ticks", 2)
+    create(dc1, "ticks", 2, **KEEP_2023)
     base = 1_700_000_000_000
     for partition in (0, 1):
         produce(dc1, "ticks", 100, partition, base_ms=base + partition * 60_000, step_ms=1000)

@@ -220,7 +220,7 @@ def missing_ranges(task: PresenceTask) -> tuple[PartitionWindow, list[tuple[int,
         try:
             low, high = consumer.get_watermark_offsets(TopicPartition(window.dest_topic, window.partition), timeout=15)
         except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+            if exc.args[0].code() not in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION):
                 raise
             low = high = 0  # the target topic is made when the copy starts
         if high > low and window.end > window.first:
