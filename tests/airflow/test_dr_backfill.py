@@ -13,6 +13,8 @@ from airflow.utils.state import DagRunState, TaskInstanceState
 from support.drills import copy_flow, send, states_of
 from support.kafka import HOUR_MS, create_topic, high_watermarks, hourly_records, iso
 
+from kafka_dr.clients import read_committed
+from kafka_dr.replication.provenance import hops
 from kafka_dr.topology import load_topology
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -25,6 +27,15 @@ def backfill(dags: dict[str, Any], topology: Any, logical_date: datetime | None 
     params |= {"target_topic": "{topic}.backfill", "dry_run": False, **conf}
     extra = {} if logical_date is None else {"logical_date": logical_date}
     return dags["dr_backfill"].test(run_conf={"topology": str(topology), **params}, **extra)
+
+
+def copies(config: dict[str, str], topic: str) -> list[tuple[int, int]]:
+    """(partition, origin offset) of every copy in `topic`."""
+    ends = {key: end for key, end in high_watermarks(config).items() if key[0] == topic}
+    return sorted(
+        (m.partition(), hops(m.headers())[-1].offset)
+        for m in read_committed(config, {k: (0, e) for k, e in ends.items()}, 30)
+    )
 
 
 def test_hour_2_backfilled_once_by_params_and_by_its_data_interval(dags, stack, state, tmp_path):
@@ -100,3 +111,44 @@ flows:
     assert states["backfill"] == TaskInstanceState.UPSTREAM_FAILED
     assert message in "".join(capfd.readouterr())
     assert high_watermarks({"bootstrap.servers": dc2.broker_address}) == before
+
+
+def test_airflow_backfill_create_copies_each_hour_once_and_all_runs_again_copy_nothing(
+    airflow_execution_api, stack, state, tmp_path
+):
+    """`airflow backfill create` over three hourly intervals, executed by a scheduler (a process per task): each
+    hour's records copied once in total; the same backfill with reprocess "completed" (the UI's "All runs") copies
+    nothing more."""
+    from support.airflow import backfill_with_scheduler
+
+    dc1, dc2 = stack.local.config.dc("dc1"), stack.local.config.dc("dc2")
+    source, target = {"bootstrap.servers": dc1.broker_address}, {"bootstrap.servers": dc2.broker_address}
+    create_topic(source, "bfa", 2)
+    hour1 = hourly_records(source, "bfa", PER_HOUR)
+    path = tmp_path / "bfa.yaml"
+    path.write_text(
+        f"""clusters:
+  dc1: {{bootstrap_servers: "{dc1.broker_address}"}}
+  dc2: {{bootstrap_servers: "{dc2.broker_address}"}}
+flows:
+  - {{name: bfa-flow, source: dc1, target: dc2, topics: {{include: ["bfa"]}}, start: latest}}
+"""
+    )
+    copy_flow(load_topology(path), "bfa-flow")
+    conf = {"topology": str(path), "flow": "bfa-flow", "target_topic": "{topic}.backfill"}
+    hours = (iso(hour1), iso(hour1 + 2 * HOUR_MS))  # logical dates of the three hourly intervals, inclusive
+    runs = backfill_with_scheduler("dr_backfill", *hours, conf, airflow_execution_api, tmp_path / "backfill.log")
+    assert [run_state for _, run_state in runs] == ["success"] * 3, runs
+    assert copies(target, "bfa.backfill") == sorted(
+        (i % 2, hour * PER_HOUR // 2 + i // 2) for hour in range(3) for i in range(PER_HOUR)
+    )
+    again = backfill_with_scheduler(
+        "dr_backfill",
+        *hours,
+        conf,
+        airflow_execution_api,
+        tmp_path / "again.log",
+        ("--reprocess-behavior", "completed"),
+    )
+    assert [run_state for _, run_state in again] == ["success"] * 3, again
+    assert len(copies(target, "bfa.backfill")) == 3 * PER_HOUR  # nothing copied twice
