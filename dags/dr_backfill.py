@@ -75,6 +75,7 @@ with DAG(
         topics="{{ " + PLAN + "['topics'] }}",
         target_topic="{{ " + PLAN + "['target_topic'] }}",
         dry_run="{{ " + PLAN + "['dry_run'] }}",
+        max_active_tis_per_dag=1,  # runs of a backfill go one at a time: two copiers of a flow fence each other
     )
     report = backfill_report(plan, copied.output)
     chain(plan, copied, report)
