@@ -18,7 +18,6 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -188,7 +187,7 @@ def backfill_with_scheduler(
     """Airflow's own backfill: the DAG serialized into the DB and unpaused (the scheduler starts no run of a paused
     DAG, backfill runs included), a scheduler (LocalExecutor, a process per task) and `airflow backfill create`
     over [from_date, to_date]; returns (logical date, state) of the backfill's runs once `expected` of them have
-    ended."""
+    ended. One backfill per DAG and metadata DB: runs of an earlier one would count."""
     env = {**os.environ, **api_env, "AIRFLOW__CORE__PARALLELISM": "4", "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "1"}
     env["AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC"] = "1"
     with open(log, "ab") as out:
@@ -196,7 +195,6 @@ def backfill_with_scheduler(
             subprocess.run(
                 [str(VENV_BIN / "airflow"), *command], stdout=out, stderr=subprocess.STDOUT, env=env, check=True
             )
-        asked = datetime.now(UTC).isoformat()
         created = subprocess.run(
             [str(VENV_BIN / "airflow"), "backfill", "create", "--dag-id", dag_id, "--from-date", from_date,
              "--to-date", to_date, "--dag-run-conf", json.dumps(conf), *extra],
@@ -208,7 +206,7 @@ def backfill_with_scheduler(
         try:
             deadline = time.monotonic() + timeout
             while True:
-                runs = _backfill_runs(dag_id, env, asked)
+                runs = _backfill_runs(dag_id, env)
                 if len(runs) == expected:
                     return runs
                 assert time.monotonic() < deadline, f"{runs}:\n{log.read_text(errors='replace')[-4000:]}"
@@ -217,9 +215,9 @@ def backfill_with_scheduler(
             end_process(scheduler)
 
 
-def _backfill_runs(dag_id: str, env: dict[str, str], since: str) -> list[tuple[str, str]]:
-    """(logical date, state) of the DAG's backfill runs that ended after `since`, from `airflow dags list-runs`
-    (its last line): a query of this process's own would hold the SQLite file the scheduler writes."""
+def _backfill_runs(dag_id: str, env: dict[str, str]) -> list[tuple[str, str]]:
+    """(logical date, state) of the DAG's backfill runs that have ended, from `airflow dags list-runs` (its last
+    line): a query of this process's own would hold the SQLite file the scheduler writes."""
     listed = subprocess.run(
         [str(VENV_BIN / "airflow"), "dags", "list-runs", dag_id, "--output", "json"],
         capture_output=True, text=True, env=env, check=False,
@@ -230,9 +228,7 @@ def _backfill_runs(dag_id: str, env: dict[str, str], since: str) -> list[tuple[s
     return sorted(
         (run["logical_date"], run["state"])
         for run in runs
-        if run["run_id"].startswith("backfill__")
-        and run["state"] in ("success", "failed")
-        and (run["end_date"] or "") >= since
+        if run["run_id"].startswith("backfill__") and run["state"] in ("success", "failed")
     )
 
 
