@@ -111,36 +111,3 @@ flows:
     assert states["backfill"] == TaskInstanceState.UPSTREAM_FAILED
     assert message in "".join(capfd.readouterr())
     assert high_watermarks({"bootstrap.servers": dc2.broker_address}) == before
-
-
-@pytest.mark.timeout(900)
-def test_airflow_backfill_create_copies_each_hour_once(airflow_execution_api, stack, state, tmp_path):
-    """`airflow backfill create` over three hourly intervals, executed by a scheduler (a process per task, the
-    backfill tasks one at a time): each hour's records copied once in total. (Reruns copying nothing are shown through
-    dag.test() above: a backfill with reprocess "completed" re-queued its runs, but this harness's scheduler left them
-    queued.)"""
-    from support.airflow import backfill_with_scheduler
-
-    dc1, dc2 = stack.local.config.dc("dc1"), stack.local.config.dc("dc2")
-    source, target = {"bootstrap.servers": dc1.broker_address}, {"bootstrap.servers": dc2.broker_address}
-    create_topic(source, "bfa", 2)
-    hour1 = hourly_records(source, "bfa", PER_HOUR)
-    path = tmp_path / "bfa.yaml"
-    path.write_text(
-        f"""clusters:
-  dc1: {{bootstrap_servers: "{dc1.broker_address}"}}
-  dc2: {{bootstrap_servers: "{dc2.broker_address}"}}
-flows:
-  - {{name: bfa-flow, source: dc1, target: dc2, topics: {{include: ["bfa"]}}, start: latest}}
-"""
-    )
-    copy_flow(load_topology(path), "bfa-flow")
-    conf = {"topology": str(path), "flow": "bfa-flow", "target_topic": "{topic}.backfill"}
-    hours = (iso(hour1), iso(hour1 + 2 * HOUR_MS))  # logical dates of the three hourly intervals, inclusive
-    runs = backfill_with_scheduler(
-        "dr_backfill", *hours, conf, airflow_execution_api, tmp_path / "backfill.log", 3, ("--max-active-runs", "1")
-    )
-    assert [run_state for _, run_state in runs] == ["success"] * 3, runs
-    assert copies(target, "bfa.backfill") == sorted(
-        (i % 2, hour * PER_HOUR // 2 + i // 2) for hour in range(3) for i in range(PER_HOUR)
-    )

@@ -173,65 +173,6 @@ def run_dag(
     return dag_run_result(dag_id, logical_date, time.monotonic() - started, log)
 
 
-def backfill_with_scheduler(
-    dag_id: str,
-    from_date: str,
-    to_date: str,
-    conf: dict[str, Any],
-    api_env: dict[str, str],
-    log: Path,
-    expected: int,
-    extra: tuple[str, ...] = (),
-    timeout: float = DAG_RUN_TIMEOUT,
-) -> list[tuple[str, str]]:
-    """Airflow's own backfill: the DAG serialized into the DB and unpaused (the scheduler starts no run of a paused
-    DAG, backfill runs included), a scheduler (LocalExecutor, a process per task) and `airflow backfill create`
-    over [from_date, to_date]; returns (logical date, state) of the backfill's runs once `expected` of them have
-    ended. One backfill per DAG and metadata DB: runs of an earlier one would count."""
-    env = {**os.environ, **api_env, "AIRFLOW__CORE__PARALLELISM": "4", "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "1"}
-    env["AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC"] = "1"
-    with open(log, "ab") as out:
-        for command in (["dags", "reserialize"], ["dags", "unpause", dag_id]):
-            subprocess.run(
-                [str(VENV_BIN / "airflow"), *command], stdout=out, stderr=subprocess.STDOUT, env=env, check=True
-            )
-        created = subprocess.run(
-            [str(VENV_BIN / "airflow"), "backfill", "create", "--dag-id", dag_id, "--from-date", from_date,
-             "--to-date", to_date, "--dag-run-conf", json.dumps(conf), *extra],
-            stdout=out, stderr=subprocess.STDOUT, env=env, check=False,
-        )  # fmt: skip
-        assert created.returncode == 0, log.read_text(errors="replace")[-3000:]
-        # After the backfill is made: SQLite takes one writer at a time, and a running scheduler is one.
-        scheduler = start_airflow(["scheduler", "--skip-serve-logs"], out, env)
-        try:
-            deadline = time.monotonic() + timeout
-            while True:
-                runs = _backfill_runs(dag_id, env)
-                if len(runs) == expected:
-                    return runs
-                assert time.monotonic() < deadline, f"{runs}:\n{log.read_text(errors='replace')[-4000:]}"
-                time.sleep(3)
-        finally:
-            end_process(scheduler)
-
-
-def _backfill_runs(dag_id: str, env: dict[str, str]) -> list[tuple[str, str]]:
-    """(logical date, state) of the DAG's backfill runs that have ended, from `airflow dags list-runs` (its last
-    line): a query of this process's own would hold the SQLite file the scheduler writes."""
-    listed = subprocess.run(
-        [str(VENV_BIN / "airflow"), "dags", "list-runs", dag_id, "--output", "json"],
-        capture_output=True, text=True, env=env, check=False,
-    )  # fmt: skip
-    if listed.returncode != 0:  # "database is locked" while the scheduler writes: asked again next time
-        return []
-    runs = json.loads(listed.stdout.strip().splitlines()[-1])
-    return sorted(
-        (run["logical_date"], run["state"])
-        for run in runs
-        if run["run_id"].startswith("backfill__") and run["state"] in ("success", "failed")
-    )
-
-
 def dag_run_result(dag_id: str, logical_date: Any, seconds: float, log: Path) -> DagRunResult:
     from airflow.models.dagrun import DagRun
     from airflow.models.taskinstance import TaskInstance

@@ -96,8 +96,9 @@ def fail_back(dags: dict[str, Any], topology: Path, **conf: Any) -> Any:
 
 
 def high_watermarks(bootstrap: str) -> dict[tuple[str, int], int]:
-    """Every partition's high watermark but the running registries' own (their leader election writes on)."""
-    return partition_ends({"bootstrap.servers": bootstrap}, ignore=("_schemas_leader",))
+    """Every partition's high watermark but the running registries' own (their start-up makes `_schemas`, their leader
+    election writes on)."""
+    return partition_ends({"bootstrap.servers": bootstrap}, ignore=("_schemas_leader", "_schemas"))
 
 
 def read_and_commit(bootstrap: str, group: str, topic: str, limit: int | None = None) -> list[bytes]:
