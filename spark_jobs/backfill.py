@@ -113,33 +113,31 @@ def run(
     stable = end_offsets(
         context.target_admin, [(w.dest_topic, w.partition) for w in windows], IsolationLevel.READ_COMMITTED
     )
-    tasks = [
-        CopyTask(
-            backfill.name,
-            context.source_config,
-            context.target_config,
-            context.source.name,
-            context.target.name,
-            context.source_cluster_id,
-            context.target_cluster_id,
-            w.topic,
-            w.partition,
-            w.dest_topic,
-            a,
-            b,
-            provenance=True,
-            dest_from=stable.get((w.dest_topic, w.partition), 0),
-        )
-        for w, runs, _ in found
-        for a, b in runs
-    ]
-    # Runs of one partition go to successive rounds: a copy task holds one range per partition.
+    # Runs of one partition go to successive rounds (the i-th run in round i): a copy task holds one range per
+    # partition.
     rounds: list[list[CopyTask]] = []
-    for task in tasks:
-        index = sum(1 for r in rounds if any((t.topic, t.partition) == (task.topic, task.partition) for t in r))
-        if index == len(rounds):
-            rounds.append([])
-        rounds[index].append(task)
+    for w, runs, _ in found:
+        for index, (a, b) in enumerate(runs):
+            if index == len(rounds):
+                rounds.append([])
+            rounds[index].append(
+                CopyTask(
+                    backfill.name,
+                    context.source_config,
+                    context.target_config,
+                    context.source.name,
+                    context.target.name,
+                    context.source_cluster_id,
+                    context.target_cluster_id,
+                    w.topic,
+                    w.partition,
+                    w.dest_topic,
+                    a,
+                    b,
+                    provenance=True,
+                    dest_from=stable.get((w.dest_topic, w.partition), 0),
+                )
+            )
     copy_started = time.monotonic()
     for work in rounds:
         groups = writer_groups(work, spark_context.defaultParallelism)
