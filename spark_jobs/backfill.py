@@ -160,7 +160,9 @@ def run(
         for w in windows
     ]
     context.close()
+    verify_started = time.monotonic()
     checked = spark_context.parallelize(verify_tasks, max(len(verify_tasks), 1)).map(verify_partition).collect()
+    summary["verify_seconds"] = round(time.monotonic() - verify_started, 3)
     bad = [r for r in checked if not r.ok]
     summary["verify"] = {
         "status": "failed" if bad else "verified",

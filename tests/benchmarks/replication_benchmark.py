@@ -55,9 +55,16 @@ def fill(broker: BrokerProcess, topic: str, count: int, size: int, partitions: i
 
 
 def plain_copy(
-    source: BrokerProcess, target: BrokerProcess, topic: str, dest: str, count: int, partitions: int = PARTITIONS
+    source: BrokerProcess,
+    target: BrokerProcess,
+    topic: str,
+    dest: str,
+    count: int,
+    partitions: int = PARTITIONS,
+    starts: dict[int, int] | None = None,
 ) -> float:
-    """The baseline: one consumer, one producer, records copied as they come."""
+    """The baseline: one consumer, one producer, `count` records copied as they come, each partition read from its
+    offset in `starts` (default 0)."""
     reading = {"group.id": "plain-copy", "enable.auto.commit": False, "isolation.level": "read_committed"}
     consumer = Consumer({**source.config, **reading, "fetch.max.bytes": 52_428_800})
     producer = Producer(
@@ -69,7 +76,7 @@ def plain_copy(
             "queue.buffering.max.messages": 500_000,
         }
     )
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    consumer.assign([TopicPartition(topic, p, (starts or {}).get(p, 0)) for p in range(partitions)])
     start = time.perf_counter()
     copied = 0
     while copied < count:
