@@ -1,6 +1,7 @@
 """dr_backfill with dag.test() on the session's embedded stack: a flow started at `latest` after three hours of
 records gets hour 2 backfilled beside its destination exactly once (a rerun copies nothing), a run without window
-params takes its hourly data interval, a dry run changes nothing, and bad params fail at the first task."""
+params takes its hourly data interval, a dry run changes nothing, bad params fail at the first task, and
+`airflow backfill create` executed by a real scheduler copies each hour once (and nothing when re-run)."""
 
 from __future__ import annotations
 
@@ -111,3 +112,53 @@ flows:
     assert states["backfill"] == TaskInstanceState.UPSTREAM_FAILED
     assert message in "".join(capfd.readouterr())
     assert high_watermarks({"bootstrap.servers": dc2.broker_address}) == before
+
+
+@pytest.mark.timeout(900)
+def test_airflow_backfill_create_copies_each_hour_once(airflow_execution_api, stack, state, tmp_path):
+    """`airflow backfill create` over three hourly intervals, executed by a scheduler (a process per task): each
+    hour's records copied once in total; a second backfill re-running every completed run copies nothing."""
+    from support.airflow import backfill_with_scheduler
+
+    dc1, dc2 = stack.local.config.dc("dc1"), stack.local.config.dc("dc2")
+    source, target = {"bootstrap.servers": dc1.broker_address}, {"bootstrap.servers": dc2.broker_address}
+    create_topic(source, "bfa", 2)
+    # Hours that no earlier run of this session's dr_backfill covered: a backfill makes no run for a logical date that
+    # has one (unless told to reprocess it).
+    hour1 = hourly_records(source, "bfa", PER_HOUR, ending_ago=6)
+    path = tmp_path / "bfa.yaml"
+    path.write_text(
+        f"""clusters:
+  dc1: {{bootstrap_servers: "{dc1.broker_address}"}}
+  dc2: {{bootstrap_servers: "{dc2.broker_address}"}}
+flows:
+  - {{name: bfa-flow, source: dc1, target: dc2, topics: {{include: ["bfa"]}}, start: latest}}
+"""
+    )
+    copy_flow(load_topology(path), "bfa-flow")
+    conf = {"topology": str(path), "flow": "bfa-flow", "target_topic": "{topic}.backfill"}
+    hours = (iso(hour1), iso(hour1 + 2 * HOUR_MS))  # logical dates of the three hourly intervals, inclusive
+    each_hour_once = sorted((i % 2, hour * PER_HOUR // 2 + i // 2) for hour in range(3) for i in range(PER_HOUR))
+    logical_dates = [datetime.fromtimestamp((hour1 + h * HOUR_MS) / 1000, UTC).isoformat() for h in range(3)]
+
+    def copied_per_run() -> list[tuple[int, int]]:
+        """(copied, already present) of each backfill run's report, in hour order (a re-run rewrites its run's)."""
+        reports = sorted((state / "reports").glob("dr_backfill-backfill__*.json"))
+        return [(body["copied"], body["already_present"]) for body in (json.loads(r.read_text()) for r in reports)]
+
+    runs = backfill_with_scheduler("dr_backfill", *hours, conf, airflow_execution_api, tmp_path / "backfill.log")
+    assert runs == [(date, "success") for date in logical_dates], runs
+    assert copies(target, "bfa.backfill") == each_hour_once
+    assert copied_per_run() == [(PER_HOUR, 0)] * 3
+
+    rerun = backfill_with_scheduler(
+        "dr_backfill",
+        *hours,
+        conf,
+        airflow_execution_api,
+        tmp_path / "rerun.log",
+        ("--reprocess-behavior", "completed"),
+    )
+    assert rerun == [(date, "success") for date in logical_dates], rerun
+    assert copies(target, "bfa.backfill") == each_hour_once
+    assert copied_per_run() == [(0, PER_HOUR)] * 3

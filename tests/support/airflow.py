@@ -173,6 +173,63 @@ def run_dag(
     return dag_run_result(dag_id, logical_date, time.monotonic() - started, log)
 
 
+# --- Airflow's own backfill, executed by a scheduler -----------------------------------------------------------
+
+BACKFILL_DONE = b"marking 1 backfills as complete"  # the scheduler's line once a backfill has no run left to run
+
+
+def backfill_with_scheduler(
+    dag_id: str,
+    from_date: str,
+    to_date: str,
+    conf: dict[str, Any],
+    api_env: dict[str, str],
+    log: Path,
+    extra: tuple[str, ...] = (),
+    timeout: float = DAG_RUN_TIMEOUT,
+) -> list[tuple[str, str]]:
+    """`airflow backfill create` over [from_date, to_date], executed by a scheduler (LocalExecutor: a process per
+    task) until the scheduler marks the backfill complete; returns (logical date, state) of the runs it made, read
+    from the metadata DB once the scheduler has stopped (SQLite takes one writer, and a running scheduler is one:
+    the backfill is made before it starts). The DAG is serialized and unpaused first: a scheduler starts no run of
+    a paused DAG, backfill runs included; it is paused again at the end."""
+    env = {**os.environ, **api_env, "AIRFLOW__CORE__PARALLELISM": "4", "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "1"}
+    env["AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC"] = "1"
+    with open(log, "ab") as out:
+        for command in (["dags", "reserialize"], ["dags", "unpause", dag_id]):
+            subprocess.run([str(VENV_BIN / "airflow"), *command], stdout=out, stderr=out, env=env, check=True)
+        start = log.stat().st_size
+        created = subprocess.run(
+            [str(VENV_BIN / "airflow"), "backfill", "create", "--dag-id", dag_id, "--from-date", from_date,
+             "--to-date", to_date, "--dag-run-conf", json.dumps(conf), *extra],
+            stdout=out, stderr=subprocess.STDOUT, env=env, check=False,
+        )  # fmt: skip
+        assert created.returncode == 0, log.read_text(errors="replace")[-3000:]
+        scheduler = start_airflow(["scheduler", "--skip-serve-logs"], out, env)
+        try:
+            deadline = time.monotonic() + timeout
+            while BACKFILL_DONE not in log.read_bytes()[start:]:
+                assert scheduler.poll() is None, f"the scheduler exited:\n{log.read_text(errors='replace')[-4000:]}"
+                assert time.monotonic() < deadline, f"backfill not done:\n{log.read_text(errors='replace')[-4000:]}"
+                time.sleep(2)
+        finally:
+            end_process(scheduler)
+        subprocess.run([str(VENV_BIN / "airflow"), "dags", "pause", dag_id], stdout=out, stderr=out, env=env)
+    return _last_backfill_runs(dag_id)
+
+
+def _last_backfill_runs(dag_id: str) -> list[tuple[str, str]]:
+    from airflow.models.backfill import Backfill
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+    from sqlalchemy import func, select
+
+    with create_session() as session:
+        last = session.scalar(select(func.max(Backfill.id)).where(Backfill.dag_id == dag_id))
+        runs = session.execute(select(DagRun.logical_date, DagRun.state).where(DagRun.backfill_id == last)).all()
+        return sorted((logical_date.isoformat(), str(state)) for logical_date, state in runs)
+
+
 def dag_run_result(dag_id: str, logical_date: Any, seconds: float, log: Path) -> DagRunResult:
     from airflow.models.dagrun import DagRun
     from airflow.models.taskinstance import TaskInstance

@@ -43,10 +43,10 @@ def high_watermarks(config: dict[str, str], ignore: tuple[str, ...] = ()) -> Off
 HOUR_MS = 3_600_000
 
 
-def hourly_records(config: dict[str, str], topic: str, per_hour: int, hours: int = 3) -> int:
-    """`hours` hours of records ending at least an hour ago, `per_hour` each (values h<hour>-<i>, a second apart,
-    spread over 2 partitions); returns the first hour's start (epoch ms, on the hour)."""
-    first = (int(time.time() * 1000) // HOUR_MS - hours - 1) * HOUR_MS
+def hourly_records(config: dict[str, str], topic: str, per_hour: int, hours: int = 3, ending_ago: int = 1) -> int:
+    """`hours` hours of records ending at least `ending_ago` hours ago, `per_hour` each (values h<hour>-<i>, a second
+    apart, spread over 2 partitions); returns the first hour's start (epoch ms, on the hour)."""
+    first = (int(time.time() * 1000) // HOUR_MS - hours - ending_ago) * HOUR_MS
     producer = Producer({**config, "linger.ms": 20, "enable.idempotence": True})
     for hour in range(hours):
         for i in range(per_hour):
