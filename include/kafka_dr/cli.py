@@ -10,7 +10,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from kafka_dr.clients import ClientConfigError
 from kafka_dr.local.config import StackConfig, StackInputError, check_bootstrap_servers
@@ -128,6 +128,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     clients.add_argument("--json", action="store_true", help="print JSON")
     clients.set_defaults(run=_clients)
+
+    airflow = commands.add_parser("airflow", help="run Airflow's own components for the local stack (UI on :8080)")
+    airflow_actions = airflow.add_subparsers(dest="action", required=True, metavar="ACTION")
+    airflow_up = airflow_actions.add_parser(
+        "up", help="start api-server, scheduler, dag-processor and triggerer; print the URL and login"
+    )
+    _topology_option(airflow_up)
+    airflow_up.set_defaults(run=_airflow_up)
+    airflow_actions.add_parser("down", help="stop every Airflow component").set_defaults(run=_airflow_down)
+    airflow_actions.add_parser(
+        "status", help="show each component and its health; exit 1 if any is not healthy"
+    ).set_defaults(run=_airflow_status)
 
     demo = commands.add_parser("demo", parents=[data_dir], help="start the local stack and show a round trip per DC")
     demo.set_defaults(run=_demo)
@@ -280,6 +292,48 @@ def _demo(args: argparse.Namespace) -> int:
     from kafka_dr.demo import run_demo  # the demo pulls in producer/consumer code only when asked
 
     return 0 if run_demo(args.data_dir) else 1
+
+
+def _airflow_up(args: argparse.Namespace) -> int:
+    from kafka_dr.local.airflow import KEPT_PAUSED, PASSWORD, USER, LocalAirflow
+
+    local_airflow = LocalAirflow()
+    topology = load_topology(args.topology)  # before anything starts: a bad topology changes nothing
+    print(f"starting Airflow in {local_airflow.home} (first start: about a minute) ...", file=sys.stderr, flush=True)
+    started = local_airflow.up(topology)
+    print(f"started: {', '.join(started)}" if started else "already running")
+    code = _print_airflow_status(local_airflow)
+    print(f"Airflow UI: {local_airflow.url}  (user {USER}, password {PASSWORD}; local only)")
+    print(f"Kafka DR dashboard: {local_airflow.url}/kafka-dr/")
+    print(f"kafka-dr's DAGs are unpaused, except {', '.join(KEPT_PAUSED)} (its hourly runs copy past hours)")
+    print("stop it with `kafka-dr airflow down`")
+    return code
+
+
+def _airflow_down(args: argparse.Namespace) -> int:
+    from kafka_dr.local.airflow import LocalAirflow
+
+    stopped = LocalAirflow().down()
+    print(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running")
+    return 0
+
+
+def _airflow_status(args: argparse.Namespace) -> int:
+    from kafka_dr.local.airflow import LocalAirflow
+
+    return _print_airflow_status(LocalAirflow())
+
+
+def _print_airflow_status(local_airflow: Any) -> int:
+    rows = [("COMPONENT", "PID", "STATE", "DETAIL")]
+    for st in (statuses := local_airflow.status()):
+        state = "healthy" if st.healthy else "unhealthy" if st.pid else "stopped"
+        rows.append((st.name, str(st.pid or "-"), state, st.detail if st.healthy else f"{st.detail}; log {st.log}"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        print("  ".join([cell.ljust(width) for cell, width in zip(row, widths, strict=False)] + [row[-1]]))
+    print(f"home: {local_airflow.home}")
+    return 0 if all(st.healthy for st in statuses) else 1
 
 
 def _print_status(stack: LocalStack) -> int:

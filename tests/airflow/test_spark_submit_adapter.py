@@ -73,3 +73,22 @@ def test_submit_sp_keeps_the_spark_submit_process_and_its_exit_code(
         f"{PROVIDER}: SparkSubmitHook.submit no longer keeps its Popen in _submit_sp; update {ADAPTER}"
     )
     assert exit_code(submitted) == 2, f"{PROVIDER}: SparkSubmitHook._submit_sp lost spark-submit's exit code"
+
+
+def test_without_a_spark_connection_the_jobs_run_in_local_mode_and_the_log_says_so(
+    airflow_db: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An Airflow nobody prepared has no spark_default: the provider alone would submit to yarn."""
+    monkeypatch.delenv("AIRFLOW_CONN_SPARK_DEFAULT")
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_DR_LOCAL_SPARK", "")  # so that the one the operator sets goes at teardown
+    monkeypatch.delenv("AIRFLOW_CONN_KAFKA_DR_LOCAL_SPARK")
+    command = submit_command(hook(), "job.py")
+    assert command[command.index("--master") + 1] == "local[*]"
+    assert (
+        "Spark master local[*] (no connection spark_default: kafka-dr's default, local mode)" in capsys.readouterr().out
+    )
+
+
+def test_the_log_names_the_master_of_the_connection(capsys: pytest.CaptureFixture[str]) -> None:
+    hook()
+    assert "Spark master local[2] (connection spark_default)" in capsys.readouterr().out

@@ -9,6 +9,7 @@ process's pid and start time (`kafka_dr.processes`), so a recycled pid is never 
 
 from __future__ import annotations
 
+import json
 import shutil
 import signal
 import socket
@@ -25,7 +26,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from .. import processes
-from ..paths import LOCAL_DATA_DIR
+from ..paths import LOCAL_DATA_DIR, state_dir
 from .config import HOST, DcConfig, StackConfig, StackInputError, check_bootstrap_servers
 
 BROKER = "broker"
@@ -90,6 +91,7 @@ class LocalStack:
         """Start whatever is not running (brokers first) and wait until all answer; returns what started."""
         with self._locked():
             self._sync_settings(adopt=True)
+            record_data_dir(self.data_dir)
             started: list[str] = []
             for kind in KINDS:
                 procs = [(dc.name, kind) for dc in self.config.dcs]
@@ -388,6 +390,21 @@ class LocalStack:
             if proc is not None:
                 proc.wait()  # our own child: reap it rather than leave a zombie
         return [f"{dc} {kind}" for dc, kind in running]
+
+
+def record_data_dir(data_dir: Path) -> None:
+    """Where the stack runs, for commands started elsewhere: the schema redirect's default restart runs in an
+    Airflow task whose working directory is not the terminal's (STATE_DIR/local-stack.json)."""
+    state_dir().mkdir(parents=True, exist_ok=True)
+    processes.write_json(state_dir() / "local-stack.json", {"data_dir": str(data_dir.absolute())})
+
+
+def recorded_data_dir() -> Path:
+    """The data dir of the stack last brought up (record_data_dir), else the default one."""
+    try:
+        return Path(json.loads((state_dir() / "local-stack.json").read_text())["data_dir"])
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        return LOCAL_DATA_DIR.absolute()
 
 
 def _port_open(host: str, port: int, timeout: float) -> bool:

@@ -15,6 +15,12 @@ def submit_command(hook: SparkSubmitHook, application: str) -> list[str]:
     return hook._build_spark_submit_command(application)
 
 
+def master(hook: SparkSubmitHook) -> str:
+    """The master the hook submits to, as its command line says it (no public attribute has it)."""
+    command = submit_command(hook, "")
+    return command[command.index("--master") + 1] if "--master" in command else "(none)"
+
+
 def exit_code(hook: SparkSubmitHook) -> int | None:
     """spark-submit's exit code once `hook.submit` returned or raised (None before): the provider's exception
     only has it inside its message, its Popen keeps it."""

@@ -14,14 +14,16 @@ from pathlib import Path
 from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk import BaseHook, BaseOperator
+from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from ...topology import Topology
 from ..hooks.kafka_cluster import clusters_env
-from ..hooks.spark_submit import exit_code
+from ..hooks.spark_submit import exit_code, master
 
 EXIT_MEANING = {1: "failed", 2: "bad input"}
+LOCAL_SPARK_CONN_ID = "kafka_dr_local_spark"
+LOCAL_SPARK_CONNECTION = json.dumps({"conn_type": "spark", "host": "local[*]", "extra": {"deploy-mode": "client"}})
 
 
 class SparkJobOperator(BaseOperator):
@@ -59,9 +61,20 @@ class SparkJobOperator(BaseOperator):
         return clusters_env(topology, clusters, self.kafka_conn_ids)
 
     def spark_hook(self, name: str, args: list[str]) -> SparkSubmitHook:
-        return SparkSubmitHook(
-            conn_id=self.spark_conn_id, conf=self.conf, py_files=self.py_files, name=name, application_args=args
+        """The provider's hook on `spark_conn_id`, or on local mode when that connection does not exist (the
+        provider itself would fall back to yarn); the task log says which master and why."""
+        conn_id, why = self.spark_conn_id, f"connection {self.spark_conn_id}"
+        try:
+            BaseHook.get_connection(self.spark_conn_id)
+        except AirflowNotFoundException:
+            conn_id, why = LOCAL_SPARK_CONN_ID, f"no connection {self.spark_conn_id}: kafka-dr's default, local mode"
+            # An environment-variable connection, found by Airflow's own lookup in this task process only.
+            os.environ.setdefault(f"AIRFLOW_CONN_{LOCAL_SPARK_CONN_ID.upper()}", LOCAL_SPARK_CONNECTION)
+        hook = SparkSubmitHook(
+            conn_id=conn_id, conf=self.conf, py_files=self.py_files, name=name, application_args=args
         )
+        self.log.info("Spark master %s (%s)", master(hook), why)
+        return hook
 
     def run_job(self, name: str, args: list[str], env: dict[str, str], what: str) -> dict[str, Any]:
         """Submit the job to the end; returns its summary. `what` names the job in errors."""

@@ -1,0 +1,278 @@
+"""Airflow for real, locally: `kafka-dr airflow up|down|status` runs Airflow's own components for the local stack.
+
+api-server (the UI and the execution API, http://127.0.0.1:8080, user admin / admin), scheduler (LocalExecutor: a
+process per task), dag-processor and triggerer, each a detached background process recorded like the stack's
+servers (`kafka_dr.processes`), with AIRFLOW_HOME under `.kafka-dr/airflow/`, the project's dags/ and plugins/, no
+examples, kafka-dr's DAGs unpaused and the connections `kafka_dr_<cluster>` and `spark_default` for the local stack.
+This module runs the `airflow` command of this virtual environment and imports nothing of Airflow.
+
+Secrets (the JWT secret that the components share, the Fernet key of the connections) are made once, kept in
+AIRFLOW_HOME/secrets.json (mode 600) and handed to the components through their environment, never a command line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from base64 import urlsafe_b64encode
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import processes
+from ..paths import PROJECT_ROOT, state_dir
+from ..spark_env import spark_env
+from ..topology import Topology
+from .config import HOST
+from .stack import StackError
+
+PORT = 8080
+USER = "admin"
+PASSWORD = "admin"  # local only: the api-server listens on 127.0.0.1
+COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+HEALTH_KEYS = {"scheduler": "scheduler", "dag-processor": "dag_processor", "triggerer": "triggerer"}
+STARTUP_TIMEOUT = 180.0  # the api-server's first start migrates nothing, but imports most of Airflow
+STOP_GRACE = 20.0
+# DAGs left paused on purpose: dr_backfill's hourly runs copy past hours and are turned on deliberately.
+KEPT_PAUSED = ("dr_backfill",)
+_START_MARK = "--- kafka-dr starts at "
+
+
+@dataclass(frozen=True)
+class ComponentStatus:
+    name: str
+    pid: int | None
+    healthy: bool
+    detail: str
+    log: Path
+
+
+class LocalAirflow:
+    """Starts, checks and stops the local Airflow; its state under `home` (default STATE_DIR/airflow, that is
+    <project>/.kafka-dr/airflow)."""
+
+    def __init__(self, home: str | Path | None = None, port: int = PORT) -> None:
+        self.home = Path(home).absolute() if home is not None else state_dir() / "airflow"
+        self.port = port
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    def pid_file(self, component: str) -> Path:
+        return self.home / "run" / f"{component}.pid"
+
+    def log_file(self, component: str) -> Path:
+        return self.home / "run" / f"{component}.log"
+
+    # --- commands -------------------------------------------------------------------------------
+
+    def up(self, topology: Topology, timeout: float = STARTUP_TIMEOUT) -> list[str]:
+        """Migrate the metadata DB, set the login and the connections, start what is not running and wait until
+        the api-server reports every component healthy; returns the components it started."""
+        (self.home / "run").mkdir(parents=True, exist_ok=True)
+        with processes.locked(self.home / "run" / "airflow"):
+            env = self.environment()
+            self._airflow(["db", "migrate"], env)
+            self._write_connections(topology)
+            self._airflow(["connections", "import", "--overwrite", str(self.home / "connections.json")], env)
+            started = []
+            for component in COMPONENTS:
+                if self.pid(component) is None:
+                    self._start(component, env)
+                    started.append(component)
+            self._wait_healthy(timeout)
+            self._wait_parsed(env)
+            return started
+
+    def down(self) -> list[str]:
+        """SIGTERM to each component's process group, SIGKILL after STOP_GRACE seconds."""
+        running = {c: found for c in COMPONENTS if (found := self._running(c)) is not None}
+        for pid, _ in running.values():
+            processes.send_group(pid, signal.SIGTERM)
+        left = processes.wait_gone(dict(running.values()), STOP_GRACE)
+        for pid in left:
+            processes.send_group(pid, signal.SIGKILL)
+        if processes.wait_gone(left, STOP_GRACE):
+            raise StackError(f"could not stop Airflow's {', '.join(c for c, (p, _) in running.items() if p in left)}")
+        for component in COMPONENTS:
+            self.pid_file(component).unlink(missing_ok=True)
+        return list(running)
+
+    def status(self, timeout: float = 5.0) -> list[ComponentStatus]:
+        """Each component: its process, and its health as the api-server reports it (the api-server: it answers)."""
+        health = self.health(timeout) if self.pid("api-server") else None
+        result = []
+        for component in COMPONENTS:
+            pid = self.pid(component)
+            if pid is None:
+                healthy, detail = False, "not running"
+            elif health is None:
+                healthy, detail = False, "the api-server does not answer" if component != "api-server" else "no answer"
+            elif component == "api-server":
+                healthy, detail = True, f"{self.url} answers"
+            else:
+                report = health.get(HEALTH_KEYS[component]) or {}
+                healthy = report.get("status") == "healthy"
+                beat = next((v for k, v in report.items() if k.endswith("heartbeat")), None)
+                detail = f"{report.get('status', 'unknown')}, last heartbeat {beat}"
+            result.append(ComponentStatus(component, pid, healthy, detail, self.log_file(component)))
+        return result
+
+    def health(self, timeout: float = 5.0) -> dict[str, Any] | None:
+        """The api-server's /api/v2/monitor/health (heartbeats of scheduler, dag-processor, triggerer); None when
+        it does not answer."""
+        try:
+            with urllib.request.urlopen(f"{self.url}/api/v2/monitor/health", timeout=timeout) as response:
+                return json.loads(response.read())
+        except (urllib.error.URLError, OSError, ValueError):
+            return None
+
+    def pid(self, component: str) -> int | None:
+        running = self._running(component)
+        return None if running is None else running[0]
+
+    # --- environment ----------------------------------------------------------------------------
+
+    def environment(self) -> dict[str, str]:
+        """What every component (and the `airflow` commands of `up`) runs with, on top of this process's."""
+        keys = self._secrets()
+        return {
+            **spark_env(),  # spark-submit, SPARK_HOME and the Python of this venv, for the tasks' Spark jobs
+            "AIRFLOW_HOME": str(self.home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(PROJECT_ROOT / "dags"),
+            "AIRFLOW__CORE__PLUGINS_FOLDER": str(PROJECT_ROOT / "plugins"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__PARALLELISM": "4",  # LocalExecutor workers: 2 cores, Spark jobs in the tasks
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+            "AIRFLOW__CORE__FERNET_KEY": keys["fernet_key"],
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self._passwords_file()),
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
+            "AIRFLOW__API__BASE_URL": self.url,
+            "AIRFLOW__API_AUTH__JWT_SECRET": keys["jwt_secret"],
+            # Task processes report heartbeats; a finished task is noticed within a second rather than five.
+            "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "1",
+            "KDR_STATE_DIR": str(state_dir()),  # reports and aliases where the CLI and the dashboard read them
+        }
+
+    def _secrets(self) -> dict[str, str]:
+        path = self.home / "secrets.json"
+        try:
+            return json.loads(path.read_text())
+        except FileNotFoundError:
+            pass
+        self.home.mkdir(parents=True, exist_ok=True)
+        made = {"jwt_secret": secrets.token_hex(32), "fernet_key": urlsafe_b64encode(os.urandom(32)).decode()}
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as out:
+            json.dump(made, out)
+        return made
+
+    def _passwords_file(self) -> Path:
+        """SimpleAuthManager's users file: admin / admin (it generates a random password for a user missing)."""
+        path = self.home / "passwords.json"
+        if not path.exists():
+            processes.write_json(path, {USER: PASSWORD})
+            path.chmod(0o600)
+        return path
+
+    def _write_connections(self, topology: Topology) -> None:
+        """`kafka_dr_<cluster>` (plaintext: the local stack has no security settings) and `spark_default` (local
+        mode, the venv's pyspark), as `airflow connections import` reads them."""
+        connections: dict[str, Any] = {
+            f"kafka_dr_{cluster.name}": {
+                "conn_type": "generic",
+                "description": f"kafka-dr cluster {cluster.name}: {cluster.bootstrap_servers} (local stack)",
+                "extra": json.dumps({"security.protocol": "PLAINTEXT"}),
+            }
+            for cluster in topology.clusters.values()
+        }
+        connections["spark_default"] = {
+            "conn_type": "spark",
+            "host": "local[2]",
+            "description": "kafka-dr's Spark jobs in local mode",
+            "extra": json.dumps({"deploy-mode": "client"}),
+        }
+        processes.write_json(self.home / "connections.json", connections)
+
+    # --- internals ------------------------------------------------------------------------------
+
+    def _airflow(self, args: list[str], env: dict[str, str]) -> None:
+        """One `airflow` command to its end; a failure is one line with the command's last output line."""
+        result = subprocess.run(
+            [str(Path(sys.executable).parent / "airflow"), *args],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **env},
+            timeout=300,
+        )
+        if result.returncode != 0:
+            last = (result.stderr.strip() or result.stdout.strip() or "no output").splitlines()[-1]
+            raise StackError(f"airflow {' '.join(args[:2])} failed (exit code {result.returncode}): {last}")
+
+    def _command(self, component: str) -> list[str]:
+        airflow = str(Path(sys.executable).parent / "airflow")
+        if component == "api-server":
+            return [airflow, "api-server", "-H", HOST, "-p", str(self.port), "-w", "1"]
+        # No log server of their own (it would listen on every interface): the api-server reads the task logs
+        # from AIRFLOW_HOME/logs on this machine.
+        return [airflow, component, *(["--skip-serve-logs"] if component != "dag-processor" else [])]
+
+    def _start(self, component: str, env: dict[str, str]) -> None:
+        proc = processes.spawn(self._command(component), self.log_file(component), _START_MARK, env, cwd=self.home)
+        ticks = processes.start_ticks(proc.pid)
+        if ticks is None:
+            raise StackError(f"Airflow's {component} exited at once; see {self.log_file(component)}")
+        processes.write_atomic(self.pid_file(component), f"{proc.pid} {ticks}\n")
+
+    def _running(self, component: str) -> tuple[int, int] | None:
+        try:
+            pid, ticks = map(int, self.pid_file(component).read_text().split())
+        except (FileNotFoundError, ValueError):
+            return None
+        return (pid, ticks) if processes.is_alive(pid, ticks) else None
+
+    def _wait_healthy(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            statuses = self.status()
+            if all(s.healthy for s in statuses):
+                return
+            for s in statuses:
+                if s.pid is None:
+                    output = processes.latest_run(s.log, _START_MARK) or ["no output"]
+                    raise StackError(f"Airflow's {s.name} is not running ({output[-1]}); see {s.log}")
+            if time.monotonic() >= deadline:
+                waiting = "; ".join(f"{s.name}: {s.detail}" for s in statuses if not s.healthy)
+                raise StackError(f"Airflow not healthy after {timeout:.0f} s ({waiting})")
+            time.sleep(1.0)
+
+    def _wait_parsed(self, env: dict[str, str]) -> None:
+        """Until the dag-processor has parsed every DAG of dags/ (at most two minutes), so that the UI lists them
+        all when `up` returns. They are unpaused at creation (DAGS_ARE_PAUSED_AT_CREATION off), except those a DAG
+        file pauses on purpose (KEPT_PAUSED)."""
+        expected = {p.stem for p in (PROJECT_ROOT / "dags").glob("dr_*.py")}
+        deadline = time.monotonic() + 120
+        while True:
+            listed = subprocess.run(
+                [str(Path(sys.executable).parent / "airflow"), "dags", "list", "--output", "json"],
+                capture_output=True,
+                text=True,
+                env={**os.environ, **env},
+            )
+            try:
+                found = {d["dag_id"] for d in json.loads(listed.stdout.strip().splitlines()[-1])}
+            except (ValueError, IndexError, KeyError, TypeError):
+                found = set()
+            if expected <= found or time.monotonic() >= deadline:
+                return
+            time.sleep(3.0)
