@@ -91,7 +91,9 @@ def start_spark(app_name: str) -> SparkContext:
     active = SparkSession.getActiveSession()
     if active is not None:
         return active.sparkContext
-    context = SparkContext(conf=SparkConf().setAppName(app_name))
+    # No web UI unless asked for (--conf spark.ui.enabled=true): a replicator runs for days, and its UI would be
+    # one more listening port per job.
+    context = SparkContext(conf=SparkConf().setAppName(app_name).setIfMissing("spark.ui.enabled", "false"))
     context.setLogLevel("WARN")
     _started_here.append(context)
     return context

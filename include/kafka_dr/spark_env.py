@@ -1,7 +1,7 @@
 """Run the project's PySpark jobs with the pyspark installed next to kafka_dr (local mode).
 
 spark-submit finds its home and Python through SPARK_HOME, PATH and PYSPARK_PYTHON; a virtual
-environment's pyspark needs all three pointed at it.
+environment's pyspark needs all three pointed at it. SPARK_LOCAL_IP keeps the driver's ports on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ def spark_env(base: dict[str, str] | None = None) -> dict[str, str]:
         PYSPARK_DRIVER_PYTHON=sys.executable,
         PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}",
     )
+    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # local mode: driver and block manager listen on loopback only
     return env
 
 
