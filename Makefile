@@ -14,6 +14,9 @@ venv: $(STAMP)
 
 $(STAMP): requirements.txt pyproject.toml
 	@command -v java >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q openjdk-17-jre-headless; }
+	@# The browser test drives Debian's Chromium through its driver (no browser download at run time).
+	@command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 || \
+		{ apt-get update -q && apt-get install -y -q chromium chromium-driver; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -r requirements.txt

@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 from kafka_dr.clients import ClientConfigError
 from kafka_dr.local.config import StackConfig, StackInputError, check_bootstrap_servers
 from kafka_dr.local.stack import LocalStack, StackError
-from kafka_dr.paths import LOCAL_DATA_DIR
+from kafka_dr.paths import LOCAL_DATA_DIR, default_topology
 from kafka_dr.topology import TopologyError, load_topology
 
 
@@ -135,6 +135,7 @@ def _parser() -> argparse.ArgumentParser:
         "up", help="start api-server, scheduler, dag-processor and triggerer; print the URL and login"
     )
     _topology_option(airflow_up)
+    airflow_up.add_argument("--port", type=int, metavar="PORT", help="the UI's port on 127.0.0.1 (default 8080)")
     airflow_up.set_defaults(run=_airflow_up)
     airflow_actions.add_parser("down", help="stop every Airflow component").set_defaults(run=_airflow_down)
     airflow_actions.add_parser(
@@ -297,10 +298,10 @@ def _demo(args: argparse.Namespace) -> int:
 def _airflow_up(args: argparse.Namespace) -> int:
     from kafka_dr.local.airflow import KEPT_PAUSED, PASSWORD, USER, LocalAirflow
 
-    local_airflow = LocalAirflow()
+    local_airflow = LocalAirflow(port=args.port)
     topology = load_topology(args.topology)  # before anything starts: a bad topology changes nothing
     print(f"starting Airflow in {local_airflow.home} (first start: about a minute) ...", file=sys.stderr, flush=True)
-    started = local_airflow.up(topology)
+    started = local_airflow.up(topology, args.topology or default_topology())
     print(f"started: {', '.join(started)}" if started else "already running")
     code = _print_airflow_status(local_airflow)
     print(f"Airflow UI: {local_airflow.url}  (user {USER}, password {PASSWORD}; local only)")

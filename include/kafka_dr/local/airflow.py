@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import processes
-from ..paths import PROJECT_ROOT, state_dir
+from ..paths import PROJECT_ROOT, TOPOLOGY_ENV, state_dir
 from ..spark_env import spark_env
 from ..topology import Topology
 from .config import HOST
@@ -58,9 +58,16 @@ class LocalAirflow:
     """Starts, checks and stops the local Airflow; its state under `home` (default STATE_DIR/airflow, that is
     <project>/.kafka-dr/airflow)."""
 
-    def __init__(self, home: str | Path | None = None, port: int = PORT) -> None:
+    def __init__(self, home: str | Path | None = None, port: int | None = None) -> None:
+        """`port`: the api-server's (default: the one `up` last used here, else PORT)."""
         self.home = Path(home).absolute() if home is not None else state_dir() / "airflow"
-        self.port = port
+        self.port = port or self._recorded_port() or PORT
+
+    def _recorded_port(self) -> int | None:
+        try:
+            return int((self.home / "run" / "port").read_text())
+        except (FileNotFoundError, ValueError):
+            return None
 
     @property
     def url(self) -> str:
@@ -74,12 +81,19 @@ class LocalAirflow:
 
     # --- commands -------------------------------------------------------------------------------
 
-    def up(self, topology: Topology, timeout: float = STARTUP_TIMEOUT) -> list[str]:
-        """Migrate the metadata DB, set the login and the connections, start what is not running and wait until
-        the api-server reports every component healthy; returns the components it started."""
+    def up(self, topology: Topology, topology_file: Path, timeout: float = STARTUP_TIMEOUT) -> list[str]:
+        """Migrate the metadata DB, set the login and the connections, start what is not running (its DAGs and
+        tasks on `topology_file`) and wait until the api-server reports every component healthy; returns the
+        components it started."""
         (self.home / "run").mkdir(parents=True, exist_ok=True)
         with processes.locked(self.home / "run" / "airflow"):
-            env = self.environment()
+            if self.pid("api-server") is None:
+                processes.write_atomic(self.home / "run" / "port", f"{self.port}\n")
+            elif self._recorded_port() not in (None, self.port):
+                raise StackError(
+                    f"Airflow runs on port {self._recorded_port()}; stop it with `kafka-dr airflow down` first"
+                )
+            env = {**self.environment(), TOPOLOGY_ENV: str(topology_file.absolute())}
             self._airflow(["db", "migrate"], env)
             self._write_connections(topology)
             self._airflow(["connections", "import", "--overwrite", str(self.home / "connections.json")], env)
