@@ -142,7 +142,11 @@ def _parser() -> argparse.ArgumentParser:
         "status", help="show each component and its health; exit 1 if any is not healthy"
     ).set_defaults(run=_airflow_status)
 
-    demo = commands.add_parser("demo", parents=[data_dir], help="start the local stack and show a round trip per DC")
+    demo = commands.add_parser(
+        "demo",
+        parents=[data_dir],
+        help="the DR drill: stack and Airflow up, failover and failback with an application running",
+    )
     demo.set_defaults(run=_demo)
     return parser
 
@@ -290,7 +294,7 @@ def _clients(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from kafka_dr.demo import run_demo  # the demo pulls in producer/consumer code only when asked
+    from kafka_dr.demo.drill import run_demo  # the demo pulls in Airflow's REST client and the app only when asked
 
     return 0 if run_demo(args.data_dir) else 1
 

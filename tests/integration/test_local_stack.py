@@ -493,19 +493,3 @@ def test_down_stops_everything(stack: LocalStack, capsys: pytest.CaptureFixture[
         assert not Path(f"/proc/{pid}").exists() or not Path(f"/proc/{pid}/cmdline").read_bytes()
     assert not any(s.alive for s in stack.status())
     assert stack.down() == []
-
-
-@pytest.mark.integration
-def test_demo_round_trips_in_both_dcs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from kafka_dr.demo import run_demo
-
-    data = tmp_path / "demo"
-    try:
-        LocalStack(data, free_stack_config()).up()  # free ports, never the default stack's; demo reuses it
-        lines: list[str] = []
-        assert run_demo(data, out=lines.append), lines
-        assert lines[-1] == "demo: OK"
-        assert sum(line.startswith("  read back key=b'key-") for line in lines) == 6
-        assert "dc1: OK" in lines and "dc2: OK" in lines
-    finally:
-        tear_down(LocalStack(data))

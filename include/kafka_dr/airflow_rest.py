@@ -1,0 +1,101 @@
+"""Airflow's public REST API (v2) as a user drives it: log in, trigger a DAG run with params, follow it to its end.
+
+The demo triggers every DR step this way, as an operator's script would. Standard library only: no Airflow import,
+so it runs anywhere that reaches the api-server. The token comes from `/auth/token` (Airflow's SimpleAuthManager
+and FAB both serve it); the password is never printed.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+ENDED = ("success", "failed")
+
+
+class AirflowRestError(RuntimeError):
+    """A call the api-server refused or did not answer; one line with the method, path and reason."""
+
+
+class AirflowRest:
+    def __init__(self, url: str, username: str, password: str, timeout: float = 30.0) -> None:
+        self.url = url.rstrip("/")
+        self._credentials = {"username": username, "password": password}
+        self.timeout = timeout
+        self._token: str | None = None
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        """One API call with the bearer token (logging in first, and once more when the token has expired)."""
+        for attempt in (1, 2):
+            if self._token is None:
+                self._token = self._post_json("/auth/token", self._credentials, {})["access_token"]
+            try:
+                return self._request(method, path, body, {"Authorization": f"Bearer {self._token}"})
+            except urllib.error.HTTPError as exc:
+                if exc.code != 401 or attempt == 2:
+                    raise AirflowRestError(f"{method} {path}: HTTP {exc.code} {_detail(exc)}") from None
+                self._token = None
+
+    def trigger(self, dag_id: str, conf: dict[str, Any]) -> str:
+        """A manual run of `dag_id` with `conf` as its params; returns its run id."""
+        run = self.call("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf})
+        return run["dag_run_id"]
+
+    def dag_run(self, dag_id: str, run_id: str) -> dict[str, Any]:
+        return self.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}")
+
+    def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+        quoted = urllib.parse.quote(run_id, safe="")
+        return self.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{quoted}/taskInstances?limit=1000")["task_instances"]
+
+    def wait(
+        self, dag_id: str, run_id: str, timeout: float, progress: Callable[[str], None] | None = None
+    ) -> dict[str, Any]:
+        """Poll the run until it ends (or `timeout` seconds); each task's change of state goes to `progress` as
+        one line. Returns the run as the API last described it."""
+        deadline = time.monotonic() + timeout
+        seen: dict[str, str] = {}
+        while True:
+            run = self.dag_run(dag_id, run_id)
+            if progress is not None:
+                for ti in sorted(self.task_instances(dag_id, run_id), key=lambda t: t.get("start_date") or "~"):
+                    name = ti["task_id"] + (f"[{ti['map_index']}]" if ti.get("map_index", -1) >= 0 else "")
+                    state = ti.get("state") or "none"
+                    if seen.get(name) != state and state not in ("none", "scheduled", "queued"):
+                        seen[name] = state
+                        progress(f"{dag_id}: {name} {state}")
+            if run["state"] in ENDED or time.monotonic() >= deadline:
+                return run
+            time.sleep(2.0)
+
+    def _request(self, method: str, path: str, body: Any, headers: dict[str, str]) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            self.url + path, data=data, method=method, headers={"Content-Type": "application/json", **headers}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                return json.loads(response.read() or b"null")
+        except urllib.error.HTTPError:
+            raise
+        except (urllib.error.URLError, OSError) as exc:
+            raise AirflowRestError(f"{method} {path}: {self.url} does not answer ({exc})") from None
+
+    def _post_json(self, path: str, body: Any, headers: dict[str, str]) -> Any:
+        try:
+            return self._request("POST", path, body, headers)
+        except urllib.error.HTTPError as exc:
+            raise AirflowRestError(f"POST {path}: HTTP {exc.code} {_detail(exc)}") from None
+
+
+def _detail(exc: urllib.error.HTTPError) -> str:
+    try:
+        detail = json.loads(exc.read()).get("detail")
+    except (ValueError, AttributeError, OSError):
+        detail = None
+    return str(detail or exc.reason)

@@ -1,0 +1,1 @@
+"""`kafka-dr demo`: the DR drill (drill.py) with an application in the loop (app.py)."""

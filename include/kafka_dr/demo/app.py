@@ -1,0 +1,203 @@
+"""The demo's application: an Avro producer and a consumer group that follow their client aliases across a DR switch.
+
+Both ask `client_switch` where their alias points once a second and reconnect when it moves, as an application of
+a kafka-dr deployment would. Every record carries the run id and a sequence number, so the consumer, not an
+assumption, tells how many records were lost or read twice:
+- the producer resends what its old cluster never acknowledged (idempotent producer, 10 s delivery timeout);
+- the consumer commits each record's offset before counting it, so a record whose commit failed (its cluster died)
+  is counted when the group reads it again where the failover's translated offsets resume it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext, SerializationError
+
+from ..client_switch import active_cluster, client_config_for
+from ..schema_registry import first_url
+from ..topology import Topology
+
+TOPIC = "topic1"
+PRODUCER_ALIAS = "orders-producer"
+CONSUMER_ALIAS = "orders-consumer"
+GROUP = "kdr-demo-orders"
+SCHEMA = """{"type": "record", "name": "Order", "namespace": "kafka_dr.demo", "fields": [
+  {"name": "run", "type": "string"}, {"name": "seq", "type": "long"}, {"name": "amount", "type": "double"}]}"""
+SWITCH_CHECK_S = 1.0
+
+
+@dataclass
+class Tally:
+    """What the application saw; read by the drill while the threads run (counters only grow)."""
+
+    acknowledged: set[int] = field(default_factory=set)
+    consumed: list[int] = field(default_factory=list)  # every record counted, in order: repeats are duplicates
+    resent: int = 0
+    moves: list[str] = field(default_factory=list)  # "producer -> dc2 at ..." lines
+
+    @property
+    def lost(self) -> int:
+        return len(self.acknowledged - set(self.consumed))
+
+    @property
+    def duplicated(self) -> int:
+        return len(self.consumed) - len(set(self.consumed))
+
+
+class DemoApplication:
+    """Produces `rate` records a second to TOPIC through PRODUCER_ALIAS and consumes them as GROUP through
+    CONSUMER_ALIAS, until `stop_producing` and `stop`."""
+
+    def __init__(self, topology: Topology, rate: float = 20.0, log: Callable[[str], None] = print) -> None:
+        self.topology = topology
+        self.rate = rate
+        self.log = log
+        self.run = uuid.uuid4().hex[:8]
+        self.tally = Tally()
+        self._producing = threading.Event()
+        self._running = threading.Event()
+        self._assigned = threading.Event()
+        self._unacknowledged: list[int] = []
+        self._lock = threading.Lock()
+        self._threads = [
+            threading.Thread(target=self._consume, name="demo-consumer", daemon=True),
+            threading.Thread(target=self._produce, name="demo-producer", daemon=True),
+        ]
+
+    def start(self, timeout: float = 60.0) -> None:
+        """Start the consumer, wait until it has its partitions, then the producer."""
+        self._running.set()
+        self._producing.set()
+        self._threads[0].start()
+        if not self._assigned.wait(timeout):
+            raise RuntimeError(f"the demo consumer got no partition of {TOPIC} within {timeout:.0f} s")
+        self._threads[1].start()
+
+    def stop_producing(self) -> None:
+        self._producing.clear()
+        self._threads[1].join(30)
+
+    def drain(self, timeout: float) -> bool:
+        """Wait until every acknowledged record was consumed; False when `timeout` passed first."""
+        deadline = time.monotonic() + timeout
+        while self.tally.lost and time.monotonic() < deadline:
+            time.sleep(0.5)
+        return not self.tally.lost
+
+    def stop(self) -> None:
+        self._producing.clear()
+        self._running.clear()
+        for thread in self._threads:
+            if thread.is_alive():
+                thread.join(30)
+
+    # --- producer -------------------------------------------------------------------------------
+
+    def _registry(self, cluster: str) -> SchemaRegistryClient:
+        url = self.topology.cluster(cluster).schema_registry
+        if url is None:
+            raise RuntimeError(f"cluster {cluster} has no schema registry in the topology")
+        return SchemaRegistryClient({"url": first_url(url)})
+
+    def _produce(self) -> None:
+        cluster, producer, serialize = None, None, None
+        seq = 0
+        context = SerializationContext(TOPIC, MessageField.VALUE)
+        while self._producing.is_set():
+            now = active_cluster(self.topology, PRODUCER_ALIAS)
+            if now != cluster:
+                if producer is not None:
+                    producer.purge()  # what the old cluster never acknowledged comes back through `_delivered`
+                    producer.poll(0)
+                producer = Producer(
+                    {
+                        **client_config_for(PRODUCER_ALIAS, self.topology),
+                        "enable.idempotence": True,
+                        "message.timeout.ms": 10_000,
+                        "linger.ms": 5,
+                    }
+                )
+                serialize = AvroSerializer(self._registry(now), SCHEMA)
+                self._moved("producer", now, cluster)
+                cluster = now
+            assert producer is not None and serialize is not None
+            with self._lock:
+                resend, self._unacknowledged = self._unacknowledged, []
+            self.tally.resent += len(resend)
+            for number in [*resend, seq]:
+                value = serialize({"run": self.run, "seq": number, "amount": number * 1.5}, context)
+                producer.produce(TOPIC, key=str(number).encode(), value=value, on_delivery=self._delivered(number))
+            seq += 1
+            deadline = time.monotonic() + 1 / self.rate
+            while time.monotonic() < deadline:
+                producer.poll(max(deadline - time.monotonic(), 0))
+        if producer is not None:
+            producer.flush(15)
+
+    def _delivered(self, number: int) -> Callable[[KafkaError | None, Any], None]:
+        def delivered(err: KafkaError | None, _: Any) -> None:
+            if err is None:
+                self.tally.acknowledged.add(number)
+            else:
+                with self._lock:
+                    self._unacknowledged.append(number)
+
+        return delivered
+
+    # --- consumer -------------------------------------------------------------------------------
+
+    def _consume(self) -> None:
+        cluster, consumer, deserialize = None, None, None
+        checked = 0.0
+        context = SerializationContext(TOPIC, MessageField.VALUE)
+        while self._running.is_set():
+            if time.monotonic() - checked >= SWITCH_CHECK_S:
+                checked = time.monotonic()
+                now = active_cluster(self.topology, CONSUMER_ALIAS)
+                if now != cluster:
+                    if consumer is not None:
+                        # Its cluster may be gone: leaving the group could wait out the session timeout.
+                        threading.Thread(target=consumer.close, daemon=True).start()
+                    consumer = Consumer(
+                        {
+                            **client_config_for(CONSUMER_ALIAS, self.topology),
+                            "group.id": GROUP,
+                            "enable.auto.commit": False,
+                            "auto.offset.reset": "earliest",  # a new group: other runs' records are skipped
+                            "isolation.level": "read_committed",
+                        }
+                    )
+                    consumer.subscribe([TOPIC], on_assign=lambda *_: self._assigned.set())
+                    deserialize = AvroDeserializer(self._registry(now))
+                    self._moved("consumer", now, cluster)
+                    cluster = now
+            assert consumer is not None and deserialize is not None
+            message = consumer.poll(0.5)
+            if message is None or message.error() is not None:
+                continue
+            try:
+                record = deserialize(message.value(), context)
+            except SerializationError:
+                record = None  # not one of the demo's records (the topic is shared)
+            try:
+                consumer.commit(message=message, asynchronous=False)
+            except KafkaException:
+                continue  # not counted: the group reads it again where it resumes
+            if record is not None and record.get("run") == self.run:
+                self.tally.consumed.append(record["seq"])
+        if consumer is not None:
+            consumer.close()
+
+    def _moved(self, role: str, cluster: str, before: str | None) -> None:
+        line = f"application {role} {'connects to' if before is None else f'moves {before} ->'} {cluster}"
+        self.tally.moves.append(line)
+        self.log(line)

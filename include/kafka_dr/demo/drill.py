@@ -1,0 +1,172 @@
+"""`kafka-dr demo` (`make demo`): the DR drill on the embedded stack and the real Airflow, step by step.
+
+local stack and Airflow up -> dr_bringup -> an application producing and consuming Avro -> health OK -> dc1 lost
+(its broker and registry killed) -> dr_failover (disaster) -> the application goes on in dc2 -> dc1 back ->
+dr_failback (republishing what never left dc1) -> health OK -> a table of what the application's consumer counted,
+the RPO and RTO of both switches, and the scheduler's own delay. Every DAG is triggered through Airflow's REST API,
+as an operator's script would. Airflow and the stack keep running afterwards, to look at it all in the UI.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from ..airflow_rest import AirflowRest
+from ..clients import client_config
+from ..local.airflow import PASSWORD, USER, LocalAirflow
+from ..local.stack import LocalStack
+from ..paths import default_topology
+from ..state import report_path
+from ..topology import load_topology
+from .app import TOPIC, DemoApplication
+
+RUN_TIMEOUT = 900.0  # seconds a DAG run may take before the demo gives up on it
+HEALTH_TRIES = 6  # a fresh flow may lack its first checkpoint for a minute: health is asked again
+FAILED, SERVING = "dc1", "dc2"
+
+
+@dataclass(frozen=True)
+class Step:
+    dag_id: str
+    run_id: str
+    state: str
+    seconds: float  # trigger to end, as the demo saw it
+    scheduler_delay: float | None  # run queued -> its first task started: what is Airflow's, not kafka-dr's
+    report: dict[str, Any] | None
+
+
+def run_demo(data_dir: str | Path, out: Callable[[str], None] = print) -> bool:
+    """Run the drill; True when every step succeeded and the consumer counted no record lost or read twice."""
+    started = time.monotonic()
+    topology_file = default_topology()
+    topology = load_topology(topology_file)
+    stack = LocalStack(data_dir)
+    out(f"[{_clock(started)}] local stack: {', '.join(stack.up()) or 'already running'} ({stack.data_dir})")
+    local_airflow = LocalAirflow()
+    out(f"[{_clock(started)}] Airflow: starting in {local_airflow.home} ...")
+    out(f"[{_clock(started)}] Airflow: {', '.join(local_airflow.up(topology, topology_file)) or 'already running'}")
+    api = AirflowRest(local_airflow.url, USER, PASSWORD)
+
+    def run(dag_id: str, conf: dict[str, Any]) -> Step:
+        out(f"[{_clock(started)}] trigger {dag_id} {json.dumps(conf)}")
+        step = trigger_and_wait(api, dag_id, conf, lambda line: out(f"[{_clock(started)}]   {line}"))
+        out(f"[{_clock(started)}] {dag_id}: {step.state} in {step.seconds:.0f} s ({app_counts()})")
+        return step
+
+    app = DemoApplication(topology, log=lambda line: out(f"[{_clock(started)}] {line}"))
+
+    def app_counts() -> str:
+        tally = app.tally
+        return f"application: {len(tally.acknowledged)} produced, {len(tally.consumed)} consumed"
+
+    for dc in (FAILED, SERVING):  # the application's topic, in both DCs (topic1 flows both ways)
+        ensure_topic(client_config(topology.cluster(dc)), TOPIC, 3)
+    steps: list[Step] = [run("dr_bringup", {})]
+    app.start()
+    out(f"[{_clock(started)}] application: run {app.run} producing {app.rate:g} Avro records/s to topic1")
+    time.sleep(10)
+    steps.append(healthy(run))
+    out(f"[{_clock(started)}] DISASTER: {FAILED} lost: {', '.join(stack.stop(FAILED))} killed ({app_counts()})")
+    steps.append(run("dr_failover", {"failed_cluster": FAILED, "target_cluster": SERVING, "mode": "disaster"}))
+    time.sleep(15)  # the application goes on in dc2
+    out(f"[{_clock(started)}] {FAILED} back: {', '.join(stack.start(FAILED))} started ({app_counts()})")
+    back = {"restored_cluster": FAILED, "serving_cluster": SERVING, "mode": "data_kept", "unreplicated": "republish"}
+    steps.append(run("dr_failback", back))
+    time.sleep(10)  # the application goes on in dc1
+    app.stop_producing()
+    drained = app.drain(120)
+    steps.append(healthy(run))
+    app.stop()
+    out("")
+    out(summary(app, steps, drained))
+    out("")
+    out(f"Airflow UI: {local_airflow.url} (user {USER}, password {PASSWORD})")
+    out(f"Kafka DR page: {local_airflow.url}/kafka-dr/")
+    out("Airflow and the stack keep running: stop them with `kafka-dr airflow down` and `kafka-dr local down`.")
+    tally = app.tally
+    return all(s.state == "success" for s in steps) and drained and tally.lost == 0 and tally.duplicated == 0
+
+
+def trigger_and_wait(api: AirflowRest, dag_id: str, conf: dict[str, Any], progress: Callable[[str], None]) -> Step:
+    """One DAG run through the REST API, followed to its end, with its report when it wrote one."""
+    begun = time.monotonic()
+    run_id = api.trigger(dag_id, conf)
+    ended = api.wait(dag_id, run_id, RUN_TIMEOUT, progress)
+    starts = [ti["start_date"] for ti in api.task_instances(dag_id, run_id) if ti.get("start_date")]
+    delay = None
+    if starts and ended.get("queued_at"):
+        delay = (_parse(min(starts)) - _parse(ended["queued_at"])).total_seconds()
+    path = report_path(dag_id, run_id)
+    report = json.loads(path.read_text()) if path.exists() else None
+    return Step(dag_id, run_id, ended["state"], time.monotonic() - begun, delay, report)
+
+
+def healthy(run: Callable[[str, dict[str, Any]], Step]) -> Step:
+    """dr_replication_health until a run passes (every flow OK or WARN), HEALTH_TRIES at most."""
+    for _ in range(HEALTH_TRIES - 1):
+        step = run("dr_replication_health", {})
+        if step.state == "success":
+            return step
+        time.sleep(10)
+    return run("dr_replication_health", {})
+
+
+def summary(app: DemoApplication, steps: list[Step], drained: bool) -> str:
+    """The drill's table: the consumer's counts, then each DAG run's figures."""
+    tally = app.tally
+    failover = next((s for s in steps if s.dag_id == "dr_failover"), None)
+    failback = next((s for s in steps if s.dag_id == "dr_failback"), None)
+    rows = [
+        ("records produced (acknowledged)", str(len(tally.acknowledged))),
+        ("records consumed (distinct)", str(len(set(tally.consumed)))),
+        ("records lost", f"{tally.lost}" + ("" if drained else " (the consumer had not caught up)")),
+        ("records duplicated", str(tally.duplicated)),
+        ("records resent by the producer", str(tally.resent)),
+        ("failover RPO (records not replicated)", _report(failover, "rpo", "records")),
+        ("failover RTO (s)", _report(failover, "rto_seconds")),
+        ("failback unreplicated, republished", _report(failback, "unreplicated", "records")),
+        ("failback RTO (s)", _report(failback, "rto_seconds")),
+    ]
+    width = max(len(name) for name, _ in rows)
+    lines = [f"{name.ljust(width)}  {value}" for name, value in rows]
+    lines += ["", f"{'DAG run'.ljust(22)} {'state':8} {'seconds':>8} {'scheduler delay (s)':>20}"]
+    for s in steps:
+        delay = "-" if s.scheduler_delay is None else f"{s.scheduler_delay:.1f}"
+        lines.append(f"{s.dag_id.ljust(22)} {s.state:8} {s.seconds:8.0f} {delay:>20}")
+    return "\n".join(lines)
+
+
+def ensure_topic(config: dict[str, Any], topic: str, partitions: int) -> None:
+    admin = AdminClient(config)  # kept referenced until its future resolves
+    try:
+        admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise
+
+
+def _report(step: Step | None, *keys: str) -> str:
+    value: Any = step.report if step is not None else None
+    for key in keys:
+        value = value.get(key) if isinstance(value, dict) else None
+    if isinstance(value, float):
+        return f"{value:.1f}"
+    return "-" if value is None else str(value)
+
+
+def _parse(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _clock(started: float) -> str:
+    seconds = int(time.monotonic() - started)
+    return f"{seconds // 60:02d}:{seconds % 60:02d}"
