@@ -1,0 +1,47 @@
+"""The dashboard as a FastAPI app that Airflow's api-server mounts under /kafka-dr/ (plugins/kafka_dr_plugin.py,
+through asgi.py).
+
+Both routes are behind Airflow's own authentication: `requires_authenticated` resolves the user as the api-server's
+own routes do, from the `Authorization: Bearer` JWT or else the `_token` cookie that Airflow's login sets (scoped to
+the api-server's root path, so the browser sends it here too). A browser without a valid login is sent to the auth
+manager's login page and comes back after it; the JSON answers 401 or 403 as Airflow's API does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.api_fastapi.app import API_ROOT_PATH, get_auth_manager
+from airflow.api_fastapi.core_api.security import requires_authenticated
+from fastapi import Depends, FastAPI, HTTPException, Request, status
+from fastapi.exception_handlers import http_exception_handler
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from .page import render_page
+from .state import collect_state
+
+app = FastAPI(title="Kafka DR", docs_url=None, redoc_url=None, openapi_url=None)
+
+
+# Plain `def` routes: FastAPI runs them in its thread pool, as collecting asks clusters and registries (seconds at
+# worst) and must not hold the api-server's event loop.
+@app.get("/", response_class=HTMLResponse, dependencies=[Depends(requires_authenticated())])
+def page() -> HTMLResponse:
+    """The dashboard."""
+    return HTMLResponse(render_page(collect_state(), ui_root=API_ROOT_PATH))
+
+
+@app.get("/api/state", dependencies=[Depends(requires_authenticated())])
+def api_state() -> dict[str, Any]:
+    """What the dashboard shows, as JSON."""
+    return collect_state()
+
+
+@app.exception_handler(HTTPException)
+async def _login_for_the_page(request: Request, exc: HTTPException) -> Response:
+    """The page without a valid login goes to the login page (and back here after it); anything else answers as
+    FastAPI does."""
+    unauthenticated = exc.status_code in (status.HTTP_401_UNAUTHORIZED, status.HTTP_403_FORBIDDEN)
+    if unauthenticated and request.scope.get("endpoint") is page:
+        return RedirectResponse(get_auth_manager().get_url_login(next_url=str(request.url)))
+    return await http_exception_handler(request, exc)

@@ -1,0 +1,267 @@
+"""The dashboard's one HTML page, drawn from state.collect_state's dict on the server: inline CSS, the lag charts as
+inline SVG, no script and nothing fetched from elsewhere (the api-server may have no internet, and a page without
+third-party code has nothing to trust). Every value from the state is escaped.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote
+
+# Airflow 3.3's UI has no route that opens a DAG's trigger form (it is a modal opened by the Trigger button of the
+# DAG's page: no `trigger` path among the routes of airflow/ui/dist/assets/index-*.js), so the buttons open
+# /dags/<dag_id>, where that button is.
+TRIGGER_DAGS = (("dr_failover", "Fail over"), ("dr_failback", "Fail back"))
+
+_STATUS_CLASS = {"OK": "ok", "WARN": "warn", "ERR": "err", "leader": "ok", "follower": "info", "unreachable": "err"}
+_CHART_W, _CHART_H, _LEFT, _BOTTOM, _TOP = 640, 150, 64, 22, 10
+
+_CSS = """
+body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;padding:16px 24px;color:#1f2933;
+background:#f7f8fa}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:24px 0 8px}.muted{color:#6b7280}
+table{border-collapse:collapse;background:#fff;width:100%;margin-bottom:4px}
+th,td{border:1px solid #e1e4e8;padding:5px 8px;text-align:left;vertical-align:top}th{background:#eef1f4}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+.badge{display:inline-block;padding:1px 7px;border-radius:9px;font-size:12px;font-weight:600;background:#e5e7eb}
+.ok{background:#d1fae5;color:#065f46}.warn{background:#fef3c7;color:#92400e}.err{background:#fee2e2;color:#991b1b}
+.info{background:#dbeafe;color:#1e40af}.error{color:#991b1b}
+.banner{background:#fee2e2;color:#991b1b;padding:8px 12px;border-radius:6px;margin:12px 0}
+.actions{margin:12px 0}.button{display:inline-block;padding:6px 14px;margin-right:8px;border-radius:6px;
+background:#017cee;color:#fff;text-decoration:none;font-weight:600}
+.cards{display:flex;flex-wrap:wrap;gap:12px}.card{background:#fff;border:1px solid #e1e4e8;border-radius:6px;
+padding:10px 14px;min-width:260px;flex:1}.card h3{font-size:15px;margin:0 0 6px}.card dl{margin:0}
+.card dt{float:left;clear:left;width:90px;color:#6b7280}.card dd{margin:0 0 2px 96px}
+figure{margin:8px 8px 8px 0;background:#fff;border:1px solid #e1e4e8;border-radius:6px;padding:8px;
+display:inline-block;vertical-align:top}
+figcaption{font-weight:600;margin-bottom:4px}svg text{font-size:11px;fill:#4b5563}
+"""
+
+
+def render_page(state: Mapping[str, Any], ui_root: str = "/") -> str:
+    """The whole page. `ui_root`: the path of Airflow's UI (its [api] base_url path), for the links into it."""
+    topology = state["topology"]
+    parts = [
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>",
+        f"<title>Kafka DR</title><style>{_CSS}</style></head><body>",
+        "<h1>Kafka DR</h1>",
+        f"<div class='muted'>State at {_e(state['generated_at'])} (collected in {_e(state['collected_in_s'])} s) "
+        f"from topology <code>{_e(topology['path'])}</code> · <a href='api/state'>JSON</a></div>",
+        "<div class='actions'>",
+        *(
+            f"<a class='button' href='{_e(_dag_url(ui_root, dag_id))}' title='opens the DAG, whose Trigger button "
+            f"opens the form'>{_e(label)} ({_e(dag_id)})…</a>"
+            for dag_id, label in TRIGGER_DAGS
+        ),
+        "</div>",
+    ]
+    if topology["error"]:
+        parts.append(f"<div class='banner'>The topology does not load: {_e(topology['error'])}</div>")
+    parts += _clusters(state["clusters"], topology["error"])
+    parts += _flows(state["flows"], topology["error"])
+    parts += _clients(state["clients"], state["clients_error"], topology["error"])
+    parts += _reports(state["reports"], ui_root)
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def _clusters(clusters: Sequence[Mapping[str, Any]], topology_error: str | None) -> list[str]:
+    parts = ["<h2>Clusters</h2>"]
+    if not clusters:
+        return [*parts, _none("No clusters", topology_error)]
+    parts.append(
+        "<table><tr><th>Cluster</th><th>Bootstrap servers</th><th>Kafka</th><th>Cluster id</th>"
+        "<th>Schema registry</th><th>Registry role</th></tr>"
+    )
+    for cluster in clusters:
+        if cluster["reachable"]:
+            kafka = _badge("reachable", "ok")
+        else:
+            kafka = f"{_badge('unreachable', 'err')} <span class='error'>{_e(cluster['error'])}</span>"
+        registry = cluster["schema_registry"]
+        if registry["url"] is None:
+            url, role = "<span class='muted'>none</span>", ""
+        else:
+            url = f"<code>{_e(registry['url'])}</code>"
+            if registry["primary"]:
+                url += " <span class='muted'>(primary)</span>"
+            role = _badge(registry["role"], _STATUS_CLASS.get(registry["role"], ""))
+            if registry["error"]:
+                role += f" <span class='muted'>{_e(registry['error'])}</span>"
+            elif registry["role"] == "follower":
+                role += f" <span class='muted'>leader: {_e(registry['leader'] or 'none known')}</span>"
+        parts.append(
+            f"<tr><td><b>{_e(cluster['name'])}</b></td><td><code>{_e(cluster['bootstrap_servers'])}</code></td>"
+            f"<td>{kafka}</td><td><code>{_e(cluster['cluster_id'] or '—')}</code></td>"
+            f"<td>{url}</td><td>{role}</td></tr>"
+        )
+    return [*parts, "</table>"]
+
+
+def _flows(flows: Sequence[Mapping[str, Any]], topology_error: str | None) -> list[str]:
+    parts = ["<h2>Replication flows</h2>"]
+    if not flows:
+        return [*parts, _none("No flows", topology_error)]
+    parts.append(
+        "<table><tr><th>Flow</th><th>Source → target</th><th>Health</th><th>Lag (records)</th>"
+        "<th>Lag (seconds)</th><th>Evaluated</th><th>Problems</th></tr>"
+    )
+    for flow in flows:
+        if flow["error"]:
+            health = f"<span class='error'>{_e(flow['error'])}</span>"
+        elif flow["status"] is None:
+            health = "<span class='muted'>never evaluated (dr_replication_health)</span>"
+        else:
+            health = _badge(flow["status"], _STATUS_CLASS.get(flow["status"], ""))
+        problems = "".join(f"<div>{_e(problem)}</div>" for problem in flow["problems"])
+        parts.append(
+            f"<tr><td><b>{_e(flow['name'])}</b></td><td>{_e(flow['source'])} → {_e(flow['target'])}</td>"
+            f"<td>{health}</td><td class='num'>{_e(_count(flow['lag_records']))}</td>"
+            f"<td class='num'>{_e(_seconds(flow['lag_seconds']))}</td><td>{_e(_time(flow['evaluated_at_ms']))}</td>"
+            f"<td>{problems}</td></tr>"
+        )
+    parts.append("</table>")
+    for flow in flows:
+        parts.append(f"<figure><figcaption>{_e(flow['name'])}: lag in records over the health history</figcaption>")
+        if flow["history"]:
+            parts.append(lag_chart(flow["history"]))
+        else:
+            parts.append("<div class='muted'>No health history yet.</div>")
+        if flow["history_error"]:
+            parts.append(f"<div class='muted'>{_e(flow['history_error'])}</div>")
+        parts.append("</figure>")
+    return parts
+
+
+def lag_chart(points: Sequence[Mapping[str, Any]]) -> str:
+    """An SVG line of the flow's lag in records over its evaluations, a dot per evaluation coloured by its status
+    (hover: time, records, seconds), and a red tick at the bottom for an evaluation that measured nothing."""
+    first, last = points[0]["at_ms"], points[-1]["at_ms"]
+    top = max((p["lag_records"] for p in points if p["lag_records"] is not None), default=0) or 1
+    width, height = _CHART_W - _LEFT - 8, _CHART_H - _BOTTOM - _TOP
+
+    def x(at_ms: int) -> float:
+        return _LEFT + (width / 2 if last == first else (at_ms - first) / (last - first) * width)
+
+    def y(records: int) -> float:
+        return _TOP + height - records / top * height
+
+    measured = [p for p in points if p["lag_records"] is not None]
+    parts = [
+        f"<svg width='{_CHART_W}' height='{_CHART_H}' role='img' aria-label='lag in records over time'>",
+        f"<line x1='{_LEFT}' y1='{_TOP + height}' x2='{_LEFT + width}' y2='{_TOP + height}' stroke='#9ca3af'/>",
+        f"<line x1='{_LEFT}' y1='{_TOP}' x2='{_LEFT}' y2='{_TOP + height}' stroke='#9ca3af'/>",
+        f"<text x='{_LEFT - 6}' y='{_TOP + 4}' text-anchor='end'>{_e(_count(top))}</text>",
+        f"<text x='{_LEFT - 6}' y='{_TOP + height}' text-anchor='end'>0</text>",
+        f"<text x='{_LEFT}' y='{_CHART_H - 6}'>{_e(_time(first))}</text>",
+    ]
+    if last != first:
+        parts.append(f"<text x='{_LEFT + width}' y='{_CHART_H - 6}' text-anchor='end'>{_e(_time(last))}</text>")
+    if len(measured) > 1:
+        line = " ".join(f"{x(p['at_ms']):.1f},{y(p['lag_records']):.1f}" for p in measured)
+        parts.append(f"<polyline points='{line}' fill='none' stroke='#017cee' stroke-width='1.5'/>")
+    for point in points:
+        tip = (
+            f"{_time(point['at_ms'])}: {point['status']}, {_count(point['lag_records'])} records, "
+            f"{_seconds(point['lag_seconds'])} s"
+        ) + "".join(f"; {problem}" for problem in point["problems"])
+        colour = {"OK": "#059669", "WARN": "#d97706"}.get(point["status"], "#dc2626")
+        at = x(point["at_ms"])
+        if point["lag_records"] is None:
+            mark = f"<rect x='{at - 1:.1f}' y='{_TOP + height - 8}' width='2' height='8' fill='{colour}'>"
+            parts.append(f"{mark}<title>{_e(tip)}</title></rect>")
+        else:
+            mark = f"<circle cx='{at:.1f}' cy='{y(point['lag_records']):.1f}' r='3' fill='{colour}'>"
+            parts.append(f"{mark}<title>{_e(tip)}</title></circle>")
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _clients(clients: Sequence[Mapping[str, Any]], error: str | None, topology_error: str | None) -> list[str]:
+    parts = ["<h2>Client aliases</h2>"]
+    if error:
+        return [*parts, f"<div class='banner'>{_e(error)}</div>"]
+    if not clients:
+        return [*parts, _none("No client aliases", topology_error)]
+    parts.append(
+        "<table><tr><th>Alias</th><th>Role</th><th>Home cluster</th><th>Active cluster</th><th>Since</th>"
+        "<th>Reason</th></tr>"
+    )
+    for alias in clients:
+        active = _e(alias["active"])
+        if alias["active"] != alias["home"]:
+            active = f"<b>{active}</b> {_badge('moved', 'warn')}"
+        parts.append(
+            f"<tr><td><b>{_e(alias['alias'])}</b></td><td>{_e(alias['role'])}</td><td>{_e(alias['home'])}</td>"
+            f"<td>{active}</td><td>{_e(alias['since'] or '—')}</td><td>{_e(alias['reason'] or '')}</td></tr>"
+        )
+    return [*parts, "</table>"]
+
+
+def _reports(reports: Mapping[str, Mapping[str, Any] | None], ui_root: str) -> list[str]:
+    parts = ["<h2>Latest reports</h2>", "<div class='cards'>"]
+    for dag_id, report in reports.items():
+        parts.append(f"<div class='card'><h3>{_e(dag_id)}</h3>")
+        if report is None:
+            parts.append("<div class='muted'>No report yet.</div></div>")
+            continue
+        if report["error"]:
+            parts.append(f"<div class='error'>{_e(report['file'])}: {_e(report['error'])}</div></div>")
+            continue
+        rows = [("What", _e(report["title"]))]
+        if report["run_id"]:
+            link = f"{_dag_url(ui_root, dag_id)}/runs/{quote(str(report['run_id']), safe='')}"
+            rows.append(("Run", f"<a href='{_e(link)}'>{_e(report['run_id'])}</a>"))
+        if "rpo_records" in report:
+            rows.append(("RPO", _e(_rpo(report))))
+            rto = report["rto_seconds"]
+            rows.append(("RTO", "—" if rto is None else _e(f"{_seconds(rto)} s")))
+        if "copied" in report:
+            rows.append(("Copied", _e(_count(report["copied"]))))
+            rows.append(("Verify", _e(report["verify"] or "—")))
+        rows += [("Started", _e(report["started"] or "—")), ("Written", _e(report["written_at"]))]
+        parts.append("<dl>" + "".join(f"<dt>{label}</dt><dd>{value}</dd>" for label, value in rows) + "</dl></div>")
+    return [*parts, "</div>"]
+
+
+def _rpo(report: Mapping[str, Any]) -> str:
+    """RPO in records, exact or estimated, and the exact figure a later failback measured if any."""
+    if report["rpo_records"] is None:
+        text = "unknown"
+    else:
+        text = f"{_count(report['rpo_records'])} records ({'exact' if report['rpo_exact'] else 'estimate'})"
+    after = report.get("rpo_exact_after_failback")
+    return text if after is None else f"{text}; exact after failback: {_count(after)} records"
+
+
+def _none(what: str, topology_error: str | None) -> str:
+    reason = "the topology does not load" if topology_error else "none in the topology"
+    return f"<div class='muted'>{_e(what)}: {reason}.</div>"
+
+
+def _dag_url(ui_root: str, dag_id: str) -> str:
+    return f"{ui_root.rstrip('/')}/dags/{quote(dag_id, safe='')}"
+
+
+def _badge(text: str, css_class: str) -> str:
+    return f"<span class='badge {css_class}'>{_e(text)}</span>"
+
+
+def _count(value: int | None) -> str:
+    return "—" if value is None else f"{value:,}"
+
+
+def _seconds(value: float | None) -> str:
+    return "—" if value is None else f"{value:,.1f}"
+
+
+def _time(at_ms: int | None) -> str:
+    return "—" if at_ms is None else datetime.fromtimestamp(at_ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _e(value: object) -> str:
+    return html.escape("" if value is None else str(value))

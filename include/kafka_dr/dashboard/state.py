@@ -1,0 +1,284 @@
+"""What the Kafka DR dashboard shows, as one plain dict: the page is drawn from it and /kafka-dr/api/state returns it.
+
+Sources: the topology; each cluster asked for its id (reachability) and its schema registry for its role; each flow's
+latest `dr_replication_health` evaluation (STATE_DIR/health/<flow>.json) and its earlier ones, read back from the
+target's `_kdr.health` for the lag chart; the client aliases' active clusters; the newest failover, failback and
+backfill reports. Each source fails on its own (a topology that does not load, a cluster that does not answer, a
+report that does not parse) and shows as a one-line error in its place, so a bad day never blanks the page; no
+cluster or registry is waited on much longer than `timeout`. No Airflow import: the CLI and tests use it as is.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import urllib.error
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import IsolationLevel, KafkaException, Message, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from .. import client_switch
+from ..clients import client_config, end_offsets, error_text, read_committed
+from ..health.sampler import evaluation_key
+from ..paths import default_topology, state_dir
+from ..replication.internal import HEALTH
+from ..schema_registry import first_url, get_json
+from ..state import now_iso
+from ..topology import Cluster, Topology, TopologyError, load_topology
+
+log = logging.getLogger(__name__)
+
+TIMEOUT_S = 2.0
+REPORT_DAGS = ("dr_failover", "dr_failback", "dr_backfill")
+HISTORY_RECORDS = 400  # newest `_kdr.health` records read per target: ~16 hours of a lone flow's 5-minute runs
+HISTORY_POINTS = 120  # evaluations charted per flow
+
+History = tuple[dict[str, list[dict[str, Any]]], str | None]  # chart points by flow, and why some may be missing
+
+
+def collect_state(
+    topology_path: str | Path | None = None, environ: Mapping[str, str] | None = None, timeout: float = TIMEOUT_S
+) -> dict[str, Any]:
+    """The dashboard's state now. `topology_path` None: $KDR_TOPOLOGY, else include/topology.yaml; `environ`: where
+    the clusters' security settings are read (clients.client_config), default os.environ."""
+    started = time.monotonic()
+    path = default_topology() if topology_path is None else Path(topology_path)
+    state: dict[str, Any] = {
+        "generated_at": now_iso(),
+        "topology": {"path": str(path), "error": None},
+        "clusters": [],
+        "flows": [],
+        "clients": [],
+        "clients_error": None,
+        "reports": latest_reports(),
+    }
+    try:
+        topology = load_topology(path)
+    except TopologyError as exc:
+        state["topology"]["error"] = str(exc)
+    else:
+        state["clusters"], histories = _clusters(topology, environ, timeout)
+        state["flows"] = [
+            _flow(flow.name, flow.source, flow.target, histories.get(flow.target)) for flow in topology.flows
+        ]
+        state["clients"], state["clients_error"] = _clients(topology)
+    state["collected_in_s"] = round(time.monotonic() - started, 3)
+    return state
+
+
+def _clusters(
+    topology: Topology, environ: Mapping[str, str] | None, timeout: float
+) -> tuple[list[dict[str, Any]], dict[str, History]]:
+    """Every cluster and its registry asked at once; the `_kdr.health` history read from each reachable target."""
+    targets = {flow.target for flow in topology.flows}
+    flows_by_target = {t: [f.name for f in topology.flows if f.target == t] for t in targets}
+    clusters = list(topology.clusters.values())
+    with ThreadPoolExecutor(max_workers=2 * len(clusters) or 1, thread_name_prefix="kdr-dashboard") as pool:
+        kafka = [pool.submit(_kafka, c, flows_by_target.get(c.name, []), environ, timeout) for c in clusters]
+        registries = [pool.submit(registry_role, c.schema_registry, timeout) for c in clusters]
+        primary = topology.schema_registry_primary
+        rows, histories = [], {}
+        for cluster, asked, registry in zip(clusters, kafka, registries, strict=True):
+            found, history = asked.result()
+            rows.append(
+                {
+                    "name": cluster.name,
+                    "bootstrap_servers": cluster.bootstrap_servers,
+                    **found,
+                    "schema_registry": {**registry.result(), "primary": primary == cluster.name},
+                }
+            )
+            if cluster.name in targets:
+                histories[cluster.name] = history or ({}, f"no history: {cluster.name} unreachable")
+    return rows, histories
+
+
+def _kafka(
+    cluster: Cluster, flows: list[str], environ: Mapping[str, str] | None, timeout: float
+) -> tuple[dict[str, Any], History | None]:
+    """Whether the cluster answers and its id; when it answers and is the target of `flows`, their history."""
+    try:
+        config = {**client_config(cluster, environ), "logger": log}
+        admin = AdminClient(config)
+        cluster_id = admin.describe_cluster(request_timeout=timeout).result().cluster_id
+    except (KafkaException, ValueError) as exc:  # ValueError: a bad KDR_CLUSTER_<NAME>_CONFIG
+        return {"reachable": False, "cluster_id": None, "error": error_text(exc)}, None
+    found = {"reachable": True, "cluster_id": cluster_id, "error": None}
+    return found, (_read_history(admin, config, flows, timeout) if flows else None)
+
+
+def _read_history(admin: AdminClient, config: dict[str, Any], flows: list[str], timeout: float) -> History:
+    """The evaluations of `flows` among the newest HISTORY_RECORDS of the cluster's `_kdr.health` (where
+    health.check.save_evaluation keeps them after each run's samples). A read cut short keeps what arrived."""
+    records: list[Message] = []
+    try:
+        meta = admin.list_topics(HEALTH, timeout=timeout).topics.get(HEALTH)
+        if meta is None or meta.error is not None:
+            return {}, None  # no health run has written here yet
+        tp = TopicPartition(HEALTH, 0)
+        start = admin.list_offsets({tp: OffsetSpec.earliest()}, request_timeout=timeout)[tp].result().offset
+        end = end_offsets(admin, [(HEALTH, 0)], IsolationLevel.READ_COMMITTED, timeout)[(HEALTH, 0)]
+        for message in read_committed(config, {(HEALTH, 0): (max(start, end - HISTORY_RECORDS), end)}, timeout):
+            records.append(message)  # one by one: what arrived before a timeout is kept
+    except (KafkaException, TimeoutError) as exc:
+        return evaluations(records, flows), f"history incomplete: {error_text(exc)}"
+    return evaluations(records, flows), None
+
+
+def evaluations(records: Iterable[Message], flows: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
+    """The chart points of `flows` among `_kdr.health` records (in log order, oldest first); unreadable ones skipped."""
+    by_key = {evaluation_key(flow): flow for flow in flows}
+    points: dict[str, list[dict[str, Any]]] = {flow: [] for flow in by_key.values()}
+    for message in records:
+        flow = by_key.get(message.key() or b"")
+        if flow is None or message.value() is None:
+            continue
+        try:
+            points[flow].append(_point(json.loads(message.value())))
+        except (ValueError, KeyError, TypeError):
+            log.warning("flow %s: unreadable evaluation in %s skipped", flow, HEALTH)
+    return {flow: found[-HISTORY_POINTS:] for flow, found in points.items()}
+
+
+def _point(evaluation: Mapping[str, Any]) -> dict[str, Any]:
+    """One evaluation as a chart point: its status and problems, the flow's total lag in records and its oldest
+    uncopied record's age; both None when nothing was measured (a cluster did not answer)."""
+    partitions = evaluation["partitions"]
+    return {
+        "at_ms": int(evaluation["at_ms"]),
+        "status": str(evaluation["status"]),
+        "problems": [str(problem) for problem in evaluation["problems"]],
+        "lag_records": sum(int(p["lag_records"]) for p in partitions) if partitions else None,
+        "lag_seconds": max(float(p["lag_seconds"]) for p in partitions) if partitions else None,
+    }
+
+
+def _flow(name: str, source: str, target: str, history: History | None) -> dict[str, Any]:
+    """A flow, its history and its latest evaluation: the newer of STATE_DIR/health/<flow>.json (written by every
+    health run, even when the target is down) and the last one in the target (which an api-server on another host
+    than the workers still reads); None fields when never evaluated."""
+    points, history_error = history or ({}, None)
+    flow_history = points.get(name, [])
+    found = flow_history[-1:]
+    error = None
+    path = state_dir() / "health" / f"{name}.json"
+    if path.exists():
+        try:
+            found.append(_point(json.loads(path.read_text(encoding="utf-8"))))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            error = f"{path}: unreadable: {exc}"
+    latest = max(found, key=lambda point: point["at_ms"], default={})
+    return {
+        "name": name,
+        "source": source,
+        "target": target,
+        "status": latest.get("status"),
+        "problems": latest.get("problems", []),
+        "lag_records": latest.get("lag_records"),
+        "lag_seconds": latest.get("lag_seconds"),
+        "evaluated_at_ms": latest.get("at_ms"),
+        "error": error,
+        "history": flow_history,
+        "history_error": history_error,
+    }
+
+
+def registry_role(urls: str | None, timeout: float = TIMEOUT_S) -> dict[str, Any]:
+    """The role of the schema registry at `urls` (the first one): leader or follower as the local stack's
+    `GET /kdr/leader` says, unknown for a registry that answers without that endpoint (Confluent's), unreachable."""
+    if urls is None:
+        return {"url": None, "role": None, "leader": None, "error": None}
+    url = first_url(urls)
+    try:
+        status = get_json(f"{url}/kdr/leader", timeout)
+    except urllib.error.HTTPError as exc:
+        return {"url": url, "role": "unknown", "leader": None, "error": f"answers, role not exposed (HTTP {exc.code})"}
+    except (OSError, ValueError) as exc:
+        return {"url": url, "role": "unreachable", "leader": None, "error": " ".join(str(exc).split())}
+    if not isinstance(status, dict):
+        return {"url": url, "role": "unknown", "leader": None, "error": "unexpected answer from /kdr/leader"}
+    role = "leader" if status.get("is_leader") else "follower"
+    return {"url": url, "role": role, "leader": status.get("leader"), "error": None}
+
+
+def _clients(topology: Topology) -> tuple[list[dict[str, Any]], str | None]:
+    """The client aliases and the cluster each one connects to now."""
+    try:
+        return [asdict(alias) for alias in client_switch.states(topology)], None
+    except (OSError, ValueError, AttributeError) as exc:
+        return [], f"client aliases unreadable: {exc}"
+
+
+def latest_reports() -> dict[str, dict[str, Any] | None]:
+    """The newest report (by file time) of each of REPORT_DAGS, summed up; None where there is none."""
+    directory = state_dir() / "reports"  # read only: a dashboard makes no folder
+    latest: dict[str, dict[str, Any] | None] = {}
+    for dag_id in REPORT_DAGS:
+        try:
+            newest = max(directory.glob(f"{dag_id}-*.json"), key=lambda p: p.stat().st_mtime, default=None)
+        except OSError:  # a report removed while listed: the next refresh sees the rest
+            newest = None
+        latest[dag_id] = None if newest is None else _report(dag_id, newest)
+    return latest
+
+
+def _report(dag_id: str, path: Path) -> dict[str, Any]:
+    """A report's figures for the dashboard (reports.py writes them): what it was, RPO, RTO, when."""
+    found: dict[str, Any] = {"dag_id": dag_id, "run_id": None, "file": str(path), "error": None}
+    try:
+        body = json.loads(path.read_text(encoding="utf-8"))
+        written = datetime.fromtimestamp(path.stat().st_mtime, UTC).isoformat(timespec="seconds")
+        return {**found, "run_id": body.get("run_id"), "written_at": written, **_SUMMARIES[dag_id](body)}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        return {**found, "error": f"unreadable: {type(exc).__name__}: {exc}"}
+
+
+def _failover(body: Mapping[str, Any]) -> dict[str, Any]:
+    rpo = body["rpo"]
+    exact = rpo.get("exact_after_failback")
+    return {
+        "title": f"{body['failed_cluster']} -> {body['target_cluster']} ({body['mode']})",
+        "started": body.get("run_started"),
+        "rpo_records": _number(rpo.get("records")),
+        "rpo_exact": bool(rpo.get("exact")),
+        "rpo_exact_after_failback": None if exact is None else _number(exact.get("records")),
+        "rto_seconds": _number(body.get("rto_seconds")),
+    }
+
+
+def _failback(body: Mapping[str, Any]) -> dict[str, Any]:
+    dry_run = ", dry run" if body.get("dry_run") else ""
+    return {
+        "title": f"{body['serving_cluster']} -> {body['restored_cluster']} ({body['mode']}{dry_run})",
+        "started": body.get("run_started"),
+        "rpo_records": _number(body["unreplicated"].get("records")),  # what never left the lost cluster: exact RPO
+        "rpo_exact": True,
+        "rto_seconds": _number(body.get("rto_seconds")),
+    }
+
+
+def _backfill(body: Mapping[str, Any]) -> dict[str, Any]:
+    verify = body.get("verify") or {}
+    return {
+        "title": f"flow {body['flow']}" + (" (dry run)" if body.get("dry_run") else ""),
+        "started": (body.get("step") or {}).get("started"),
+        "copied": _number(body.get("copied")),
+        "verify": verify.get("status"),
+    }
+
+
+def _number(value: Any) -> int | float | None:
+    """A report's figure: a number, or None when not known; anything else makes the report unreadable."""
+    if value is None or (isinstance(value, int | float) and not isinstance(value, bool)):
+        return value
+    raise TypeError(f"not a number: {value!r}")
+
+
+_SUMMARIES = {"dr_failover": _failover, "dr_failback": _failback, "dr_backfill": _backfill}

@@ -1,0 +1,16 @@
+"""Airflow plugin: the "Kafka DR" dashboard (kafka_dr.dashboard) at /kafka-dr/, linked from the UI's navigation."""
+
+from __future__ import annotations
+
+from airflow.plugins_manager import AirflowPlugin
+
+from kafka_dr.dashboard.asgi import dashboard
+
+
+class KafkaDrPlugin(AirflowPlugin):
+    name = "kafka_dr"
+    fastapi_apps = [{"app": dashboard, "url_prefix": "/kafka-dr", "name": "Kafka DR"}]
+    # An entry of its own in the UI's navigation bar (no category). No url_route: with one the UI shows the page in an
+    # iframe whose sandbox keeps the page's links to DAG runs and trigger forms inside the frame; without, the entry
+    # opens the page in a tab of its own. The href is relative to the UI's <base href> ([api] base_url).
+    external_views = [{"name": "Kafka DR", "href": "kafka-dr/", "destination": "nav"}]

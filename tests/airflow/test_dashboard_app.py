@@ -1,0 +1,149 @@
+"""The Kafka DR dashboard inside Airflow: the plugin in plugins/ loads without import errors, Airflow's api-server app
+(create_app, as `airflow api-server` builds it) mounts it at /kafka-dr/ and lists its nav entry, and both its page
+and its JSON refuse anyone Airflow's auth manager has not logged in. Logged in, the page shows the session stack's
+clusters, a flow's health with its lag chart read back from `_kdr.health`, the client aliases and the reports."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from confluent_kafka.admin import AdminClient
+from support.stack import Stack
+
+from kafka_dr.health.check import save_evaluation
+from kafka_dr.health.rules import FlowHealth, PartitionStatus
+from kafka_dr.replication.internal import HEALTH, ensure_internal_topics
+
+FLOW = "dashboard-dc1-to-dc2"  # a flow of this test's own: other tests' records in the session stack never match it
+
+
+@pytest.fixture(scope="module")
+def client(airflow_db: Path) -> Iterator[Any]:
+    """Airflow's whole api-server app, plugins included, on FastAPI's test client, signing its JWTs with a key of
+    the length that SHA512 wants (as the harness's execution API does)."""
+    from airflow.api_fastapi.app import create_app, purge_cached_app
+    from fastapi.testclient import TestClient
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AIRFLOW__API_AUTH__JWT_SECRET", os.urandom(48).hex())
+        with TestClient(create_app()) as test_client:
+            yield test_client
+        purge_cached_app()
+
+
+@pytest.fixture(scope="module")
+def token(client: Any) -> str:
+    """A JWT for the admin user, made by the auth manager as its login does."""
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+
+    return get_auth_manager().generate_jwt(SimpleAuthManagerUser(username="admin", role="admin"))
+
+
+def test_airflow_loads_the_plugin_without_import_errors(client: Any, token: str) -> None:
+    from airflow import plugins_manager
+
+    from kafka_dr.dashboard.asgi import dashboard
+
+    assert plugins_manager.get_import_errors() == {}
+    apps, _ = plugins_manager.get_fastapi_plugins()
+    assert {"app": dashboard, "url_prefix": "/kafka-dr", "name": "Kafka DR"} in apps
+    listed = client.get("/api/v2/plugins", headers={"Authorization": f"Bearer {token}"}).json()["plugins"]
+    (entry,) = [p for p in listed if p["name"] == "kafka_dr"]  # what the UI builds its navigation from
+    views = [(v["name"], v["href"], v["destination"]) for v in entry["external_views"]]
+    assert views == [("Kafka DR", "kafka-dr/", "nav")]
+
+
+def test_a_task_process_loads_the_plugin_without_the_dashboard() -> None:
+    """Task processes load plugins/ for its macros: the dashboard (FastAPI, Airflow's API) waits for the api-server."""
+    probe = (
+        "import sys; from airflow.sdk.plugins_manager import _get_plugins, integrate_macros_plugins; "
+        "integrate_macros_plugins(); assert not _get_plugins()[1], _get_plugins()[1]; "
+        "assert 'kafka_dr_plugin' in sys.modules; print(sorted(m for m in sys.modules if m.startswith("
+        "('kafka_dr.dashboard.app', 'airflow.api_fastapi', 'fastapi'))))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_no_page_nor_json_without_a_login(client: Any, state: Path) -> None:
+    page = client.get("/kafka-dr/", follow_redirects=False)
+    assert page.status_code == 307
+    assert page.headers["location"] == f"/auth/login?next={quote('http://testserver/kafka-dr/', safe='')}"
+    assert client.get("/kafka-dr/api/state").status_code == 401
+    client.cookies.set("_token", "not-a-jwt")
+    try:
+        assert client.get("/kafka-dr/", follow_redirects=False).headers["location"].startswith("/auth/login?next=")
+        assert client.get("/kafka-dr/api/state").status_code == 403
+    finally:
+        client.cookies.clear()
+    assert client.get("/kafka-dr/api/state", headers={"Authorization": "Bearer not-a-jwt"}).status_code == 403
+
+
+def test_the_logged_in_page_and_its_json(
+    client: Any, token: str, stack: Stack, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topology = stack.write_topology(
+        "dashboard",
+        f"  - {{name: {FLOW}, source: dc1, target: dc2, topics: {{include: [orders]}}}}\n",
+        extra="clients:\n  orders-app: {cluster: dc1, role: producer}\n",
+    )
+    monkeypatch.setenv("KDR_TOPOLOGY", str(topology))
+    target = {"bootstrap.servers": stack.bootstrap("dc2")}
+    ensure_internal_topics(AdminClient(target), (HEALTH,))
+    now_ms = int(time.time() * 1000)
+    for i, lag in enumerate((120, 80, 5)):  # three health runs, written where dr_replication_health keeps them
+        partition = PartitionStatus("orders", 0, "OK", lag, lag / 10, "")
+        save_evaluation(target, FlowHealth(FLOW, "OK", (), (partition,)), now_ms - (2 - i) * 300_000, [])
+    failover = {
+        "dag_id": "dr_failover",
+        "run_id": "manual__2026-11-24T10:00:00+00:00",
+        "failed_cluster": "dc1",
+        "target_cluster": "dc2",
+        "mode": "disaster",
+        "run_started": "2026-11-24T10:00:00+00:00",
+        "rpo": {"records": 1234, "per_topic": {"orders": 1234}, "exact": False, "flows": {}},
+        "rto_seconds": 21.5,
+    }
+    (state / "health" / f"{FLOW}.json").unlink()  # as on an api-server host without the workers' state dir
+    (state / "reports").mkdir(parents=True)
+    (state / "reports" / "dr_failover-manual__2026-11-24T10_00_00_00_00.json").write_text(json.dumps(failover))
+
+    client.cookies.set("_token", token)  # the cookie Airflow's login sets in the browser
+    try:
+        page = client.get("/kafka-dr/")
+    finally:
+        client.cookies.clear()
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    html = page.text
+    for shown in ("dc1", "dc2", stack.bootstrap("dc1"), FLOW, "orders-app", "1,234 records (estimate)", "21.5 s"):
+        assert shown in html, shown
+    assert "href='/dags/dr_failover/runs/manual__2026-11-24T10%3A00%3A00%2B00%3A00'" in html
+    assert "href='/dags/dr_failover'" in html and "href='/dags/dr_failback'" in html
+    assert "<svg" in html and html.count("<circle") == 3
+    assert "<script" not in html and not re.search(r"""(src|href)=['"]?(https?:)?//""", html)
+
+    answer = client.get("/kafka-dr/api/state", headers={"Authorization": f"Bearer {token}"})
+    assert answer.status_code == 200
+    data = answer.json()
+    assert [(c["name"], c["reachable"], c["schema_registry"]["role"]) for c in data["clusters"]] == [
+        ("dc1", True, "leader"),
+        ("dc2", True, "follower"),
+    ]
+    assert all(c["cluster_id"] for c in data["clusters"])
+    (flow,) = data["flows"]
+    assert (flow["status"], flow["lag_records"], flow["history_error"]) == ("OK", 5, None)
+    assert [p["lag_records"] for p in flow["history"]] == [120, 80, 5]
+    assert data["clients"][0]["active"] == "dc1" and data["reports"]["dr_failover"]["rto_seconds"] == 21.5
+    assert data["collected_in_s"] < 5
