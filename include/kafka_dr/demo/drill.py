@@ -25,7 +25,7 @@ from ..clients import client_config
 from ..local.airflow import PASSWORD, USER, LocalAirflow
 from ..local.stack import LocalStack
 from ..paths import default_topology
-from ..state import report_path
+from ..state import report_path, subdir
 from ..topology import load_topology
 from .app import TOPIC, DemoApplication
 
@@ -74,7 +74,7 @@ def run_demo(data_dir: str | Path, out: Callable[[str], None] = print) -> bool:
     app.start()
     out(f"[{_clock(started)}] application: run {app.run} producing {app.rate:g} Avro records/s to topic1")
     time.sleep(10)
-    steps.append(healthy(run))
+    steps.append(healthy(run, lambda line: out(f"[{_clock(started)}] {line}")))
     out(f"[{_clock(started)}] DISASTER: {FAILED} lost: {', '.join(stack.stop(FAILED))} killed ({app_counts()})")
     steps.append(run("dr_failover", {"failed_cluster": FAILED, "target_cluster": SERVING, "mode": "disaster"}))
     time.sleep(15)  # the application goes on in dc2
@@ -84,7 +84,7 @@ def run_demo(data_dir: str | Path, out: Callable[[str], None] = print) -> bool:
     time.sleep(10)  # the application goes on in dc1
     app.stop_producing()
     drained = app.drain(120)
-    steps.append(healthy(run))
+    steps.append(healthy(run, lambda line: out(f"[{_clock(started)}] {line}")))
     app.stop()
     out("")
     out(summary(app, steps, drained))
@@ -110,14 +110,19 @@ def trigger_and_wait(api: AirflowRest, dag_id: str, conf: dict[str, Any], progre
     return Step(dag_id, run_id, ended["state"], time.monotonic() - begun, delay, report)
 
 
-def healthy(run: Callable[[str, dict[str, Any]], Step]) -> Step:
-    """dr_replication_health until a run passes (every flow OK or WARN), HEALTH_TRIES at most."""
+def healthy(run: Callable[[str, dict[str, Any]], Step], out: Callable[[str], None]) -> Step:
+    """dr_replication_health until a run passes (no flow ERR), HEALTH_TRIES at most; says why a run failed."""
+    step = run("dr_replication_health", {})
     for _ in range(HEALTH_TRIES - 1):
-        step = run("dr_replication_health", {})
         if step.state == "success":
-            return step
+            break
+        for path in sorted(subdir("health").glob("*.json")):
+            flow = json.loads(path.read_text())
+            if flow.get("status") == "ERR":
+                out(f"  {flow['name']}: ERR {'; '.join(flow.get('problems', []))}")
         time.sleep(10)
-    return run("dr_replication_health", {})
+        step = run("dr_replication_health", {})
+    return step
 
 
 def summary(app: DemoApplication, steps: list[Step], drained: bool) -> str:

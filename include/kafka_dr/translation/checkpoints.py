@@ -33,12 +33,14 @@ def checkpoint_key(flow: str, group: str, topic: str, partition: int) -> bytes:
 
 
 def write_checkpoints(target_config: dict[str, Any], flow: str, groups: dict[str, list[Translated]], at_ms: int) -> int:
+    """The groups' checkpoints, and the pass itself under the key `<flow>`: a flow whose source has no group to
+    translate still shows its checkpoints are current (health's max_checkpoint_age_s). Returns the checkpoints."""
     records = [
         (checkpoint_key(flow, group, t.topic, t.partition), {**t.to_dict(), "group": group, "at_ms": at_ms})
         for group, translations in groups.items()
         for t in translations
     ]
-    put_records(target_config, CHECKPOINTS, records)
+    put_records(target_config, CHECKPOINTS, [*records, (flow.encode(), {"at_ms": at_ms, "groups": len(groups)})])
     return len(records)
 
 
@@ -49,15 +51,18 @@ def load_checkpoints(target_config: dict[str, Any], flow: str) -> tuple[dict[str
 
 def checkpoints_in(records: Iterable[Message], flow: str) -> tuple[dict[str, list[Translated]], int | None]:
     """The flow's last checkpoint per group and partition among `_kdr.checkpoints` records (in log order), and when
-    the newest was made (None: none)."""
-    prefix = f"{flow}/".encode()
+    the newest pass was made (None: none)."""
+    prefix, pass_key = f"{flow}/".encode(), flow.encode()
     latest: dict[bytes, dict[str, Any] | None] = {}
+    newest = None
     for message in records:
         key = message.key() or b""
         if key.startswith(prefix):
             latest[key] = None if message.value() is None else json.loads(message.value())
+        elif key == pass_key and message.value() is not None:
+            at_ms = json.loads(message.value())["at_ms"]
+            newest = at_ms if newest is None else max(newest, at_ms)
     groups: dict[str, list[Translated]] = {}
-    newest = None
     for value in latest.values():
         if value is None:
             continue
