@@ -29,8 +29,8 @@ DEFAULT_RESTART = (
     f"{shlex.quote(sys.executable)} -m kafka_dr.cli local restart-registry {{cluster}} --data-dir {{data_dir}} "
     "--kafkastore {kafkastore} --leader-eligible {leader_eligible}"
 )
-"""The local stack's own restart, on the stack last brought up wherever that was (`{data_dir}`); production sets
-schema_registry.restart_command (systemd, docker compose...)."""
+"""The local stack's own restart, on the stack last brought up with that registry, wherever it was (`{data_dir}`);
+production sets schema_registry.restart_command (systemd, docker compose...)."""
 
 
 class RegistryError(RuntimeError):
@@ -96,7 +96,7 @@ def restart_command(topology: Topology, registry: str, store: str, leader_eligib
         "cluster": registry,
         "kafkastore": topology.cluster(store).bootstrap_servers,
         "leader_eligible": "true" if leader_eligible else "false",
-        "data_dir": str(recorded_data_dir()),
+        "data_dir": str(recorded_data_dir(first_url(topology.cluster(registry).schema_registry or ""))),
     }
     return [part.format(**values) for part in shlex.split(template)]  # no shell: values cannot inject
 

@@ -32,8 +32,9 @@ def data_dir_of(command: list[str]) -> str:
     return command[command.index("--data-dir") + 1]
 
 
-def test_the_default_restart_runs_on_the_stack_last_brought_up(topology, tmp_path: Path) -> None:
-    record_data_dir(tmp_path / "elsewhere")
+def test_the_default_restart_runs_on_the_stack_that_serves_the_registry(topology, tmp_path: Path) -> None:
+    record_data_dir(tmp_path / "elsewhere", ["http://127.0.0.1:8081", "http://127.0.0.1:8082"])
+    record_data_dir(tmp_path / "another", ["http://127.0.0.1:18081"])  # a stack on other ports, brought up later
     command = restart_command(topology, "dc2", "dc2", True)
     assert data_dir_of(command) == str(tmp_path / "elsewhere")
     assert command[-4:] == ["--kafkastore", "127.0.0.1:9092", "--leader-eligible", "true"]

@@ -91,7 +91,7 @@ class LocalStack:
         """Start whatever is not running (brokers first) and wait until all answer; returns what started."""
         with self._locked():
             self._sync_settings(adopt=True)
-            record_data_dir(self.data_dir)
+            record_data_dir(self.data_dir, [dc.registry_url for dc in self.config.dcs])
             started: list[str] = []
             for kind in KINDS:
                 procs = [(dc.name, kind) for dc in self.config.dcs]
@@ -392,17 +392,24 @@ class LocalStack:
         return [f"{dc} {kind}" for dc, kind in running]
 
 
-def record_data_dir(data_dir: Path) -> None:
-    """Where the stack runs, for commands started elsewhere: the schema redirect's default restart runs in an
-    Airflow task whose working directory is not the terminal's (STATE_DIR/local-stack.json)."""
-    state_dir().mkdir(parents=True, exist_ok=True)
-    processes.write_json(state_dir() / "local-stack.json", {"data_dir": str(data_dir.absolute())})
+def record_data_dir(data_dir: Path, registry_urls: list[str]) -> None:
+    """Which stack serves each registry URL, for commands started elsewhere: the schema redirect's default restart
+    runs in an Airflow task whose working directory is not the terminal's (STATE_DIR/local-stacks.json)."""
+    path = state_dir() / "local-stacks.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with processes.locked(path):
+        try:
+            known = json.loads(path.read_text())
+        except (FileNotFoundError, ValueError):
+            known = {}
+        known.update({url: str(data_dir.absolute()) for url in registry_urls})
+        processes.write_json(path, known)
 
 
-def recorded_data_dir() -> Path:
-    """The data dir of the stack last brought up (record_data_dir), else the default one."""
+def recorded_data_dir(registry_url: str) -> Path:
+    """The data dir of the stack last brought up with a registry at `registry_url`, else the default one."""
     try:
-        return Path(json.loads((state_dir() / "local-stack.json").read_text())["data_dir"])
+        return Path(json.loads((state_dir() / "local-stacks.json").read_text())[registry_url])
     except (FileNotFoundError, ValueError, KeyError, TypeError):
         return LOCAL_DATA_DIR.absolute()
 
