@@ -16,6 +16,7 @@ from kafka_dr.clients import ClientConfigError
 from kafka_dr.local.config import StackConfig, StackInputError, check_bootstrap_servers
 from kafka_dr.local.stack import LocalStack, StackError
 from kafka_dr.paths import LOCAL_DATA_DIR, default_topology
+from kafka_dr.replication.replicators import ReplicatorError
 from kafka_dr.topology import TopologyError, load_topology
 
 
@@ -31,7 +32,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return args.run(args)
-    except (StackInputError, TopologyError, ClientConfigError) as exc:
+    except (StackInputError, TopologyError, ClientConfigError, ReplicatorError) as exc:
         _fail(str(exc))
         return 2
     except StackError as exc:
@@ -128,6 +129,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     clients.add_argument("--json", action="store_true", help="print JSON")
     clients.set_defaults(run=_clients)
+
+    replicators = commands.add_parser("replicators", help="the continuous replicators started here, or stop them")
+    replicators.add_argument("action", nargs="?", choices=["list", "stop"], default="list", help="default: list")
+    replicators.add_argument("flows", nargs="*", metavar="FLOW", help="only these flows (default: every one)")
+    replicators.set_defaults(run=_replicators)
 
     airflow = commands.add_parser("airflow", help="run Airflow's own components for the local stack (UI on :8080)")
     airflow_actions = airflow.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -297,6 +303,24 @@ def _demo(args: argparse.Namespace) -> int:
     from kafka_dr.demo.drill import run_demo  # the demo pulls in Airflow's REST client and the app only when asked
 
     return 0 if run_demo(args.data_dir) else 1
+
+
+def _replicators(args: argparse.Namespace) -> int:
+    from kafka_dr.replication import replicators
+
+    flows = args.flows or replicators.tracked()
+    for flow in flows:
+        if args.action == "stop":
+            stopped = replicators.stop(flow)
+            print(f"{flow}: {'stopped' if stopped is not None else 'never started'}")
+            continue
+        current = replicators.status(flow)
+        state = "never started" if current is None else "running" if current.running else "stopped"
+        pid = f" pid {current.pid}, log {current.log}" if current is not None and current.running else ""
+        print(f"{flow}: {state}{pid}")
+    if not flows:
+        print("no replicator was started here")
+    return 0
 
 
 def _airflow_up(args: argparse.Namespace) -> int:

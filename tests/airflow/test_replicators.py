@@ -167,3 +167,23 @@ def test_every_process_sees_the_replicator_that_one_process_started(scripts: tup
     assert Path(f"{app}.events").read_text() == "app stopped cleanly\n"
     assert not processes.wait_gone(job, 0), "stop returns once every process of the job is gone"
     assert in_another_process("print(replicators.is_running('t-procs'))") == "False"
+
+
+def test_the_cli_lists_the_replicators_and_stops_them(
+    scripts: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`kafka-dr replicators [list|stop] [FLOW...]`: what a demo leaves running is stopped from a terminal."""
+    from kafka_dr.cli import main
+
+    monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))  # only this test's replicators
+    replicator, _ = replicators.start("t-cli", command(scripts, "t-cli"))
+    try:
+        wait_for(lambda: "copying" in Path(replicator.log).read_text(), "the application to run")
+        assert main(["replicators"]) == 0
+        assert capsys.readouterr().out == f"t-cli: running pid {replicator.pid}, log {replicator.log}\n"
+        assert main(["replicators", "stop"]) == 0 and capsys.readouterr().out == "t-cli: stopped\n"
+        assert not replicators.is_running("t-cli")
+        assert main(["replicators", "list", "t-cli", "t-none"]) == 0
+        assert capsys.readouterr().out == "t-cli: stopped\nt-none: never started\n"
+    finally:
+        replicators.stop("t-cli", timeout=10)

@@ -91,7 +91,10 @@ def run_demo(data_dir: str | Path, out: Callable[[str], None] = print) -> bool:
     out("")
     out(f"Airflow UI: {local_airflow.url} (user {USER}, password {PASSWORD})")
     out(f"Kafka DR page: {local_airflow.url}/kafka-dr/")
-    out("Airflow and the stack keep running: stop them with `kafka-dr airflow down` and `kafka-dr local down`.")
+    out(
+        "Airflow, the replicators and the stack keep running: stop them with `kafka-dr airflow down`, "
+        "`kafka-dr replicators stop` and `kafka-dr local down`."
+    )
     tally = app.tally
     return all(s.state == "success" for s in steps) and drained and tally.lost == 0 and tally.duplicated == 0
 
@@ -135,7 +138,7 @@ def summary(app: DemoApplication, steps: list[Step], drained: bool) -> str:
         ("records consumed (distinct)", str(len(set(tally.consumed)))),
         ("records lost", f"{tally.lost}" + ("" if drained else " (the consumer had not caught up)")),
         ("records duplicated", str(tally.duplicated)),
-        ("records resent by the producer", str(tally.resent)),
+        ("sends retried by the producer", str(tally.resent)),
         ("failover RPO (records not replicated)", _report(failover, "rpo", "records")),
         ("failover RTO (s)", _report(failover, "rto_seconds")),
         ("failback unreplicated, republished", _report(failback, "unreplicated", "records")),

@@ -116,6 +116,11 @@ def status(flow: str) -> Replicator | None:
         raise ReplicatorError(f"{path}: not a replicator state file ({exc})") from None
 
 
+def tracked() -> list[str]:
+    """The flows whose replicator was ever started here (running or not)."""
+    return sorted(path.stem for path in _dir().glob("*.json") if not path.name.endswith(".summary.json"))
+
+
 def is_running(flow: str) -> bool:
     current = status(flow)
     return current is not None and current.running
