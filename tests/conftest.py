@@ -14,7 +14,7 @@ import pytest
 # only schedule Python tasks: the C1 compiler alone starts them on about a third less CPU than tiered C2.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
 
-AIRFLOW_HALF = ("airflow", "unit")
+AIRFLOW_HALF = ("airflow", "unit", "e2e")  # e2e: the browser test, a real Airflow of its own (about 200 s)
 # Conformance's group tests (mostly waiting out session timeouts, on brokers of their own) even the halves out:
 # without them the broker half took about 400 s of a 330 + 400 s suite.
 BALANCE = ("tests/conformance/test_groups.py",)

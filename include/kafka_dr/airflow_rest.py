@@ -41,10 +41,14 @@ class AirflowRest:
                     raise AirflowRestError(f"{method} {path}: HTTP {exc.code} {_detail(exc)}") from None
                 self._token = None
 
-    def trigger(self, dag_id: str, conf: dict[str, Any]) -> str:
-        """A manual run of `dag_id` with `conf` as its params; returns its run id."""
-        run = self.call("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf})
-        return run["dag_run_id"]
+    def trigger(self, dag_id: str, conf: dict[str, Any]) -> dict[str, Any]:
+        """A manual run of `dag_id` with `conf` as its params, now; returns the run (`dag_run_id`, `triggered_by`
+        "rest_api", ...)."""
+        return self.call("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf})
+
+    def runs(self, dag_id: str) -> list[dict[str, Any]]:
+        """The DAG's newest runs, newest first."""
+        return self.call("GET", f"/api/v2/dags/{dag_id}/dagRuns?order_by=-run_after&limit=100")["dag_runs"]
 
     def dag_run(self, dag_id: str, run_id: str) -> dict[str, Any]:
         return self.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}")

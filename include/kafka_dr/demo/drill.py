@@ -102,7 +102,7 @@ def run_demo(data_dir: str | Path, out: Callable[[str], None] = print) -> bool:
 def trigger_and_wait(api: AirflowRest, dag_id: str, conf: dict[str, Any], progress: Callable[[str], None]) -> Step:
     """One DAG run through the REST API, followed to its end, with its report when it wrote one."""
     begun = time.monotonic()
-    run_id = api.trigger(dag_id, conf)
+    run_id = api.trigger(dag_id, conf)["dag_run_id"]
     ended = api.wait(dag_id, run_id, RUN_TIMEOUT, progress)
     starts = [ti["start_date"] for ti in api.task_instances(dag_id, run_id) if ti.get("start_date")]
     delay = None

@@ -164,6 +164,9 @@ class LocalAirflow:
             "AIRFLOW__CORE__DAGS_FOLDER": str(PROJECT_ROOT / "dags"),
             "AIRFLOW__CORE__PLUGINS_FOLDER": str(PROJECT_ROOT / "plugins"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            # SQLite takes one writer at a time: the components and the api-server's requests wait up to 30 s for
+            # the lock instead of failing after 5 s (seen as "Database error" on a trigger during a scheduled run).
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.home / 'airflow.db'}?timeout=30",
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
             "AIRFLOW__CORE__PARALLELISM": "4",  # LocalExecutor workers: 2 cores, Spark jobs in the tasks
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",

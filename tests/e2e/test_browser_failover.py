@@ -1,0 +1,249 @@
+"""The failover as an operator runs it: `kafka-dr airflow up` on the local stack, a real browser (Debian's headless
+Chromium) logs in to Airflow's UI, fills dr_failover's trigger form and triggers it; the real scheduler, executor
+and triggerer run it; the Kafka DR page then shows the run's RPO and RTO.
+
+dr_bringup starts replication first, through the REST API (it is not what is tested here). Two failovers follow,
+both from the form: a planned one, dc1 -> dc2 (its lag gate defers to the triggerer; a disaster skips it), then dc2
+is lost and a disaster one, dc2 -> dc1, which changes every select of the form from its default. The screenshots
+are in the test's tmp_path/screenshots (the path is printed; pytest keeps the tmp_path of its last three runs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from selenium.webdriver.common.by import By
+from support.browser import AirflowApi, AirflowUi, chromium
+from support.drills import produce
+from support.kafka import commit_offsets, committed_offsets, create_topic
+from support.ports import free_port
+from support.stack import Stack, running_stack
+
+from kafka_dr.local.airflow import PASSWORD, USER, LocalAirflow
+from kafka_dr.replication import replicators
+from kafka_dr.replication.lag import load_snapshot
+from kafka_dr.state import report_path
+from kafka_dr.translation.checkpoints import load_checkpoints
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
+
+KAFKA_DR = Path(sys.executable).parent / "kafka-dr"
+FLOWS = ("e2e-dc1-to-dc2", "e2e-dc2-to-dc1")
+TOPICS = {"dc1": "e2e-orders", "dc2": "e2e-returns"}
+TOPOLOGY_FLOWS = f"""flows:
+  - {{name: {FLOWS[0]}, source: dc1, target: dc2, topics: {{include: ["{TOPICS["dc1"]}", "_schemas"]}}}}
+  - {{name: {FLOWS[1]}, source: dc2, target: dc1, topics: {{include: ["{TOPICS["dc2"]}"]}}}}
+"""
+CLIENTS = """clients:
+  orders-producer: {cluster: dc1, role: producer}
+  billing: {cluster: dc1, role: consumer}
+  returns-app: {cluster: dc2, role: consumer}
+"""
+RECORDS = 50
+# Committed offsets of a group on each side: the planned failover translates billing's from dc1 itself, the
+# disaster one returns-app's from the checkpoints that e2e-dc2-to-dc1's replicator kept in dc1.
+GROUPS = {"dc1": ("billing", 30), "dc2": ("returns-app", 20)}
+CHECKPOINT_WAIT = 90.0  # a continuous replicator checkpoints its groups every 30 s
+RUN_TIMEOUT = 240.0  # a DAG run, queued to finished (about a minute each here)
+
+
+def test_failovers_triggered_from_the_browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    state = tmp_path / "state"
+    monkeypatch.setenv("KDR_STATE_DIR", str(state))  # where this process reads the runs' reports and replicators
+    shots = tmp_path / "screenshots"
+    print(f"\nscreenshots: {shots}")
+    timings: dict[str, float] = {}
+    started = time.monotonic()
+    with running_stack(tmp_path / "stack") as stack:
+        topology = prepare(stack)
+        mark = time.monotonic()
+        with (
+            airflow_up(topology, state, tmp_path / "airflow-up.log") as airflow,
+            replicators_stopped(),
+            chromium() as driver,
+        ):
+            timings["airflow up"] = time.monotonic() - mark
+            api = AirflowApi(airflow.url, USER, PASSWORD)
+            ui = AirflowUi(driver, airflow.url, shots)
+            try:
+                mark = time.monotonic()
+                bringup = api.trigger(
+                    "dr_bringup", {"topology": str(topology), "max_lag_records": 0, "max_lag_seconds": None}
+                )
+                assert_succeeded(api, airflow, "dr_bringup", bringup["dag_run_id"])
+                assert bringup["triggered_by"] == "rest_api"  # what a run not triggered from the UI says
+                timings["dr_bringup"] = time.monotonic() - mark
+                mark = time.monotonic()
+                wait_for_checkpoint(stack, FLOWS[1], GROUPS["dc2"][0])
+                timings["first checkpoint"] = time.monotonic() - mark
+
+                ui.log_in(USER, PASSWORD)
+                mark = time.monotonic()
+                planned = trigger_failover(ui, api, topology, failed="dc1", target="dc2", mode="planned")
+                tasks = assert_succeeded(api, airflow, "dr_failover", planned)
+                timings["planned failover"] = time.monotonic() - mark
+                assert tasks["switch_producers"] == "success" and tasks["lag_zero[0]"] == "success", tasks
+                assert_deferred(airflow, planned)
+                assert_group_moved(stack, "dc1", "dc2")
+                report = json.loads(report_path("dr_failover", planned).read_text())
+                assert report["rpo"]["records"] == 0 and report["rpo"]["exact"] is True, report["rpo"]  # measured
+                assert report["clients"] == {"producers_first": ["orders-producer"], "moved": ["billing"]}, report
+                show_run(ui, planned, "planned-run")
+
+                stack.local.stop("dc2")  # the disaster
+                mark = time.monotonic()
+                disaster = trigger_failover(ui, api, topology, failed="dc2", target="dc1", mode="disaster")
+                tasks = assert_succeeded(api, airflow, "dr_failover", disaster)
+                timings["disaster failover"] = time.monotonic() - mark
+                # No producer moves first and no lag gate: the failed side is gone (the branch skips them).
+                assert tasks["switch_producers"] == tasks["lag_zero"] == "skipped", tasks
+                assert tasks["translate_offsets[0]"] == "success", tasks
+                assert_group_moved(stack, "dc2", "dc1")
+                report = json.loads(report_path("dr_failover", disaster).read_text())
+                # The RPO is an estimate now: the lag snapshot of the last checkpoint, kept in dc1.
+                assert report["rpo"]["records"] == 0 and report["rpo"]["exact"] is False, report["rpo"]
+                assert report["rto_seconds"] > 0 and report["groups"]["applied"] == [GROUPS["dc2"][0]], report
+                show_run(ui, disaster, "disaster-run")
+
+                assert_dashboard_shows(ui, disaster, report)
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    ui.screenshot("failure")
+                raise
+            finally:
+                timings["total"] = time.monotonic() - started
+                print("timings: " + ", ".join(f"{what} {seconds:.0f} s" for what, seconds in timings.items()))
+                print(f"screenshots: {', '.join(p.name for p in ui.taken)}")
+
+
+def prepare(stack: Stack) -> Path:
+    """Records in a topic of each DC, billing's offset in dc1, and the topology over this stack (flows both ways,
+    client aliases, dc1's registry the primary)."""
+    for dc, topic in TOPICS.items():
+        create_topic({"bootstrap.servers": stack.bootstrap(dc)}, topic)
+        produce(stack.bootstrap(dc), topic, 0, RECORDS)
+    for dc, (group, offset) in GROUPS.items():
+        commit_offsets({"bootstrap.servers": stack.bootstrap(dc)}, group, {(TOPICS[dc], 0): offset})
+    return stack.write_topology("browser-failover", TOPOLOGY_FLOWS, extra=CLIENTS)
+
+
+@contextlib.contextmanager
+def airflow_up(topology: Path, state: Path, log: Path) -> Iterator[LocalAirflow]:
+    """`kafka-dr airflow up` with an Airflow home in `state` and a free port, whatever the test session's own
+    Airflow settings (other test directories set AIRFLOW_* for in-process Airflow); `LocalAirflow.down` after."""
+    airflow = LocalAirflow(home=state / "airflow", port=free_port())
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "KDR_"))}
+    env["KDR_STATE_DIR"] = str(state)
+    command = [str(KAFKA_DR), "airflow", "up", "--topology", str(topology), "--port", str(airflow.port)]
+    try:
+        with open(log, "wb") as out:
+            done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=env, timeout=480, check=False)
+        assert done.returncode == 0, f"{' '.join(command)}:\n{log.read_text(errors='replace')[-3000:]}"
+        yield airflow
+    finally:
+        airflow.down()
+
+
+@contextlib.contextmanager
+def replicators_stopped() -> Iterator[None]:
+    """Afterwards no replicator of FLOWS runs: dr_bringup starts them, and only a failover that got far stops them."""
+    try:
+        yield
+    finally:
+        for flow in FLOWS:
+            with contextlib.suppress(replicators.ReplicatorError):
+                replicators.stop(flow, timeout=15)
+
+
+def wait_for_checkpoint(stack: Stack, flow: str, group: str) -> None:
+    """Until the flow's replicator has kept `group`'s translated offsets and a lag snapshot in its target: what a
+    disaster failover later starts from."""
+    target = {"bootstrap.servers": stack.bootstrap("dc1")}
+    deadline = time.monotonic() + CHECKPOINT_WAIT
+    while load_snapshot(target, flow) is None or group not in load_checkpoints(target, flow)[0]:
+        assert time.monotonic() < deadline, f"{flow}: no checkpoint of {group} within {CHECKPOINT_WAIT:g} s"
+        time.sleep(2)
+
+
+def assert_group_moved(stack: Stack, failed: str, target: str) -> None:
+    """The group of the failed side resumes in the target where it stopped (the topics start at the same offsets
+    on both sides: replicated from 0)."""
+    group, offset = GROUPS[failed]
+    assert committed_offsets({"bootstrap.servers": stack.bootstrap(target)}, group) == {(TOPICS[failed], 0): offset}
+
+
+def trigger_failover(ui: AirflowUi, api: AirflowApi, topology: Path, failed: str, target: str, mode: str) -> str:
+    """dr_failover's trigger form filled and submitted in the browser; returns the new run's id, read back from
+    the REST API, after checking that Airflow records it as triggered from the UI by the logged-in user."""
+    known = {run["dag_run_id"] for run in api.runs("dr_failover")}
+    ui.open_trigger_form("dr_failover")
+    ui.fill_text("topology", str(topology))
+    ui.choose("failed_cluster", "Failed cluster", failed)
+    ui.choose("target_cluster", "Target cluster", target)
+    ui.choose("mode", "Mode", mode)
+    ui.fill_text("groups", ".*")
+    filled = {"topology": str(topology), "failed_cluster": failed, "target_cluster": target, "mode": mode}
+    assert ui.form_values() == {**filled, "groups": ".*", "reset_to_datetime": ""}  # nothing reset meanwhile
+    ui.submit_trigger(f"trigger-form-{mode}")
+    run = api.new_run("dr_failover", known)
+    assert run["triggered_by"] == "ui", run  # Airflow's DagRunTriggeredByType.UI: a trigger with a Referer
+    assert run["triggering_user_name"] == USER, run
+    assert {k: run["conf"].get(k) for k in filled} == filled, run["conf"]
+    ui.screenshot(f"triggered-{mode}")
+    return run["dag_run_id"]
+
+
+def show_run(ui: AirflowUi, run_id: str, name: str) -> None:
+    """The run's page in the UI, once its heading's state badge says the run succeeded."""
+    ui.driver.get(f"{ui.url}/dags/dr_failover/runs/{quote(run_id, safe='')}")
+    heading = f"//h2[normalize-space()='{run_id}']"
+    ui.wait_for(By.XPATH, f"{heading}/following-sibling::*[@data-testid='state-badge'][normalize-space()='Success']")
+    ui.screenshot(name)
+
+
+def assert_succeeded(api: AirflowApi, airflow: LocalAirflow, dag_id: str, run_id: str) -> dict[str, str | None]:
+    """The run succeeds within RUN_TIMEOUT; its task states. A failure shows the failed tasks' log tails."""
+    run = api.wait_finished(dag_id, run_id, RUN_TIMEOUT)
+    tasks = api.task_states(dag_id, run_id)
+    if run["state"] != "success":
+        logs = airflow.home / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}"
+        tails = [
+            f"--- {path}:\n{path.read_text(errors='replace')[-2500:]}"
+            for path in sorted(logs.glob("task_id=*/**/*.log"))
+            if any(f"task_id={t.split('[')[0]}" in str(path) for t, s in tasks.items() if s == "failed")
+        ]
+        pytest.fail(f"{dag_id} {run_id}: {run['state']}; {tasks}\n" + "\n".join(tails))
+    return tasks
+
+
+def assert_deferred(airflow: LocalAirflow, run_id: str) -> None:
+    """The planned failover's lag gate waited in the triggerer: the triggerer's log of its trigger (a file beside
+    the task's log) has the trigger fire a success."""
+    logs = airflow.home / "logs" / "dag_id=dr_failover" / f"run_id={run_id}" / "task_id=lag_zero"
+    text = "".join(path.read_text(errors="replace") for path in logs.glob("**/*.log.trigger.*.log"))
+    assert "Trigger fired event" in text and "'status': 'success'" in text, f"lag_zero's trigger log:\n{text[-3000:]}"
+
+
+def assert_dashboard_shows(ui: AirflowUi, run_id: str, report: dict[str, Any]) -> None:
+    """The Kafka DR page, in the logged-in browser: dr_failover's latest report is this run's, with its RPO
+    and RTO as the page words them."""
+    ui.driver.get(f"{ui.url}/kafka-dr/")
+    card = ui.wait_for(By.XPATH, "//h3[normalize-space()='dr_failover']/..")
+    ui.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", card)
+    ui.screenshot("kafka-dr-page")
+    assert run_id in card.text, card.text
+    records = report["rpo"]["records"]
+    rpo = card.find_element(By.XPATH, ".//dt[normalize-space()='RPO']/following-sibling::dd[1]").text
+    rto = card.find_element(By.XPATH, ".//dt[normalize-space()='RTO']/following-sibling::dd[1]").text
+    assert rpo.startswith("unknown" if records is None else f"{records:,} records"), (rpo, report["rpo"])
+    assert rto == f"{report['rto_seconds']:,.1f} s", (rto, report["rto_seconds"])
