@@ -4,8 +4,9 @@ validate params (both clusters reachable) -> measure the records that never left
 RPO of the disaster; the failover report this failback follows gains the figure) -> decide: the report is written to
 .kafka-dr/reports/, and the run stops on a dry run, or when records never left and `unreplicated` is `report` ->
 resync the serving cluster's records into the restored one -> the switch back, a planned failover in reverse:
-producers back -> catch-up resync -> lag 0 -> the unreplicated records republished or discarded -> offsets
-translated back -> schema registry back -> consumers back -> every flow of the topology resumed -> verify (the verify
+the restored cluster's ends marked -> producers back -> catch-up resync -> lag 0 -> the unreplicated records
+republished or discarded -> offsets translated back (no later than the first record the moved producers wrote) ->
+schema registry back -> consumers back -> every flow of the topology resumed -> verify (the verify
 job on every flow and resync inverse, so both clusters per origin; groups and aliases) -> report.
 The first task checks every param; a bad one fails the run there, with nothing changed. `data_lost` (a wiped or
 rebuilt cluster): nothing to measure, and the resync restores every record, those that first came from it included
@@ -22,6 +23,7 @@ from kafka_dr.airflow.failback import (
     failback_report,
     gate_kwargs,
     handle_unreplicated,
+    mark_restored_ends,
     measure_unreplicated,
     prepare_switch_back,
     registry_back,
@@ -92,6 +94,7 @@ with DAG(
     back = prepare_switch_back(plan)
     each = resync_kwargs(back)
     resynced = ReplicationOperator.partial(task_id="resync", mode="bounded").expand_kwargs(each)
+    mark = mark_restored_ends(back)
     producers = switch_producers(back)
     caught_up = ReplicationOperator.partial(task_id="resync_catch_up", mode="bounded").expand_kwargs(each)
     drained = ReplicationLagSensor.partial(
@@ -99,7 +102,7 @@ with DAG(
     ).expand_kwargs(gate_kwargs(back))
     handled = handle_unreplicated(plan, measured)
     translated = TranslateOffsetsOperator.partial(task_id="translate_back", apply=True).expand_kwargs(
-        translate_back_kwargs(back)
+        translate_back_kwargs(back, mark)
     )
     registry = registry_back(plan)
     consumers = switch_consumers(back)
@@ -122,5 +125,5 @@ with DAG(
             "verify": verified,
         },
     )
-    chain(go, back, each, resynced, producers, caught_up, drained, handled, translated, registry, consumers)
+    chain(go, back, each, resynced, mark, producers, caught_up, drained, handled, translated, registry, consumers)
     chain(consumers, resumed, flows_verified, verified, report)

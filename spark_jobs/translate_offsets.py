@@ -18,6 +18,7 @@ The JSON summary is the last line of standard output and goes to --report. Exit 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import re
 import sys
@@ -64,9 +65,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--reset-to-datetime", metavar="ISO-8601", help="commit the offsets of this time instead (no time zone: UTC)"
     )
+    parser.add_argument(
+        "--unseen-from",
+        metavar="JSON",
+        type=_unseen_from,
+        help='{"topic:partition": offset} of the target: from there, records that are not copies were never seen by '
+        "the source's groups (a failback's restored cluster once producers moved back); groups resume no later",
+    )
     parser.add_argument("--report", type=Path, help="also write the JSON summary here")
     parser.add_argument("--retries", type=int, default=3, help="attempts to reach the source before failing")
     return parser.parse_args(argv)
+
+
+def _unseen_from(text: str) -> dict[tuple[str, int], int]:
+    """--unseen-from: {"topic:partition": offset}; anything else is bad input (exit code 2)."""
+    try:
+        parsed = json.loads(text)
+        return {(key.rpartition(":")[0], int(key.rpartition(":")[2])): int(v) for key, v in parsed.items()}
+    except (ValueError, AttributeError, TypeError):
+        raise argparse.ArgumentTypeError(f'expected {{"topic:partition": offset}}, got {text!r}') from None
 
 
 def run(
@@ -130,7 +147,9 @@ def translate_from_source(
         slices = min(len(requests), spark_context.defaultParallelism * 4)  # small tasks even out uneven partitions
         return spark_context.parallelize(requests, slices).flatMap(translate_partition).collect()
 
-    return checkpoint_groups(topology, flow, pattern, in_spark_tasks, retries=args.retries)
+    return checkpoint_groups(
+        topology, flow, pattern, in_spark_tasks, retries=args.retries, unseen_from=args.unseen_from
+    )
 
 
 def reset_to_datetime(

@@ -33,9 +33,10 @@ def translate(
     *wanted: int,
     provenance: bool = True,
     source_end: int = 1000,
+    unseen_from: int | None = None,
 ) -> list[int]:
     monkeypatch.setattr(offsets, "_reader", lambda config: readers[config["bootstrap.servers"]])
-    request = PartitionRequest(SOURCE, TARGET, SRC, "orders", 0, DEST, wanted, source_end, provenance)
+    request = PartitionRequest(SOURCE, TARGET, SRC, "orders", 0, DEST, wanted, source_end, provenance, unseen_from)
     result = translate_partition(request)
     assert [(t.topic, t.partition, t.source_offset, t.dest_topic) for t in result] == [
         ("orders", 0, o, DEST) for o in wanted
@@ -105,6 +106,17 @@ def test_nothing_copied_resumes_at_the_log_start(monkeypatch) -> None:
     assert translate({"dc2:9092": only_local}, monkeypatch, 0, 7) == [3, 3]
     empty = FakeConsumer().add(DEST, 0, [], low=4, high=4)
     assert translate({"dc2:9092": empty}, monkeypatch, 0) == [4]
+
+
+def test_a_failback_resumes_at_the_first_record_the_group_never_saw(monkeypatch) -> None:
+    """The restored cluster after producers moved back (its ends were 2 then): the last copies of the serving
+    cluster's records land after records the producers wrote there, which the group reading the serving cluster never
+    saw. The group resumes at the first of them (and reads the copies after it twice) rather than skip them."""
+    restored = [copy(0, 10), copy(1, 11), local(2), copy(3, 12), local(4), copy(5, 13)]
+    readers = {"dc2:9092": FakeConsumer().add(DEST, 0, restored)}
+    assert translate(readers, monkeypatch, 14, 11, 13, unseen_from=2) == [2, 1, 2]
+    assert translate(readers, monkeypatch, 14, unseen_from=6) == [6]  # nothing written since: after the last copy
+    assert translate(readers, monkeypatch, 14) == [6]  # without the mark, the local records 2 and 4 are skipped
 
 
 def test_search_is_binary_then_one_forward_read(monkeypatch) -> None:

@@ -19,11 +19,11 @@ from typing import Any
 
 from airflow.sdk import get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
-from confluent_kafka import KafkaException
+from confluent_kafka import IsolationLevel, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from .. import reports
-from ..clients import ClientConfigError, error_text
+from ..clients import ClientConfigError, end_offsets, error_text
 from ..failback import republish as republishing
 from ..failback.resync import resync_flows
 from ..failback.unreplicated import MeasureError, Unreplicated, UnreplicatedRange, measure
@@ -198,9 +198,28 @@ def gate_kwargs(back: dict[str, Any]) -> list[dict[str, str]]:
 
 
 @task
-def translate_back_kwargs(back: dict[str, Any]) -> list[dict[str, Any]]:
-    """Kwargs of the mapped offset translation back: one per resync flow, planned (from the serving cluster)."""
-    return back["translate"]
+@timed
+def mark_restored_ends(back: dict[str, Any]) -> dict[str, int]:
+    """The restored cluster's end offsets just before producers move back. From there, a record that is not a copy
+    from the serving cluster (what the moved producers write, interleaved with the last copies of the resync) was
+    never seen by the groups reading the serving cluster: translating back, a group resumes no later than the
+    first of them, so none is skipped (the copies after it are read twice)."""
+    hook = KafkaClusterHook(back["target"], topology=load_topology(back["topology"]))
+    admin = AdminClient(hook.client_config())
+    try:
+        topics = admin.list_topics(timeout=30).topics
+        partitions = [(t, p) for t, meta in topics.items() if not t.startswith("_") for p in meta.partitions]
+        ends = end_offsets(admin, partitions, IsolationLevel.READ_UNCOMMITTED) if partitions else {}
+    except KafkaException as exc:
+        raise AirflowFailException(f"cluster {back['target']}: end offsets not read: {error_text(exc)}") from None
+    return {f"{topic}:{partition}": end for (topic, partition), end in sorted(ends.items())}
+
+
+@task
+def translate_back_kwargs(back: dict[str, Any], mark: dict[str, int]) -> list[dict[str, Any]]:
+    """Kwargs of the mapped offset translation back: one per resync flow, planned (from the serving cluster), with
+    the restored cluster's ends before producers moved back as `unseen_from`."""
+    return [{**one, "unseen_from": mark} for one in back["translate"]]
 
 
 @task

@@ -10,7 +10,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from confluent_kafka import IsolationLevel, Message, TopicPartition
@@ -84,6 +84,7 @@ def checkpoint_groups(
     pattern: re.Pattern[str] | None,
     translate: Callable[[list[PartitionRequest]], list[Translated]] = translate_in_process,
     retries: int = 3,
+    unseen_from: Mapping[tuple[str, int], int] | None = None,
 ) -> dict[str, list[Translated]]:
     """Translate the committed offsets of the flow's groups from the source, keep them as checkpoints in the
     target with a lag snapshot of the flow (the RPO estimate should the source be lost), and return them.
@@ -104,7 +105,7 @@ def checkpoint_groups(
             request_timeout=TIMEOUT_S,
         )
         ends = {(tp.topic, tp.partition): f.result(TIMEOUT_S).offset for tp, f in futures.items()}
-    requests = plan_requests(committed, flow, source_config, target_config, cluster_id, ends)
+    requests = plan_requests(committed, flow, source_config, target_config, cluster_id, ends, unseen_from)
     groups = by_group(committed, translate(requests) if requests else [])
     write_checkpoints(target_config, flow.name, groups, int(time.time() * 1000))
     try:

@@ -9,7 +9,7 @@ left alone and reported.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -73,8 +73,10 @@ def plan_requests(
     target_config: dict[str, Any],
     source_cluster_id: str,
     source_ends: dict[tuple[str, int], int],
+    unseen_from: Mapping[tuple[str, int], int] | None = None,
 ) -> list[PartitionRequest]:
-    """One request per source partition, carrying every group's offset there."""
+    """One request per source partition, carrying every group's offset there (and the destination partition's
+    `unseen_from`, see PartitionRequest)."""
     by_partition: dict[tuple[str, int], set[int]] = {}
     for offsets in committed.values():
         for key, offset in offsets.items():
@@ -90,6 +92,7 @@ def plan_requests(
             tuple(sorted(offsets)),
             source_ends[(topic, partition)],
             flow.provenance,
+            (unseen_from or {}).get((flow.destination_topic(topic), partition)),
         )
         for (topic, partition), offsets in sorted(by_partition.items())
     ]

@@ -40,6 +40,10 @@ class PartitionRequest:
     offsets: tuple[int, ...]
     source_end: int  # read_committed end of the source partition when planned
     provenance: bool = True
+    # Destination offset from which records that are not copies of this partition were never seen by the source's
+    # groups (a failback: what producers wrote into the restored cluster once they moved back, while the serving
+    # cluster's last records were still being copied after them). A group resumes no later than the first of them.
+    unseen_from: int | None = None
 
 
 @dataclass(frozen=True)
@@ -115,7 +119,21 @@ def _by_provenance(
             break
     for offset in wanted:
         found.setdefault(offset, after_last_copy)  # ahead of everything copied: resume after the last copy
+    if request.unseen_from is not None:
+        first_unseen = _first_non_copy(reader, request, origin, max(request.unseen_from, low), max(found.values()))
+        if first_unseen is not None:  # read it rather than skip it: the copies after it are read twice
+            found = {offset: min(dest, first_unseen) for offset, dest in found.items()}
     return found
+
+
+def _first_non_copy(
+    reader: Consumer, request: PartitionRequest, origin: tuple[str, str, int], start: int, stop: int
+) -> int | None:
+    """The first destination offset in [start, stop) whose record is not a copy of `origin`."""
+    for message in read_partition(reader, request.dest_topic, request.partition, start, stop, READ_TIMEOUT_S):
+        if copied_from(message.headers(), origin) is None:
+            return message.offset()
+    return None
 
 
 def _search(

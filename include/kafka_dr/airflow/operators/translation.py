@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,6 +24,8 @@ class TranslateOffsetsOperator(SparkJobOperator):
     :param apply: commit the offsets to target groups without active members
     :param from_checkpoints: the source is gone: use the checkpoints kept in the target
     :param reset_to_datetime: ISO-8601 time: commit the offsets of that time instead
+    :param unseen_from: {"topic:partition": offset} of the target from which records that are not copies were never
+        seen by the source's groups (dr_failback's restored cluster); groups resume no later than the first
     :param topology: topology file; default $KDR_TOPOLOGY, else include/topology.yaml
     :param kafka_conn_ids: cluster name -> connection id, for clusters not using `kafka_dr_<cluster>`
     """
@@ -38,6 +41,7 @@ class TranslateOffsetsOperator(SparkJobOperator):
         apply: bool = False,
         from_checkpoints: bool = False,
         reset_to_datetime: str | None = None,
+        unseen_from: dict[str, int] | None = None,
         topology: str | None = None,
         application: str = str(TRANSLATE_JOB),
         **kwargs: Any,
@@ -48,6 +52,7 @@ class TranslateOffsetsOperator(SparkJobOperator):
         self.apply = apply
         self.from_checkpoints = from_checkpoints
         self.reset_to_datetime = reset_to_datetime
+        self.unseen_from = unseen_from
         self.topology = topology
 
     def execute(self, context: Context) -> dict[str, Any]:
@@ -64,6 +69,8 @@ class TranslateOffsetsOperator(SparkJobOperator):
             args.append("--from-checkpoints")
         if self.reset_to_datetime:
             args += ["--reset-to-datetime", self.reset_to_datetime]
+        if self.unseen_from:
+            args += ["--unseen-from", json.dumps(self.unseen_from)]
         summary = self.run_job(f"kdr-translate-{flow.name}", args, env, f"flow {flow.name}: offset translation")
         self.log.info(
             "flow %s: %s groups, %s group-partitions translated from %s; applied %s, skipped %s",
