@@ -308,13 +308,15 @@ def _send_heartbeats(context: FlowContext, interval: float, stop: threading.Even
 
 def _checkpoint_groups(topology: Topology, flow: Flow, interval: float, stop: threading.Event) -> None:
     """While both sides are up, keep the flow's translated group offsets (and a lag snapshot) in the target,
-    so that a disaster failover finds them there."""
-    while not stop.wait(interval):
+    so that a disaster failover finds them there: a first pass at start, then every `interval` seconds."""
+    while True:
         try:
             groups = checkpoint_groups(topology, flow, None, retries=1)
             log.info("flow %s: checkpointed %d groups", flow.name, len(groups))
         except Exception as exc:  # noqa: BLE001 - a source outage must not stop replication; the last ones stay
             log.warning("flow %s: group offsets not checkpointed: %s", flow.name, exc)
+        if stop.wait(interval):
+            return
 
 
 def _copy_groups(groups, **kwargs) -> list[CopyResult]:

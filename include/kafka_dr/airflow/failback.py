@@ -198,7 +198,6 @@ def gate_kwargs(back: dict[str, Any]) -> list[dict[str, str]]:
 
 
 @task
-@timed
 def mark_restored_ends(back: dict[str, Any]) -> dict[str, int]:
     """The restored cluster's end offsets just before producers move back. From there, a record that is not a copy
     from the serving cluster (what the moved producers write, interleaved with the last copies of the resync) was
