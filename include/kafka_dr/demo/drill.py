@@ -26,8 +26,9 @@ from ..local.airflow import PASSWORD, USER, LocalAirflow
 from ..local.stack import LocalStack
 from ..paths import default_topology
 from ..state import report_path, subdir
-from ..topology import load_topology
-from .app import TOPIC, DemoApplication
+from ..topology import Topology, load_topology
+from ..translation.checkpoints import load_checkpoints
+from .app import GROUP, TOPIC, DemoApplication
 
 RUN_TIMEOUT = 900.0  # seconds a DAG run may take before the demo gives up on it
 HEALTH_TRIES = 6  # a fresh flow may lack its first checkpoint for a minute: health is asked again
@@ -75,6 +76,8 @@ def run_demo(data_dir: str | Path, out: Callable[[str], None] = print) -> bool:
     out(f"[{_clock(started)}] application: run {app.run} producing {app.rate:g} Avro records/s to topic1")
     time.sleep(10)
     steps.append(healthy(run, lambda line: out(f"[{_clock(started)}] {line}")))
+    age = checkpointed(topology, app, timeout=90)
+    out(f"[{_clock(started)}] group {GROUP} checkpointed in {SERVING} " + (f"{age:.0f} s ago" if age else "(none yet)"))
     out(f"[{_clock(started)}] DISASTER: {FAILED} lost: {', '.join(stack.stop(FAILED))} killed ({app_counts()})")
     steps.append(run("dr_failover", {"failed_cluster": FAILED, "target_cluster": SERVING, "mode": "disaster"}))
     time.sleep(15)  # the application goes on in dc2
@@ -111,6 +114,19 @@ def trigger_and_wait(api: AirflowRest, dag_id: str, conf: dict[str, Any], progre
     path = report_path(dag_id, run_id)
     report = json.loads(path.read_text()) if path.exists() else None
     return Step(dag_id, run_id, ended["state"], time.monotonic() - begun, delay, report)
+
+
+def checkpointed(topology: Topology, app: DemoApplication, timeout: float) -> float | None:
+    """Until the flow out of the failed DC has checkpointed the application's group in the serving DC (a disaster
+    failover resumes the group there, so it re-reads what it consumed since); returns that checkpoint's age."""
+    flow = next(f for f in topology.flows if f.source == FAILED and f.target == SERVING)
+    config = client_config(topology.cluster(SERVING))
+    deadline = time.monotonic() + timeout
+    while True:
+        groups, at_ms = load_checkpoints(config, flow.name)
+        if (GROUP in groups and at_ms is not None and app.tally.consumed) or time.monotonic() >= deadline:
+            return None if at_ms is None or GROUP not in groups else time.time() - at_ms / 1000
+        time.sleep(2)
 
 
 def healthy(run: Callable[[str, dict[str, Any]], Step], out: Callable[[str], None]) -> Step:
