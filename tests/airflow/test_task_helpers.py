@@ -42,7 +42,7 @@ def test_a_timed_task_is_the_task_it_was() -> None:
 
 
 def test_dr_failover_tasks_time_their_step() -> None:
-    result = stop_replication.function({"stop_flows": []})
+    result = stop_replication.function({"stop_flows": [], "mode": "disaster"})
     assert result["replicators"] == {} and set(result["step"]) == {"started", "ended"}
 
 

@@ -46,7 +46,7 @@ class Step:
 
 
 def run_demo(data_dir: str | Path, out: Callable[[str], None] = print) -> bool:
-    """Run the drill; True when every step succeeded and the consumer counted no record lost or read twice."""
+    """Run the drill; True when every step succeeded and the consumer counted no record lost."""
     started = time.monotonic()
     topology_file = default_topology()
     topology = load_topology(topology_file)
@@ -99,7 +99,9 @@ def run_demo(data_dir: str | Path, out: Callable[[str], None] = print) -> bool:
         "`kafka-dr replicators stop` and `kafka-dr local down`."
     )
     tally = app.tally
-    return all(s.state == "success" for s in steps) and drained and tally.lost == 0 and tally.duplicated == 0
+    # Read twice is not a failure: a disaster failover resumes a group at its last checkpoint (at-least-once, as
+    # MirrorMaker 2), and the table says how many.
+    return all(s.state == "success" for s in steps) and drained and tally.lost == 0
 
 
 def trigger_and_wait(api: AirflowRest, dag_id: str, conf: dict[str, Any], progress: Callable[[str], None]) -> Step:
