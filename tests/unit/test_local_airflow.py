@@ -1,0 +1,60 @@
+"""`kafka-dr airflow`'s launcher without starting Airflow: its environment, its secrets, its status of components
+that do not run, and a second `up` on another port refused before anything changes."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from kafka_dr import processes
+from kafka_dr.local.airflow import COMPONENTS, LocalAirflow
+from kafka_dr.local.stack import StackError
+from kafka_dr.topology import parse_topology
+
+
+@pytest.fixture
+def local_airflow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> LocalAirflow:
+    monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
+    return LocalAirflow(port=18080)
+
+
+def test_the_environment_points_airflow_at_the_project_and_keeps_its_secrets_in_a_private_file(
+    local_airflow: LocalAirflow, tmp_path: Path
+) -> None:
+    env = local_airflow.environment()
+    assert env["AIRFLOW_HOME"] == str(tmp_path / "state" / "airflow")
+    assert env["AIRFLOW__CORE__DAGS_FOLDER"].endswith("/dags") and env["AIRFLOW__CORE__LOAD_EXAMPLES"] == "False"
+    assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor" and env["SPARK_LOCAL_IP"] == "127.0.0.1"
+    assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == "http://127.0.0.1:18080/execution/"
+    secrets = local_airflow.home / "secrets.json"
+    assert stat.S_IMODE(secrets.stat().st_mode) == 0o600
+    assert json.loads(secrets.read_text())["jwt_secret"] == env["AIRFLOW__API_AUTH__JWT_SECRET"]
+    assert local_airflow.environment()["AIRFLOW__API_AUTH__JWT_SECRET"] == env["AIRFLOW__API_AUTH__JWT_SECRET"]
+
+
+def test_status_of_an_airflow_that_never_started(local_airflow: LocalAirflow) -> None:
+    statuses = local_airflow.status()
+    assert [(s.name, s.pid, s.healthy, s.detail) for s in statuses] == [
+        (name, None, False, "not running") for name in COMPONENTS
+    ]
+
+
+def test_up_on_another_port_than_the_running_one_is_refused_before_anything_changes(
+    local_airflow: LocalAirflow, tmp_path: Path
+) -> None:
+    run = local_airflow.home / "run"
+    run.mkdir(parents=True)
+    # This test's own process stands for a running api-server started on port 18080.
+    processes.write_atomic(
+        local_airflow.pid_file("api-server"), f"{os.getpid()} {processes.start_ticks(os.getpid())}\n"
+    )
+    processes.write_atomic(run / "port", "18080\n")
+    topology = parse_topology({"clusters": {"dc1": {"bootstrap_servers": "127.0.0.1:1"}}, "flows": []})
+    with pytest.raises(StackError, match=r"^Airflow runs on port 18080; stop it with `kafka-dr airflow down` first$"):
+        LocalAirflow(port=18081).up(topology, tmp_path / "topology.yaml")
+    assert sorted(p.name for p in run.iterdir()) == ["airflow.lock", "api-server.pid", "port"]
+    assert not (local_airflow.home / "airflow.db").exists()
