@@ -147,3 +147,18 @@ def test_the_logged_in_page_and_its_json(
     assert [p["lag_records"] for p in flow["history"]] == [120, 80, 5]
     assert data["clients"][0]["active"] == "dc1" and data["reports"]["dr_failover"]["rto_seconds"] == 21.5
     assert data["collected_in_s"] < 5
+
+
+def test_the_clusters_are_asked_with_their_airflow_connections(
+    client: Any, token: str, stack: Stack, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the DAGs' tasks do: `kafka_dr_dc1` says SSL, which the embedded broker does not speak, so dc1 is
+    unreachable through it while dc2, without a connection, answers in plaintext."""
+    flow = f"  - {{name: {FLOW}, source: dc1, target: dc2, topics: {{include: [orders]}}}}\n"
+    topology = stack.write_topology("dashboard-conn", flow)
+    monkeypatch.setenv("KDR_TOPOLOGY", str(topology))
+    conn = {"conn_type": "generic", "extra": {"security.protocol": "SSL"}}
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_DR_DC1", json.dumps(conn))
+    answer = client.get("/kafka-dr/api/state", headers={"Authorization": f"Bearer {token}"})
+    assert answer.status_code == 200
+    assert {c["name"]: c["reachable"] for c in answer.json()["clusters"]} == {"dc1": False, "dc2": True}

@@ -9,6 +9,7 @@ manager's login page and comes back after it; the JSON answers 401 or 403 as Air
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from airflow.api_fastapi.app import API_ROOT_PATH, get_auth_manager
@@ -17,6 +18,9 @@ from fastapi import Depends, FastAPI, HTTPException, Request, status
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from ..airflow.hooks.kafka_cluster import clusters_env
+from ..clients import ClientConfigError
+from ..topology import TopologyError, load_topology
 from .page import render_page
 from .state import collect_state
 
@@ -28,13 +32,25 @@ app = FastAPI(title="Kafka DR", docs_url=None, redoc_url=None, openapi_url=None)
 @app.get("/", response_class=HTMLResponse, dependencies=[Depends(requires_authenticated())])
 def page() -> HTMLResponse:
     """The dashboard."""
-    return HTMLResponse(render_page(collect_state(), ui_root=API_ROOT_PATH))
+    return HTMLResponse(render_page(_state(), ui_root=API_ROOT_PATH))
 
 
 @app.get("/api/state", dependencies=[Depends(requires_authenticated())])
 def api_state() -> dict[str, Any]:
     """What the dashboard shows, as JSON."""
-    return collect_state()
+    return _state()
+
+
+def _state() -> dict[str, Any]:
+    """The state, each cluster asked with the security settings the DAGs' tasks use: its Airflow connection
+    `kafka_dr_<cluster>`, else $KDR_CLUSTER_<NAME>_CONFIG. A topology or connection that does not load is shown
+    by collect_state in its place (the clusters are then asked with the environment's settings)."""
+    try:
+        topology = load_topology()
+        environ = {**os.environ, **clusters_env(topology, topology.clusters)}
+    except (TopologyError, ClientConfigError):
+        environ = None
+    return collect_state(environ=environ)
 
 
 @app.exception_handler(HTTPException)
