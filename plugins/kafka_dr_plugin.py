@@ -10,8 +10,9 @@ from kafka_dr.dashboard.asgi import dashboard
 class KafkaDrPlugin(AirflowPlugin):
     name = "kafka_dr"
     fastapi_apps = [{"app": dashboard, "url_prefix": "/kafka-dr", "name": "Kafka DR"}]
-    # An entry of its own in the UI's navigation bar (top level: in the plugins menu the UI draws it as a button
-    # that opens nothing). No url_route: with one the UI shows the page in an
-    # iframe whose sandbox keeps the page's links to DAG runs and trigger forms inside the frame; without, the entry
-    # opens the page in a tab of its own. The href is relative to the UI's <base href> ([api] base_url).
-    external_views = [{"name": "Kafka DR", "href": "kafka-dr/", "destination": "nav", "nav_top_level": True}]
+    # An entry of its own in the UI's navigation bar. With a url_route the UI shows the page inside itself (an
+    # iframe at /plugin/kafka-dr); Airflow 3.3.2 draws an entry without one as a button that opens nothing. Links on
+    # the page then open inside that frame; /kafka-dr/ is the page alone, in a tab of its own.
+    external_views = [
+        {"name": "Kafka DR", "href": "kafka-dr/", "destination": "nav", "url_route": "kafka-dr", "nav_top_level": True}
+    ]

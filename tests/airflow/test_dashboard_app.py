@@ -60,8 +60,8 @@ def test_airflow_loads_the_plugin_without_import_errors(client: Any, token: str)
     assert {"app": dashboard, "url_prefix": "/kafka-dr", "name": "Kafka DR"} in apps
     listed = client.get("/api/v2/plugins", headers={"Authorization": f"Bearer {token}"}).json()["plugins"]
     (entry,) = [p for p in listed if p["name"] == "kafka_dr"]  # what the UI builds its navigation from
-    views = [(v["name"], v["href"], v["destination"]) for v in entry["external_views"]]
-    assert views == [("Kafka DR", "kafka-dr/", "nav")]
+    views = [(v["name"], v["href"], v["destination"], v["url_route"]) for v in entry["external_views"]]
+    assert views == [("Kafka DR", "kafka-dr/", "nav", "kafka-dr")]  # a url_route: the UI links it (see the plugin)
 
 
 def test_a_task_process_loads_the_plugin_without_the_dashboard() -> None:
