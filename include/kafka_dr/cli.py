@@ -293,9 +293,7 @@ def _clients(args: argparse.Namespace) -> int:
         return 0
     table = [("ALIAS", "ROLE", "HOME", "ACTIVE", "SINCE", "REASON")]
     table += [(r.alias, r.role, r.home, r.active, r.since or "-", r.reason or "-") for r in rows]
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    for row in table:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+    _print_table(table)
     return 0
 
 
@@ -358,11 +356,16 @@ def _print_airflow_status(local_airflow: Any) -> int:
     for st in (statuses := local_airflow.status()):
         state = "healthy" if st.healthy else "unhealthy" if st.pid else "stopped"
         rows.append((st.name, str(st.pid or "-"), state, st.detail if st.healthy else f"{st.detail}; log {st.log}"))
+    _print_table(rows)
+    print(f"home: {local_airflow.home}")
+    return 0 if all(st.healthy for st in statuses) else 1
+
+
+def _print_table(rows: list[tuple[str, ...]]) -> None:
+    """Columns aligned; the last one, often long, is not padded."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
         print("  ".join([cell.ljust(width) for cell, width in zip(row, widths, strict=False)] + [row[-1]]))
-    print(f"home: {local_airflow.home}")
-    return 0 if all(st.healthy for st in statuses) else 1
 
 
 def _print_status(stack: LocalStack) -> int:
@@ -373,9 +376,7 @@ def _print_status(stack: LocalStack) -> int:
         detail = st.detail if st.healthy else f"{st.detail}; log {st.log}".lstrip("; ")
         rows.append((st.dc, st.kind, str(st.pid or "-"), state, st.address, detail))
         all_healthy &= st.healthy
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-    for row in rows:
-        print("  ".join([cell.ljust(width) for cell, width in zip(row, widths, strict=False)] + [row[-1]]))
+    _print_table(rows)
     print(f"data: {stack.data_dir}")
     return 0 if all_healthy else 1
 

@@ -101,6 +101,17 @@ def wait_gone(procs: dict[int, int], timeout: float, interval: float = 0.1) -> d
         time.sleep(interval)
 
 
+def end_groups(procs: dict[int, int], grace: float) -> dict[int, int]:
+    """SIGTERM to the process groups led by {pid: ticks}, SIGKILL to those left after `grace` seconds; returns
+    those still alive `grace` seconds later (each leader runs in its own session: pgid == pid)."""
+    for pid in procs:
+        send_group(pid, signal.SIGTERM)
+    left = wait_gone(procs, grace)
+    for pid in left:
+        send_group(pid, signal.SIGKILL)
+    return wait_gone(left, grace)
+
+
 def spawn(
     command: Sequence[str], log: Path, mark: str, env: Mapping[str, str] | None = None, cwd: Path | None = None
 ) -> subprocess.Popen[bytes]:

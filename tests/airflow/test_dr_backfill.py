@@ -39,19 +39,15 @@ def copies(config: dict[str, str], topic: str) -> list[tuple[int, int]]:
     )
 
 
-def test_hour_2_backfilled_once_by_params_and_by_its_data_interval(dags, stack, state, tmp_path):
+def test_hour_2_backfilled_once_by_params_and_by_its_data_interval(dags, stack, state):
     dc1, dc2 = stack.local.config.dc("dc1"), stack.local.config.dc("dc2")
     source, target = {"bootstrap.servers": dc1.broker_address}, {"bootstrap.servers": dc2.broker_address}
     create_topic(source, "bfd", 2)
     hour1 = hourly_records(source, "bfd", PER_HOUR)
-    path = tmp_path / "bfd.yaml"
-    path.write_text(
-        f"""clusters:
-  dc1: {{bootstrap_servers: "{dc1.broker_address}"}}
-  dc2: {{bootstrap_servers: "{dc2.broker_address}"}}
-flows:
-  - {{name: bfd-flow, source: dc1, target: dc2, topics: {{include: ["bfd"]}}, start: latest}}
-"""
+    path = stack.write_topology(
+        "backfill-bfd",
+        '  - {name: bfd-flow, source: dc1, target: dc2, topics: {include: ["bfd"]}, start: latest}',
+        schema_registry=False,
     )
     copy_flow(load_topology(path), "bfd-flow")  # the flow runs from `latest`: no history in dc2
     hour2 = {"window_start": iso(hour1 + HOUR_MS), "window_end": iso(hour1 + 2 * HOUR_MS)}
@@ -89,20 +85,16 @@ flows:
         ({"offsets": '{"bfd-bad:0": [0, 5]}'}, "offsets past the end of their partition: bfd-bad:0 ends at 5"),
     ],
 )
-def test_bad_params_fail_at_the_first_task_and_change_nothing(dags, stack, state, tmp_path, capfd, conf, message):
+def test_bad_params_fail_at_the_first_task_and_change_nothing(dags, stack, state, capfd, conf, message):
     dc1, dc2 = stack.local.config.dc("dc1"), stack.local.config.dc("dc2")
     source = {"bootstrap.servers": dc1.broker_address}
     if ("bfd-bad", 0) not in high_watermarks(source):
         create_topic(source, "bfd-bad", 1)
         send(dc1.broker_address, "bfd-bad", [str(i) for i in range(5)])
-    path = tmp_path / "bad.yaml"
-    path.write_text(
-        f"""clusters:
-  dc1: {{bootstrap_servers: "{dc1.broker_address}"}}
-  dc2: {{bootstrap_servers: "{dc2.broker_address}"}}
-flows:
-  - {{name: bfd-flow, source: dc1, target: dc2, topics: {{include: ["bfd-bad"]}}}}
-"""
+    path = stack.write_topology(
+        "backfill-bad",
+        '  - {name: bfd-flow, source: dc1, target: dc2, topics: {include: ["bfd-bad"]}}',
+        schema_registry=False,
     )
     before = high_watermarks({"bootstrap.servers": dc2.broker_address})
     run = backfill(dags, path, **conf)
@@ -126,14 +118,10 @@ def test_airflow_backfill_create_copies_each_hour_once(airflow_execution_api, st
     # Hours that no earlier run of this session's dr_backfill covered: a backfill makes no run for a logical date that
     # has one (unless told to reprocess it).
     hour1 = hourly_records(source, "bfa", PER_HOUR, ending_ago=6)
-    path = tmp_path / "bfa.yaml"
-    path.write_text(
-        f"""clusters:
-  dc1: {{bootstrap_servers: "{dc1.broker_address}"}}
-  dc2: {{bootstrap_servers: "{dc2.broker_address}"}}
-flows:
-  - {{name: bfa-flow, source: dc1, target: dc2, topics: {{include: ["bfa"]}}, start: latest}}
-"""
+    path = stack.write_topology(
+        "backfill-bfa",
+        '  - {name: bfa-flow, source: dc1, target: dc2, topics: {include: ["bfa"]}, start: latest}',
+        schema_registry=False,
     )
     copy_flow(load_topology(path), "bfa-flow")
     conf = {"topology": str(path), "flow": "bfa-flow", "target_topic": "{topic}.backfill"}

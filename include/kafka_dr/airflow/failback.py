@@ -198,27 +198,38 @@ def gate_kwargs(back: dict[str, Any]) -> list[dict[str, str]]:
 
 
 @task
-def mark_restored_ends(back: dict[str, Any]) -> dict[str, int]:
-    """The restored cluster's end offsets just before producers move back. From there, a record that is not a copy
-    from the serving cluster (what the moved producers write, interleaved with the last copies of the resync) was
-    never seen by the groups reading the serving cluster: translating back, a group resumes no later than the
-    first of them, so none is skipped (the copies after it are read twice)."""
-    hook = KafkaClusterHook(back["target"], topology=load_topology(back["topology"]))
-    admin = AdminClient(hook.client_config())
+def mark_restored_ends(back: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """Per resync flow, the end offsets of its destination partitions in the restored cluster just before producers
+    move back. From there, a record that is not a copy from the serving cluster (what the moved producers write,
+    interleaved with the last copies of the resync) was never seen by the groups reading the serving cluster:
+    translating back, a group resumes no later than the first of them, so none is skipped (the copies after it
+    are read twice). Only the flows' own partitions: the mapping goes on each translation job's command line."""
+    topology = load_topology(back["topology"])
+    serving = AdminClient(KafkaClusterHook(back["failed"], topology=topology).client_config())
+    restored = AdminClient(KafkaClusterHook(back["target"], topology=topology).client_config())
     try:
-        topics = admin.list_topics(timeout=30).topics
-        partitions = [(t, p) for t, meta in topics.items() if not t.startswith("_") for p in meta.partitions]
-        ends = end_offsets(admin, partitions, IsolationLevel.READ_UNCOMMITTED) if partitions else {}
+        serving_topics = serving.list_topics(timeout=30).topics
+        restored_topics = restored.list_topics(timeout=30).topics
+        destinations = {
+            name: {flow.destination_topic(t) for t in serving_topics if flow.topics.matches(t)} & set(restored_topics)
+            for name in back["flows"]
+            for flow in (topology.flow(name),)
+        }
+        partitions = [(t, p) for t in set().union(*destinations.values()) for p in restored_topics[t].partitions]
+        ends = end_offsets(restored, partitions, IsolationLevel.READ_UNCOMMITTED) if partitions else {}
     except KafkaException as exc:
-        raise AirflowFailException(f"cluster {back['target']}: end offsets not read: {error_text(exc)}") from None
-    return {f"{topic}:{partition}": end for (topic, partition), end in sorted(ends.items())}
+        raise AirflowFailException(f"failback: end offsets not read: {error_text(exc)}") from None
+    return {
+        name: {f"{t}:{p}": end for (t, p), end in sorted(ends.items()) if t in topics}
+        for name, topics in destinations.items()
+    }
 
 
 @task
-def translate_back_kwargs(back: dict[str, Any], mark: dict[str, int]) -> list[dict[str, Any]]:
+def translate_back_kwargs(back: dict[str, Any], mark: dict[str, dict[str, int]]) -> list[dict[str, Any]]:
     """Kwargs of the mapped offset translation back: one per resync flow, planned (from the serving cluster), with
-    the restored cluster's ends before producers moved back as `unseen_from`."""
-    return [{**one, "unseen_from": mark} for one in back["translate"]]
+    the restored cluster's ends of its partitions before producers moved back as `unseen_from`."""
+    return [{**one, "unseen_from": mark[one["flow"]]} for one in back["translate"]]
 
 
 @task

@@ -13,7 +13,6 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from ..local.airflow import PASSWORD, USER, LocalAirflow
 from ..local.stack import LocalStack
 from ..paths import default_topology
 from ..state import report_path, subdir
+from ..times import epoch_ms
 from ..topology import Topology, load_topology
 from ..translation.checkpoints import load_checkpoints
 from .app import GROUP, TOPIC, DemoApplication
@@ -112,7 +112,7 @@ def trigger_and_wait(api: AirflowRest, dag_id: str, conf: dict[str, Any], progre
     starts = [ti["start_date"] for ti in api.task_instances(dag_id, run_id) if ti.get("start_date")]
     delay = None
     if starts and ended.get("queued_at"):
-        delay = (_parse(min(starts)) - _parse(ended["queued_at"])).total_seconds()
+        delay = (epoch_ms(min(starts), "task start") - epoch_ms(ended["queued_at"], "run queued")) / 1000
     path = report_path(dag_id, run_id)
     report = json.loads(path.read_text()) if path.exists() else None
     return Step(dag_id, run_id, ended["state"], time.monotonic() - begun, delay, report)
@@ -187,10 +187,6 @@ def _report(step: Step | None, *keys: str) -> str:
     if isinstance(value, float):
         return f"{value:.1f}"
     return "-" if value is None else str(value)
-
-
-def _parse(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 def _clock(started: float) -> str:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import signal
 import subprocess
 import sys
 import time
@@ -109,12 +108,8 @@ class LocalAirflow:
     def down(self) -> list[str]:
         """SIGTERM to each component's process group, SIGKILL after STOP_GRACE seconds."""
         running = {c: found for c in COMPONENTS if (found := self._running(c)) is not None}
-        for pid, _ in running.values():
-            processes.send_group(pid, signal.SIGTERM)
-        left = processes.wait_gone(dict(running.values()), STOP_GRACE)
-        for pid in left:
-            processes.send_group(pid, signal.SIGKILL)
-        if processes.wait_gone(left, STOP_GRACE):
+        left = processes.end_groups(dict(running.values()), STOP_GRACE)
+        if left:
             raise StackError(f"could not stop Airflow's {', '.join(c for c, (p, _) in running.items() if p in left)}")
         for component in COMPONENTS:
             self.pid_file(component).unlink(missing_ok=True)

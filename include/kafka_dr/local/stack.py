@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -375,12 +374,7 @@ class LocalStack:
 
         Servers run in their own session (pgid == pid), so the whole group gets each signal."""
         running = {(dc, kind): found for dc, kind in procs if (found := self._running(dc, kind)) is not None}
-        for pid, _ in running.values():
-            processes.send_group(pid, signal.SIGTERM)
-        left = processes.wait_gone(dict(running.values()), STOP_GRACE)
-        for pid in left:
-            processes.send_group(pid, signal.SIGKILL)
-        left = processes.wait_gone(left, STOP_GRACE)
+        left = processes.end_groups(dict(running.values()), STOP_GRACE)
         if left:
             names = ", ".join(f"{dc} {kind} (pid {pid})" for (dc, kind), (pid, _) in running.items() if pid in left)
             raise StackError(f"could not stop {names}")
