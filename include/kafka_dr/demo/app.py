@@ -1,11 +1,12 @@
 """The demo's application: an Avro producer and a consumer group that follow their client aliases across a DR switch.
 
-Both ask `client_switch` where their alias points once a second and reconnect when it moves, as an application of
-a kafka-dr deployment would. Every record carries the run id and a sequence number, so the consumer, not an
-assumption, tells how many records were lost or read twice:
+Both ask `client_switch` where their alias points and reconnect when it moves, as an application of a kafka-dr
+deployment would. Every record carries the run id and a sequence number, so the consumer, not an assumption, tells
+how many records were lost or read twice:
 - the producer resends what its old cluster never acknowledged (idempotent producer, 10 s delivery timeout);
-- the consumer commits each record's offset before counting it, so a record whose commit failed (its cluster died)
-  is counted when the group reads it again where the failover's translated offsets resume it.
+- the consumer is kafka_dr.follower's FollowingConsumer: it resumes at the offsets the DAGs translated and drops,
+  by provenance, the records it reads again there (counted apart: `dropped`), so each record reaches the
+  application once.
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext, SerializationError
 
 from ..client_switch import active_cluster, client_config_for
+from ..follower import FollowingConsumer
 from ..schema_registry import first_url
 from ..topology import Topology
 
@@ -30,9 +32,9 @@ TOPIC = "topic1"
 PRODUCER_ALIAS = "orders-producer"
 CONSUMER_ALIAS = "orders-consumer"
 GROUP = "kdr-demo-orders"
+OLD_CLUSTER_FLUSH_S = 3.0
 SCHEMA = """{"type": "record", "name": "Order", "namespace": "kafka_dr.demo", "fields": [
   {"name": "run", "type": "string"}, {"name": "seq", "type": "long"}, {"name": "amount", "type": "double"}]}"""
-SWITCH_CHECK_S = 1.0
 
 
 @dataclass
@@ -42,6 +44,7 @@ class Tally:
     acknowledged: set[int] = field(default_factory=set)
     consumed: list[int] = field(default_factory=list)  # every record counted, in order: repeats are duplicates
     resent: int = 0
+    dropped: int = 0  # records the consumer read again after a switch and did not deliver (kafka_dr.follower)
     moves: list[str] = field(default_factory=list)  # "producer -> dc2 at ..." lines
 
     @property
@@ -116,7 +119,10 @@ class DemoApplication:
             now = active_cluster(self.topology, PRODUCER_ALIAS)
             if now != cluster:
                 if producer is not None:
-                    producer.purge()  # what the old cluster never acknowledged comes back through `_delivered`
+                    # A live old cluster acknowledges what is in flight (purged, a written record would be sent
+                    # twice); what a dead one never acknowledges comes back through `_delivered` and is resent.
+                    producer.flush(OLD_CLUSTER_FLUSH_S)
+                    producer.purge()
                     producer.poll(0)
                 producer = Producer(
                     {
@@ -156,45 +162,36 @@ class DemoApplication:
     # --- consumer -------------------------------------------------------------------------------
 
     def _consume(self) -> None:
-        cluster, consumer, deserialize = None, None, None
-        checked = 0.0
         context = SerializationContext(TOPIC, MessageField.VALUE)
-        while self._running.is_set():
-            if time.monotonic() - checked >= SWITCH_CHECK_S:
-                checked = time.monotonic()
-                now = active_cluster(self.topology, CONSUMER_ALIAS)
-                if now != cluster:
-                    if consumer is not None:
-                        # Its cluster may be gone: leaving the group could wait out the session timeout.
-                        threading.Thread(target=consumer.close, daemon=True).start()
-                    consumer = Consumer(
-                        {
-                            **client_config_for(CONSUMER_ALIAS, self.topology),
-                            "group.id": GROUP,
-                            "enable.auto.commit": False,
-                            "auto.offset.reset": "earliest",  # a new group: other runs' records are skipped
-                            "isolation.level": "read_committed",
-                        }
-                    )
-                    consumer.subscribe([TOPIC], on_assign=lambda *_: self._assigned.set())
-                    deserialize = AvroDeserializer(self._registry(now))
-                    self._moved("consumer", now, cluster)
-                    cluster = now
-            assert consumer is not None and deserialize is not None
-            message = consumer.poll(0.5)
-            if message is None or message.error() is not None:
-                continue
-            try:
-                record = deserialize(message.value(), context)
-            except SerializationError:
-                record = None  # not one of the demo's records (the topic is shared)
-            try:
-                consumer.commit(message=message, asynchronous=False)
-            except KafkaException:
-                continue  # not counted: the group reads it again where it resumes
-            if record is not None and record.get("run") == self.run:
-                self.tally.consumed.append(record["seq"])
-        if consumer is not None:
+        deserializers: dict[str, AvroDeserializer] = {}
+        consumer = FollowingConsumer(
+            self.topology,
+            CONSUMER_ALIAS,
+            [TOPIC],
+            {
+                "group.id": GROUP,
+                "auto.offset.reset": "earliest",  # a new group: other runs' records are skipped
+                "isolation.level": "read_committed",
+            },
+            on_move=lambda before, now: self._moved("consumer", now, before),
+            on_assign=self._assigned.set,
+        )
+        try:
+            while self._running.is_set():
+                message = consumer.poll(0.5)
+                self.tally.dropped = consumer.dropped
+                if message is None or message.error() is not None:
+                    continue
+                assert consumer.cluster is not None
+                if consumer.cluster not in deserializers:
+                    deserializers[consumer.cluster] = AvroDeserializer(self._registry(consumer.cluster))
+                try:
+                    record = deserializers[consumer.cluster](message.value(), context)
+                except SerializationError:
+                    continue  # not one of the demo's records (the topic is shared)
+                if record is not None and record.get("run") == self.run:
+                    self.tally.consumed.append(record["seq"])
+        finally:
             consumer.close()
 
     def _moved(self, role: str, cluster: str, before: str | None) -> None:
