@@ -8,7 +8,8 @@ partitions assigned and copies records as they arrive (no job launch between a r
 copy); between epochs the driver applies what the last discovery round found (new topics and
 partitions, every --discover-interval seconds). SIGTERM ends the run at the end of the epoch.
 Beside the copies, the driver sends heartbeats and keeps the flow's translated group offsets as
-checkpoints in the target (every --checkpoint-interval seconds), ready for a disaster failover.
+checkpoints in the target (at start, every --checkpoint-interval seconds, and after the last epoch of
+a clean stop), ready for a disaster failover.
 Ranges are planned on the driver and grouped into at most one Spark task per core, so the job
 scales out with --master. The JSON summary is the last line of standard output and goes to
 --report. Exit codes: 0 done, 1 failed, 2 bad input.
@@ -151,6 +152,7 @@ class Summary:
 
 PROGRESS_INTERVAL_S = 1.0  # continuous: durable progress (and the source group's commit) about once a second
 COMMIT_INTERVAL_S = 0.05  # continuous: longest a copy waits for its transaction to commit (read_committed readers)
+LAST_PASS_WAIT_S = 10.0  # a stopping run waits this long for the checkpoint pass under way before its last one
 
 
 def run(
@@ -270,6 +272,13 @@ def run(
                     max(r.seconds for r in results),
                 )
             if not continuous or stop.is_set():
+                if continuous and args.checkpoint_interval > 0:
+                    # A last pass after the last epoch: a stopped flow's target keeps the state at its stop (a
+                    # planned failover stops the flow back; a later disaster's RPO starts from this snapshot),
+                    # not one up to `checkpoint_interval` older. The periodic pass under way ends first.
+                    checkpoints.join(LAST_PASS_WAIT_S)
+                    if not checkpoints.is_alive():
+                        _checkpoint_pass(topology, flow)
                 return summary.to_dict("done")
             if not work:
                 stop.wait(1.0)
@@ -308,15 +317,20 @@ def _send_heartbeats(context: FlowContext, interval: float, stop: threading.Even
 
 def _checkpoint_groups(topology: Topology, flow: Flow, interval: float, stop: threading.Event) -> None:
     """While both sides are up, keep the flow's translated group offsets (and a lag snapshot) in the target,
-    so that a disaster failover finds them there: a first pass at start, then every `interval` seconds."""
+    so that a disaster failover finds them there: a first pass at start, then every `interval` seconds (and a
+    last one when the run ends cleanly, `run`)."""
     while True:
-        try:
-            groups = checkpoint_groups(topology, flow, None, retries=1)
-            log.info("flow %s: checkpointed %d groups", flow.name, len(groups))
-        except Exception as exc:  # noqa: BLE001 - a source outage must not stop replication; the last ones stay
-            log.warning("flow %s: group offsets not checkpointed: %s", flow.name, exc)
+        _checkpoint_pass(topology, flow)
         if stop.wait(interval):
             return
+
+
+def _checkpoint_pass(topology: Topology, flow: Flow) -> None:
+    try:
+        groups = checkpoint_groups(topology, flow, None, retries=1)
+        log.info("flow %s: checkpointed %d groups", flow.name, len(groups))
+    except Exception as exc:  # noqa: BLE001 - a source outage must not stop replication; the last ones stay
+        log.warning("flow %s: group offsets not checkpointed: %s", flow.name, exc)
 
 
 def _copy_groups(groups, **kwargs) -> list[CopyResult]:

@@ -32,7 +32,7 @@ from support.topology import write_topology as write_clusters_topology
 from kafka_dr.clients import next_batch
 from kafka_dr.replication import activity, replicators
 from kafka_dr.replication.copier import copy_ranges
-from kafka_dr.replication.lag import flow_lag
+from kafka_dr.replication.lag import flow_lag, load_snapshot
 from kafka_dr.replication.planner import FlowContext
 from kafka_dr.replication.provenance import HEADER, hops
 from kafka_dr.spark_env import spark_env, spark_submit_command
@@ -338,7 +338,7 @@ def test_continuous_picks_up_new_topics_and_stops_cleanly(clusters, tmp_path, mo
             "--discover-interval",
             "5",
             "--checkpoint-interval",
-            "3",
+            "600",  # the pass at start and the last one at the stop only
         ],
     )
     replicator, started = replicators.start("live-flow", command, env=spark_env())
@@ -353,14 +353,24 @@ def test_continuous_picks_up_new_topics_and_stops_cleanly(clusters, tmp_path, mo
         produce(dc1, "live.a", 100, 2, "a2")  # while the job runs
         wait_for_copies(dc2, "live.a", 200, timeout=30)
         deadline = time.monotonic() + 30
-        while "live-reader" not in load_checkpoints(dc2.config, "live-flow")[0]:  # translated while both are up
+        while "live-reader" not in load_checkpoints(dc2.config, "live-flow")[0]:  # the pass at start
             assert time.monotonic() < deadline, "no group-offset checkpoint within 30 s"
             time.sleep(1)
+        # Taken as the run began: offset 10 translated against what dc2 held then (at most its 10 first copies).
         [checkpoint] = load_checkpoints(dc2.config, "live-flow")[0]["live-reader"]
-        assert (checkpoint.topic, checkpoint.partition, checkpoint.dest_offset) == ("live.a", 0, 10)
+        assert (checkpoint.topic, checkpoint.partition, checkpoint.source_offset) == ("live.a", 0, 10), checkpoint
+        assert checkpoint.dest_offset <= 10
+        reader_offsets = ConsumerGroupTopicPartitions("live-reader", [TopicPartition("live.a", 0, 60)])
+        admin.alter_consumer_group_offsets([reader_offsets])["live-reader"].result(15)
     finally:
         final = replicators.stop("live-flow")
     assert final is not None and not final.running
+    # The last pass, after the last epoch: the group's latest offset, and no lag left.
+    [checkpoint] = load_checkpoints(dc2.config, "live-flow")[0]["live-reader"]
+    assert (checkpoint.topic, checkpoint.partition, checkpoint.source_offset) == ("live.a", 0, 60), checkpoint
+    assert checkpoint.dest_offset >= 60  # past the copy of source offset 59 (transaction markers in between)
+    snapshot = load_snapshot(dc2.config, "live-flow")
+    assert snapshot is not None and snapshot.total_records == 0, snapshot
     summary = json.loads([line for line in Path(replicator.log).read_text().splitlines() if line.startswith("{")][-1])
     assert summary["status"] == "done", summary  # SIGTERM ends the run after its epoch, with a summary
     copied = {p["topic"]: 0 for p in summary["partitions"]}
