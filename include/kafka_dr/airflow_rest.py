@@ -12,10 +12,14 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 ENDED = ("success", "failed")
+BUSY_RETRIES = 3
+BUSY_BACKOFF_S = 2.0  # seconds before the first retry, doubled each time
 
 
 class AirflowRestError(RuntimeError):
@@ -30,21 +34,40 @@ class AirflowRest:
         self._token: str | None = None
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
-        """One API call with the bearer token (logging in first, and once more when the token has expired)."""
-        for attempt in (1, 2):
-            if self._token is None:
-                self._token = self._post_json("/auth/token", self._credentials, {})["access_token"]
+        """One API call with the bearer token (logging in first, and once more when the token has expired). A
+        busy api-server (HTTP 5xx, no answer in time: a metadata DB on SQLite answers "database is locked" while
+        another component writes) is asked again, BUSY_RETRIES times at most: callers make their calls
+        repeatable (`trigger` names its run)."""
+        expired_once = False
+        for attempt in range(BUSY_RETRIES + 1):
             try:
+                if self._token is None:
+                    self._token = self._post_json("/auth/token", self._credentials, {})["access_token"]
                 return self._request(method, path, body, {"Authorization": f"Bearer {self._token}"})
             except urllib.error.HTTPError as exc:
-                if exc.code != 401 or attempt == 2:
+                if exc.code == 401 and not expired_once:
+                    self._token, expired_once = None, True
+                    continue
+                if exc.code < 500 or attempt == BUSY_RETRIES:
                     raise AirflowRestError(f"{method} {path}: HTTP {exc.code} {_detail(exc)}") from None
-                self._token = None
+            except _NoAnswer as exc:
+                if attempt == BUSY_RETRIES:
+                    raise AirflowRestError(f"{method} {path}: {self.url} does not answer ({exc})") from None
+            time.sleep(BUSY_BACKOFF_S * 2**attempt)
+        raise AssertionError("unreachable")
 
     def trigger(self, dag_id: str, conf: dict[str, Any]) -> dict[str, Any]:
         """A manual run of `dag_id` with `conf` as its params, now; returns the run (`dag_run_id`, `triggered_by`
-        "rest_api", ...)."""
-        return self.call("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf})
+        "rest_api", ...). The run id is chosen here, so a call asked again after no answer finds the run the first
+        one made (HTTP 409) instead of making a second."""
+        run_id = f"manual__{datetime.now(UTC).isoformat()}_{uuid.uuid4().hex[:6]}"
+        body = {"dag_run_id": run_id, "logical_date": None, "conf": conf}
+        try:
+            return self.call("POST", f"/api/v2/dags/{dag_id}/dagRuns", body)
+        except AirflowRestError as exc:
+            if "HTTP 409" not in str(exc):
+                raise
+            return self.dag_run(dag_id, run_id)
 
     def runs(self, dag_id: str) -> list[dict[str, Any]]:
         """The DAG's newest runs, newest first."""
@@ -88,13 +111,19 @@ class AirflowRest:
         except urllib.error.HTTPError:
             raise
         except (urllib.error.URLError, OSError) as exc:
-            raise AirflowRestError(f"{method} {path}: {self.url} does not answer ({exc})") from None
+            raise _NoAnswer(str(exc)) from None
 
     def _post_json(self, path: str, body: Any, headers: dict[str, str]) -> Any:
         try:
             return self._request("POST", path, body, headers)
         except urllib.error.HTTPError as exc:
+            if exc.code >= 500:
+                raise
             raise AirflowRestError(f"POST {path}: HTTP {exc.code} {_detail(exc)}") from None
+
+
+class _NoAnswer(Exception):
+    """No HTTP answer at all (refused, reset, timed out)."""
 
 
 def _detail(exc: urllib.error.HTTPError) -> str:
