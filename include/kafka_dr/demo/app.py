@@ -11,6 +11,7 @@ how many records were lost or read twice:
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -60,10 +61,18 @@ class DemoApplication:
     """Produces `rate` records a second to TOPIC through PRODUCER_ALIAS and consumes them as GROUP through
     CONSUMER_ALIAS, until `stop_producing` and `stop`."""
 
-    def __init__(self, topology: Topology, rate: float = 20.0, log: Callable[[str], None] = print) -> None:
+    def __init__(
+        self,
+        topology: Topology,
+        rate: float = 20.0,
+        log: Callable[[str], None] = print,
+        client_log: logging.Logger | None = None,
+    ) -> None:
         self.topology = topology
         self.rate = rate
         self.log = log
+        # librdkafka's own messages (a dead cluster's refused connections, several a second) go here, not to stderr.
+        self.client_log = client_log or logging.getLogger("kafka_dr.demo.clients")
         self.run = uuid.uuid4().hex[:8]
         self.tally = Tally()
         self._producing = threading.Event()
@@ -130,6 +139,7 @@ class DemoApplication:
                         "enable.idempotence": True,
                         "message.timeout.ms": 10_000,
                         "linger.ms": 5,
+                        "logger": self.client_log,
                     }
                 )
                 serialize = AvroSerializer(self._registry(now), SCHEMA)
@@ -172,6 +182,7 @@ class DemoApplication:
                 "group.id": GROUP,
                 "auto.offset.reset": "earliest",  # a new group: other runs' records are skipped
                 "isolation.level": "read_committed",
+                "logger": self.client_log,
             },
             on_move=lambda before, now: self._moved("consumer", now, before),
             on_assign=self._assigned.set,

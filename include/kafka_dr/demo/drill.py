@@ -10,6 +10,7 @@ as an operator's script would. Airflow and the stack keep running afterwards, to
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -63,7 +64,9 @@ def run_demo(data_dir: str | Path, out: Callable[[str], None] = print) -> bool:
         out(f"[{_clock(started)}] {dag_id}: {step.state} in {step.seconds:.0f} s ({app_counts()})")
         return step
 
-    app = DemoApplication(topology, log=lambda line: out(f"[{_clock(started)}] {line}"))
+    app = DemoApplication(
+        topology, log=lambda line: out(f"[{_clock(started)}] {line}"), client_log=_client_log(subdir("demo"))
+    )
 
     def app_counts() -> str:
         tally = app.tally
@@ -94,6 +97,7 @@ def run_demo(data_dir: str | Path, out: Callable[[str], None] = print) -> bool:
     out("")
     out(f"Airflow UI: {local_airflow.url} (user {USER}, password {PASSWORD})")
     out(f"Kafka DR page: {local_airflow.url}/kafka-dr/")
+    out(f"The application's Kafka client messages: {subdir('demo') / 'clients.log'}")
     out(
         "Airflow, the replicators and the stack keep running: stop them with `kafka-dr airflow down`, "
         "`kafka-dr replicators stop` and `kafka-dr local down`."
@@ -191,3 +195,15 @@ def _report(step: Step | None, *keys: str) -> str:
 def _clock(started: float) -> str:
     seconds = int(time.monotonic() - started)
     return f"{seconds // 60:02d}:{seconds % 60:02d}"
+
+
+def _client_log(folder: Path) -> logging.Logger:
+    """The application's librdkafka messages, in FOLDER/clients.log (the terminal shows the drill's own lines)."""
+    logger = logging.getLogger("kafka_dr.demo.clients")
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    if not logger.handlers:
+        handler = logging.FileHandler(folder / "clients.log")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+        logger.addHandler(handler)
+    return logger
