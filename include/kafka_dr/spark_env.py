@@ -1,16 +1,25 @@
-"""Run the project's PySpark jobs with the pyspark installed next to kafka_dr (local mode).
+"""Run the project's PySpark jobs with the pyspark installed next to kafka_dr.
 
 spark-submit finds its home and Python through SPARK_HOME, PATH and PYSPARK_PYTHON; a virtual
 environment's pyspark needs all three pointed at it. SPARK_LOCAL_IP keeps the driver's ports on 127.0.0.1.
+
+On a cluster master (anything but local[...]) the executors are other processes, maybe on other hosts, whose
+Python has the jobs' dependencies but not kafka_dr: `package_zip` is the package as --py-files, which Spark puts
+on the executors' path, so they import the very code the driver runs.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
+import zipfile
 from pathlib import Path
 
 from .paths import SPARK_JOBS
+from .state import subdir
+
+PACKAGE_DIR = Path(__file__).resolve().parent
 
 
 def spark_env(base: dict[str, str] | None = None) -> dict[str, str]:
@@ -28,8 +37,30 @@ def spark_env(base: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def is_local(master: str) -> bool:
+    """A local[...] master: the executors are threads of the driver, which imports kafka_dr itself."""
+    return master == "local" or master.startswith("local[")
+
+
+def package_zip() -> Path:
+    """kafka_dr's Python files as a zip for --py-files: STATE_DIR/spark/kafka_dr-<content hash>.zip, made once
+    per content (a changed package gets a new file; jobs already running keep theirs)."""
+    sources = sorted(p for p in PACKAGE_DIR.rglob("*.py") if "__pycache__" not in p.parts)
+    digest = hashlib.sha256()
+    for path in sources:
+        digest.update(str(path.relative_to(PACKAGE_DIR)).encode() + b"\0" + path.read_bytes() + b"\0")
+    target = subdir("spark") / f"kafka_dr-{digest.hexdigest()[:16]}.zip"
+    if not target.exists():
+        partial = target.with_suffix(f".{os.getpid()}.tmp")
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
+            for path in sources:
+                archive.write(path, Path("kafka_dr") / path.relative_to(PACKAGE_DIR))
+        partial.replace(target)  # atomic: a concurrent job reads a whole zip or makes its own
+    return target
+
+
 def spark_submit_command(job: str, args: list[str], master: str = "local[2]") -> list[str]:
-    """spark-submit for spark_jobs/<job>.py with quiet, local-friendly settings."""
+    """spark-submit for spark_jobs/<job>.py with quiet settings; the package as --py-files on a cluster master."""
     return [
         str(Path(sys.executable).parent / "spark-submit"),
         "--master",
@@ -38,6 +69,7 @@ def spark_submit_command(job: str, args: list[str], master: str = "local[2]") ->
         "spark.ui.enabled=false",
         "--conf",
         "spark.ui.showConsoleProgress=false",
+        *([] if is_local(master) else ["--py-files", str(package_zip())]),
         str(SPARK_JOBS / f"{job}.py"),
         *args,
     ]

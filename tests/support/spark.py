@@ -4,6 +4,9 @@ a JVM and Python workers' start-up (8-15 s) per job run.
 
 Both run the job's own `main`, so error mapping and the summary are the same; in process, the job finds the
 shared session active and leaves it running (kafka_dr.jobs.start_spark).
+
+`standalone_spark` is a real Spark cluster (a standalone master and worker from the installed pyspark) and
+`python_without_kafka_dr` a Python for its executors that has the dependencies but not the project.
 """
 
 from __future__ import annotations
@@ -13,8 +16,14 @@ import importlib.util
 import io
 import json
 import os
+import site
 import subprocess
+import sys
 import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -22,6 +31,9 @@ from kafka_dr.paths import SPARK_JOBS
 from kafka_dr.replication.copier import close_clients
 from kafka_dr.spark_env import spark_env, spark_submit_command
 from kafka_dr.translation.offsets import close_readers
+
+from .ports import free_ports
+from .servers import ServerProcess
 
 JOB_TIMEOUT = 300.0
 
@@ -94,3 +106,119 @@ def close_cached_clients() -> None:
     go away)."""
     close_clients()
     close_readers()
+
+
+class SparkDaemon(ServerProcess):
+    """A Spark standalone master or worker, run by pyspark's own `spark-class`, on 127.0.0.1 (SPARK_LOCAL_IP, from
+    spark_env, also binds its web UI there)."""
+
+    def __init__(self, name: str, log_dir: Path, arguments: list[str], web_port: int) -> None:
+        super().__init__(name, log_dir)
+        self.arguments = arguments
+        self.web_port = web_port
+
+    def command(self) -> list[str]:
+        return [str(Path(sys.executable).parent / "spark-class"), *self.arguments]
+
+    def state(self) -> dict[str, Any]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.web_port}/json/", timeout=2) as response:
+            return json.loads(response.read())
+
+    def ready(self) -> bool:
+        self.state()
+        return True
+
+
+@dataclass
+class StandaloneSpark:
+    """A Spark standalone cluster of one master and one worker; `master_url` is what --master takes."""
+
+    master: SparkDaemon
+    worker: SparkDaemon
+    master_url: str
+
+    def alive_workers(self) -> int:
+        return sum(w.get("state") == "ALIVE" for w in self.master.state().get("workers", []))
+
+
+@contextlib.contextmanager
+def standalone_spark(root: Path, cores: int = 4, memory: str = "4g") -> Iterator[StandaloneSpark]:
+    """Master and worker from the installed pyspark, bound to 127.0.0.1, stopped afterwards. Each application gets
+    one core unless it asks for more (spark.deploy.defaultCores), so continuous replicators and the jobs beside
+    them share the worker's `cores` instead of the first application taking them all. The worker's executors run
+    in `root`/work, not in the project."""
+    os.environ.update(spark_env())  # SPARK_HOME, PATH and SPARK_LOCAL_IP for spark-class, as for spark-submit
+    master_port, master_web, worker_web = free_ports(3)
+    master_url = f"spark://127.0.0.1:{master_port}"
+    daemon_opts = os.environ.get("SPARK_DAEMON_JAVA_OPTS")
+    os.environ["SPARK_MASTER_OPTS"] = "-Dspark.deploy.defaultCores=1"
+    os.environ["SPARK_DAEMON_JAVA_OPTS"] = "-XX:TieredStopAtLevel=1"  # as the tests' drivers (tests/conftest.py)
+    master = SparkDaemon(
+        "spark-master",
+        root,
+        [
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(master_port),
+            "--webui-port",
+            str(master_web),
+        ],
+        master_web,
+    )
+    worker = SparkDaemon(
+        "spark-worker",
+        root,
+        [
+            "org.apache.spark.deploy.worker.Worker",
+            master_url,
+            "--host",
+            "127.0.0.1",
+            "--webui-port",
+            str(worker_web),
+            "--cores",
+            str(cores),
+            "--memory",
+            memory,
+            "--work-dir",
+            str(root / "work"),
+        ],
+        worker_web,
+    )
+    cluster = StandaloneSpark(master, worker, master_url)
+    try:
+        master.start()
+        worker.start()
+        master.wait_until(lambda: cluster.alive_workers() == 1, "joined by its worker", timeout=60)
+        yield cluster
+    finally:
+        worker.stop()
+        master.stop()
+        os.environ.pop("SPARK_MASTER_OPTS", None)
+        if daemon_opts is None:
+            os.environ.pop("SPARK_DAEMON_JAVA_OPTS", None)
+        else:
+            os.environ["SPARK_DAEMON_JAVA_OPTS"] = daemon_opts
+
+
+def python_without_kafka_dr(root: Path) -> Path:
+    """A Python with this venv's packages but not kafka_dr: a venv whose site-packages names this venv's as a
+    plain path (a .pth line adds the folder without reading the .pth files in it, so the editable install of
+    kafka_dr is not seen). What a cluster's executors have: the dependencies, not the project."""
+    venv = root / "executor-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    (own_site,) = [Path(p) for p in site.getsitepackages() if p.endswith("site-packages")]
+    found = subprocess.run(
+        [str(python), "-c", "import site; print(site.getsitepackages()[0])"], capture_output=True, text=True, check=True
+    )
+    (Path(found.stdout.strip()) / "kdr_dependencies.pth").write_text(f"{own_site}\n")
+    probe = subprocess.run(
+        [str(python), "-c", "import confluent_kafka, pyspark\nimport kafka_dr"],
+        capture_output=True,
+        text=True,
+        cwd=root,
+    )
+    assert "No module named 'kafka_dr'" in probe.stderr, f"{python} should see the dependencies only: {probe}"
+    return python

@@ -40,7 +40,7 @@ class ReplicationOperator(SparkJobOperator):
     :param kafka_conn_ids: cluster name -> connection id, for clusters not using `kafka_dr_<cluster>`
     :param application: the replicate job (a path or URL the Spark master can read)
     :param conf: extra Spark configuration
-    :param py_files: --py-files for cluster masters (the kafka_dr package); not needed in local mode
+    :param py_files: --py-files; by default the kafka_dr package on a cluster master, nothing in local mode
     :param startup_check: continuous mode: seconds the job must stay up before the task succeeds
     :param force: filter override of a failback restore, {"cluster", "topic", "from", "to"} (regexes, ISO times):
         copy the records the cycle rule refuses because of a provenance entry matching it

@@ -17,6 +17,7 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseHook, BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
+from ...spark_env import is_local, package_zip
 from ...topology import Topology
 from ..hooks.kafka_cluster import clusters_env
 from ..hooks.spark_submit import exit_code, master
@@ -31,7 +32,7 @@ class SparkJobOperator(BaseOperator):
     :param kafka_conn_ids: cluster name -> connection id, for clusters not using `kafka_dr_<cluster>`
     :param application: the job (a path or URL the Spark master can read)
     :param conf: extra Spark configuration
-    :param py_files: --py-files for cluster masters (the kafka_dr package); not needed in local mode
+    :param py_files: --py-files; by default the kafka_dr package on a cluster master, nothing in local mode
     """
 
     def __init__(
@@ -70,11 +71,18 @@ class SparkJobOperator(BaseOperator):
             conn_id, why = LOCAL_SPARK_CONN_ID, f"no connection {self.spark_conn_id}: kafka-dr's default, local mode"
             # An environment-variable connection, found by Airflow's own lookup in this task process only.
             os.environ.setdefault(f"AIRFLOW_CONN_{LOCAL_SPARK_CONN_ID.upper()}", LOCAL_SPARK_CONNECTION)
-        hook = SparkSubmitHook(
-            conn_id=conn_id, conf=self.conf, py_files=self.py_files, name=name, application_args=args
-        )
-        self.log.info("Spark master %s (%s)", master(hook), why)
+        hook = self._hook(conn_id, name, args, self.py_files)
+        spark_master = master(hook)
+        self.log.info("Spark master %s (%s)", spark_master, why)
+        if self.py_files is None and not is_local(spark_master):
+            # Executors of a cluster are other processes: they get the package the driver runs (spark_env).
+            package = str(package_zip())
+            self.log.info("kafka_dr shipped to the executors as --py-files %s", package)
+            hook = self._hook(conn_id, name, args, package)
         return hook
+
+    def _hook(self, conn_id: str, name: str, args: list[str], py_files: str | None) -> SparkSubmitHook:
+        return SparkSubmitHook(conn_id=conn_id, conf=self.conf, py_files=py_files, name=name, application_args=args)
 
     def run_job(self, name: str, args: list[str], env: dict[str, str], what: str) -> dict[str, Any]:
         """Submit the job to the end; returns its summary. `what` names the job in errors."""
