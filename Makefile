@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test lint format bench bench-broker bench-replication bench-translation bench-health bench-failback bench-backfill clean
+.PHONY: venv demo test lint format bench bench-broker bench-replication bench-translation bench-health bench-failback bench-backfill bench-spark-cluster clean
 
 venv: $(STAMP)
 
@@ -41,13 +41,16 @@ format: venv
 
 # Benchmarks print a ratio against a baseline measured in the same run (README: Performance).
 # They share the tests' support package, found through PYTHONPATH as pytest finds it through `pythonpath`.
-bench: bench-broker bench-replication bench-translation bench-health bench-failback bench-backfill
+bench: bench-broker bench-replication bench-translation bench-health bench-failback bench-backfill bench-spark-cluster
 
 bench-broker: venv
 	PYTHONPATH=tests $(BIN)/python tests/benchmarks/broker_throughput.py
 
 bench-replication: venv
 	PYTHONPATH=tests $(BIN)/python tests/benchmarks/replication_benchmark.py
+
+bench-spark-cluster: venv
+	PYTHONPATH=tests $(BIN)/python tests/benchmarks/replication_benchmark.py standalone
 
 bench-translation: venv
 	PYTHONPATH=tests $(BIN)/python tests/benchmarks/translation_benchmark.py

@@ -14,6 +14,7 @@ import hashlib
 import os
 import sys
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from .paths import SPARK_JOBS
@@ -59,16 +60,17 @@ def package_zip() -> Path:
     return target
 
 
-def spark_submit_command(job: str, args: list[str], master: str = "local[2]") -> list[str]:
-    """spark-submit for spark_jobs/<job>.py with quiet settings; the package as --py-files on a cluster master."""
+def spark_submit_command(
+    job: str, args: list[str], master: str = "local[2]", conf: Mapping[str, str] | None = None
+) -> list[str]:
+    """spark-submit for spark_jobs/<job>.py with quiet settings and `conf`; the package as --py-files on a cluster
+    master."""
+    settings = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false", **(conf or {})}
     return [
         str(Path(sys.executable).parent / "spark-submit"),
         "--master",
         master,
-        "--conf",
-        "spark.ui.enabled=false",
-        "--conf",
-        "spark.ui.showConsoleProgress=false",
+        *[part for key, value in settings.items() for part in ("--conf", f"{key}={value}")],
         *([] if is_local(master) else ["--py-files", str(package_zip())]),
         str(SPARK_JOBS / f"{job}.py"),
         *args,

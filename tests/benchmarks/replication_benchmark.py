@@ -6,9 +6,13 @@ throughput: bounded copy of --records records (--size bytes, 4 partitions) by sp
   sync), and the whole spark-submit wall time (JVM start included).
 latency: continuous mode while a producer writes --rate records/s for --seconds; latency per record =
   arrival in the destination minus its CreateTime (which replication preserves); p50/p99 printed.
+standalone: the same bounded copy twice, on a Spark standalone cluster (master and worker from pyspark's
+  spark-class, 2 cores for the application, the package shipped as --py-files) and in local[2], in the same run;
+  ratios cluster / local for the copy phase, the job and the whole spark-submit.
 
-    make bench-replication
-    PYTHONPATH=tests .venv/bin/python tests/benchmarks/replication_benchmark.py throughput|latency|all [--json]
+    make bench-replication       (throughput and latency)
+    make bench-spark-cluster     (standalone)
+    PYTHONPATH=tests .venv/bin/python tests/benchmarks/replication_benchmark.py throughput|latency|standalone|all
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from support.kafka import create_topic
 from support.servers import BrokerProcess, temporary_brokers
-from support.spark import submit, submit_in_background
+from support.spark import standalone_spark, submit, submit_in_background
 from support.topology import write_topology as write_clusters_topology
 
 from kafka_dr.clients import next_batch
@@ -140,6 +144,48 @@ def throughput(dc1: BrokerProcess, dc2: BrokerProcess, root: Path, records: int,
     }
 
 
+def standalone(dc1: BrokerProcess, dc2: BrokerProcess, root: Path, records: int, size: int) -> dict:
+    create(dc1, "bench-sa")
+    fill(dc1, "bench-sa", records, size)
+    flows = "\n".join(
+        f'  - {{name: bench-{name}, source: dc1, target: dc2, topics: {{include: ["bench-sa"]}}, '
+        f'rename: {{".*": "{{topic}}.{name}"}}}}'
+        for name in ("local", "cluster")
+    )
+    topology = write_clusters_topology(root / "standalone.yaml", {"dc1": dc1.bootstrap, "dc2": dc2.bootstrap}, flows)
+    runs = {}
+    with standalone_spark(root / "spark", cores=2) as cluster:
+        for name, master, conf in (
+            ("local", "local[2]", None),
+            ("cluster", cluster.master_url, {"spark.cores.max": "2"}),  # the two cores local[2] has
+        ):
+            started = time.perf_counter()
+            code, summary, err = submit(
+                "replicate",
+                "--topology",
+                str(topology),
+                "--flow",
+                f"bench-{name}",
+                timeout=900,
+                master=master,
+                conf=conf,
+            )
+            wall_s = time.perf_counter() - started
+            assert code == 0 and summary["records"] == records, (name, summary, err[-3000:])
+            runs[name] = {"copy_s": summary["copy_seconds"], "job_s": summary["seconds"], "wall_s": round(wall_s, 2)}
+    local, on_cluster = runs["local"], runs["cluster"]
+    return {
+        "records": records,
+        "record_bytes": size,
+        **{f"{name}_{key}": value for name, run in runs.items() for key, value in run.items()},
+        "cluster_copy_records_per_s": round(records / on_cluster["copy_s"]),
+        "local_copy_records_per_s": round(records / local["copy_s"]),
+        "ratio_copy_phase": round(local["copy_s"] / on_cluster["copy_s"], 3),
+        "ratio_job": round(local["job_s"] / on_cluster["job_s"], 3),
+        "ratio_wall": round(local["wall_s"] / on_cluster["wall_s"], 3),
+    }
+
+
 def latency(dc1: BrokerProcess, dc2: BrokerProcess, root: Path, rate: int, seconds: int) -> dict:
     create(dc1, "live")
     topology = write_topology(root / "live.yaml", dc1, dc2, "live")
@@ -233,6 +279,15 @@ def describe_throughput(t: dict) -> str:
     )
 
 
+def describe_standalone(t: dict) -> str:
+    return (
+        f"standalone cluster: copy phase {t['cluster_copy_records_per_s']:,} records/s vs local[2] "
+        f"{t['local_copy_records_per_s']:,} records/s -> ratio {t['ratio_copy_phase']}; job {t['ratio_job']} "
+        f"({t['cluster_job_s']} s vs {t['local_job_s']} s); whole spark-submit {t['ratio_wall']} "
+        f"({t['cluster_wall_s']} s vs {t['local_wall_s']} s)"
+    )
+
+
 def describe_latency(lat: dict) -> str:
     return (
         f"latency at {lat['rate']} records/s: p50 {lat['p50_ms']} ms, p99 {lat['p99_ms']} ms, "
@@ -243,7 +298,7 @@ def describe_latency(lat: dict) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("which", choices=["throughput", "latency", "all"], nargs="?", default="all")
+    parser.add_argument("which", choices=["throughput", "latency", "standalone", "all"], nargs="?", default="all")
     parser.add_argument("--records", type=int, default=500_000)
     parser.add_argument("--size", type=int, default=200, help="value bytes")
     parser.add_argument("--rate", type=int, default=2000)
@@ -255,6 +310,9 @@ def main() -> int:
         if args.which in ("throughput", "all"):
             results["throughput"] = throughput(dc1, dc2, root, args.records, args.size)
             print(describe_throughput(results["throughput"]))
+        if args.which == "standalone":
+            results["standalone"] = standalone(dc1, dc2, root, args.records, args.size)
+            print(describe_standalone(results["standalone"]))
         if args.which in ("latency", "all"):
             results["latency"] = latency(dc1, dc2, root, args.rate, args.seconds)
             print(describe_latency(results["latency"]))

@@ -41,11 +41,17 @@ JOB_TIMEOUT = 300.0
 JobResult = tuple[int, dict[str, Any], str]  # exit code, the JSON summary (last stdout line), stderr
 
 
-def submit(job: str, *args: str, timeout: float = JOB_TIMEOUT) -> JobResult:
-    """`spark-submit spark_jobs/<job>.py ARGS` in local mode, to its end."""
+def submit(
+    job: str, *args: str, timeout: float = JOB_TIMEOUT, master: str = "local[2]", conf: dict[str, str] | None = None
+) -> JobResult:
+    """`spark-submit spark_jobs/<job>.py ARGS` (local mode unless `master` says otherwise), to its end."""
     started = time.monotonic()
     proc = subprocess.run(
-        spark_submit_command(job, list(args)), env=spark_env(), capture_output=True, text=True, timeout=timeout
+        spark_submit_command(job, list(args), master, conf),
+        env=spark_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
     print(f"spark-submit {job} {' '.join(args)}: exit {proc.returncode} in {time.monotonic() - started:.1f}s")
     return proc.returncode, last_json_line(proc.stdout), proc.stderr
