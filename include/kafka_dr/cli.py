@@ -9,11 +9,13 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn
 
 from kafka_dr.clients import ClientConfigError
-from kafka_dr.local.config import StackConfig, StackInputError, check_bootstrap_servers
+from kafka_dr.local.broker.security import SASL_MECHANISMS, SECURITY_PROTOCOLS, USERS_ENV
+from kafka_dr.local.config import SecurityConfig, StackConfig, StackInputError, check_bootstrap_servers
 from kafka_dr.local.stack import LocalStack, StackError
 from kafka_dr.paths import LOCAL_DATA_DIR, default_topology
 from kafka_dr.replication.replicators import ReplicatorError
@@ -64,6 +66,29 @@ def _parser() -> argparse.ArgumentParser:
     up = actions.add_parser("up", parents=[data_dir], help="start every process not yet running")
     up.add_argument("--broker-ports", type=_ports, metavar="P1,P2", help="dc1,dc2 broker ports (default 9091,9092)")
     up.add_argument("--registry-ports", type=_ports, metavar="P1,P2", help="dc1,dc2 registry ports (default 8081,8082)")
+    security = up.add_argument_group(
+        "security (off by default; kept in stack.json, so `start DC` brings a broker back the same way)"
+    )
+    security.add_argument(
+        "--security",
+        type=str.lower,
+        choices=[p.lower() for p in SECURITY_PROTOCOLS],
+        help="what the brokers' ports speak: SASL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 all enabled) and/or TLS with "
+        "a certificate generated into DATA_DIR/tls (clients trust DATA_DIR/tls/ca.pem)",
+    )
+    security.add_argument(
+        "--users-file",
+        type=Path,
+        metavar="FILE",
+        help=f'SASL users as JSON {{"user": "password"}} (default: the same JSON in ${USERS_ENV}); the registries '
+        "and the stack's probes authenticate as the first user",
+    )
+    security.add_argument(
+        "--sasl-mechanism",
+        type=str.upper,
+        choices=SASL_MECHANISMS,
+        help="the mechanism the registries and probes use (default SCRAM-SHA-256)",
+    )
     up.set_defaults(run=_up)
     actions.add_parser("down", parents=[data_dir], help="stop every process, keep the data").set_defaults(run=_down)
     actions.add_parser("status", parents=[data_dir], help="show each process; exit 1 if any is unhealthy").set_defaults(
@@ -183,16 +208,39 @@ def _bool(text: str) -> bool:
 
 def _up(args: argparse.Namespace) -> int:
     config = None
-    if args.broker_ports or args.registry_ports:
+    security_given = args.security or args.users_file or args.sasl_mechanism
+    if args.broker_ports or args.registry_ports or security_given:
         saved = LocalStack(args.data_dir).config
-        config = StackConfig.default(
-            broker_ports=args.broker_ports or [dc.broker_port for dc in saved.dcs],
-            registry_ports=args.registry_ports or [dc.registry_port for dc in saved.dcs],
-        )
+        config = saved
+        if args.broker_ports or args.registry_ports:
+            config = StackConfig.default(
+                broker_ports=args.broker_ports or [dc.broker_port for dc in saved.dcs],
+                registry_ports=args.registry_ports or [dc.registry_port for dc in saved.dcs],
+            )
+        config = replace(config, security=_security_settings(args, saved.security))
+        config.validate("--security")
     stack = LocalStack(args.data_dir, config)
     started = stack.up()
     print(f"started: {', '.join(started)}" if started else "already running")
     return _print_status(stack)
+
+
+def _security_settings(args: argparse.Namespace, saved: SecurityConfig) -> SecurityConfig:
+    """`--security` sets the whole of it (users from --users-file, else the environment); without it, the other two
+    flags change the saved settings."""
+    if args.security:
+        protocol = args.security.upper()
+        base = SecurityConfig(protocol=protocol)
+    else:
+        protocol, base = saved.protocol, saved
+    if protocol not in ("SASL_PLAINTEXT", "SASL_SSL") and (args.users_file or args.sasl_mechanism):
+        flag = "--users-file" if args.users_file else "--sasl-mechanism"
+        raise StackInputError(f"{flag} needs --security sasl_plaintext or sasl_ssl (the stack speaks {protocol})")
+    return replace(
+        base,
+        users_file=str(args.users_file.absolute()) if args.users_file else base.users_file,
+        sasl_mechanism=args.sasl_mechanism or base.sasl_mechanism,
+    )
 
 
 def _down(args: argparse.Namespace) -> int:
@@ -378,6 +426,12 @@ def _print_status(stack: LocalStack) -> int:
         all_healthy &= st.healthy
     _print_table(rows)
     print(f"data: {stack.data_dir}")
+    security = stack.config.security
+    if security.protocol != "PLAINTEXT":
+        users = f"users from {security.users_file or '$' + USERS_ENV}" if security.sasl else "no SASL"
+        print(f"security: {security.protocol} ({users})")
+        # What a client needs, the password left out; kafka-dr's own clients take it as KDR_CLUSTER_<DC>_CONFIG.
+        print(f"client settings: {json.dumps(stack.client_settings(secrets=False))}")
     return 0 if all_healthy else 1
 
 

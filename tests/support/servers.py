@@ -1,8 +1,9 @@
 """The embedded broker and schema registry as single processes the tests start, stop, kill and restart.
 
-`BrokerProcess` is a one-broker cluster (`python -m kafka_dr.local.broker`) on a free port; `RegistryProcess`
-is a schema registry (`python -m kafka_dr.local.registry`) over a broker's `_schemas` store. Tests that need
-the whole two-DC stack as `kafka-dr local` runs it use support.stack instead.
+`BrokerProcess` is a one-broker cluster (`python -m kafka_dr.local.broker`) on a free port, `SecuredBrokerProcess`
+one whose port speaks SASL and/or TLS; `RegistryProcess` is a schema registry (`python -m kafka_dr.local.registry`)
+over a broker's `_schemas` store. Tests that need the whole two-DC stack as `kafka-dr local` runs it use
+support.stack instead.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import contextlib
 import json
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -171,6 +173,47 @@ class BrokerProcess(ServerProcess):
         return self
 
 
+class SecuredBrokerProcess(BrokerProcess):
+    """A broker started with `--security-protocol` (SASL_PLAINTEXT, SSL or SASL_SSL): SASL users from `users_file`,
+    the certificate generated into DATA_DIR/tls, whose CA the clients trust (`ca_file`)."""
+
+    def __init__(
+        self,
+        name: str,
+        data_dir: Path,
+        protocol: str,
+        users_file: Path | None = None,
+        mechanisms: str = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        log_level: str = "INFO",
+        log_dir: Path | None = None,
+    ) -> None:
+        super().__init__(name, data_dir, log_dir=log_dir)
+        self.protocol, self.users_file, self.mechanisms, self.log_level = protocol, users_file, mechanisms, log_level
+
+    @property
+    def tls(self) -> bool:
+        return self.protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def ca_file(self) -> Path:
+        return self.data_dir / "tls" / "ca.pem"
+
+    def command(self) -> list[str]:
+        command = [*super().command(), "--security-protocol", self.protocol, "--log-level", self.log_level]
+        if self.protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+            command += ["--sasl-mechanisms", self.mechanisms]
+        if self.users_file is not None:
+            command += ["--users-file", str(self.users_file)]
+        return command
+
+    def ready(self) -> bool:
+        return api_versions_ok("127.0.0.1", self.port, self.ca_file if self.tls else None)
+
+    def start(self, wait: bool = True) -> SecuredBrokerProcess:
+        super().start(wait)
+        return self
+
+
 class RegistryProcess(ServerProcess):
     """One embedded schema registry over the `_schemas` topic of `kafkastore` (a bootstrap address)."""
 
@@ -262,10 +305,16 @@ def stop_all(servers: Iterable[ServerProcess]) -> None:
         raise failures[0]
 
 
-def api_versions_ok(host: str, port: int) -> bool:
-    """True when the port answers a Kafka ApiVersions v0 request with error 0 (a broker that serves)."""
+def api_versions_ok(host: str, port: int, ca_file: Path | None = None) -> bool:
+    """True when the port answers a Kafka ApiVersions v0 request with error 0 (a broker that serves); over TLS
+    trusting `ca_file` when given (ApiVersions is served before SASL authentication too)."""
     try:
-        with socket.create_connection((host, port), timeout=1) as sock:
+        with contextlib.ExitStack() as stack:
+            sock = stack.enter_context(socket.create_connection((host, port), timeout=1))
+            if ca_file is not None:
+                sock = stack.enter_context(
+                    ssl.create_default_context(cafile=str(ca_file)).wrap_socket(sock, server_hostname=host)
+                )
             sock.settimeout(2)
             correlation_id = 7
             body = (

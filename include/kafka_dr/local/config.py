@@ -1,4 +1,4 @@
-"""Settings of the embedded two-datacenter stack: ports and registry settings per DC, checked and saved.
+"""Settings of the embedded two-datacenter stack: ports and registry settings per DC, security, checked and saved.
 
 Apart from the supervisor (`local.stack`) because the settings are plain data every command agrees on
 through DATA_DIR/stack.json, checked in full before any process is touched.
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..processes import write_atomic
+from .broker.security import PLAINTEXT, SASL_MECHANISMS, SASL_PLAINTEXT, SASL_SSL, SCRAM_SHA_256, SECURITY_PROTOCOLS
 
 HOST = "127.0.0.1"
 
@@ -45,10 +46,44 @@ class DcConfig:
 
 
 @dataclass(frozen=True)
+class SecurityConfig:
+    """What the brokers' ports speak (PLAINTEXT unless `up --security` said otherwise), and how the stack's own
+    clients (its probes, the registries' store connections) authenticate. The brokers enable every SASL
+    mechanism; `sasl_mechanism` is the one the stack's clients use. SASL users come from `users_file` (absolute),
+    else from $KDR_BROKER_USERS in the environment of each command that starts or probes a broker."""
+
+    protocol: str = PLAINTEXT
+    sasl_mechanism: str = SCRAM_SHA_256
+    users_file: str | None = None
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol in (SASL_PLAINTEXT, SASL_SSL)
+
+    @property
+    def tls(self) -> bool:
+        return self.protocol in ("SSL", SASL_SSL)
+
+    def validate(self, source: str) -> None:
+        if self.protocol not in SECURITY_PROTOCOLS:
+            raise StackInputError(f"{source}.protocol: {self.protocol!r} is not one of {', '.join(SECURITY_PROTOCOLS)}")
+        if self.sasl_mechanism not in SASL_MECHANISMS:
+            raise StackInputError(
+                f"{source}.sasl_mechanism: {self.sasl_mechanism!r} is not one of {', '.join(SASL_MECHANISMS)}"
+            )
+        if self.users_file is not None:
+            if not isinstance(self.users_file, str) or not Path(self.users_file).is_absolute():
+                raise StackInputError(f"{source}.users_file: must be an absolute path, got {self.users_file!r}")
+            if not self.sasl:
+                raise StackInputError(f"{source}.users_file: a users file needs SASL_PLAINTEXT or SASL_SSL")
+
+
+@dataclass(frozen=True)
 class StackConfig:
     """All local datacenters; persisted as DATA_DIR/stack.json so every command agrees on it."""
 
     dcs: tuple[DcConfig, ...]
+    security: SecurityConfig = SecurityConfig()
 
     @classmethod
     def default(
@@ -99,9 +134,15 @@ class StackConfig:
             if not isinstance(dc.registry_leader_eligible, bool):
                 raise StackInputError(f"{where}.registry_leader_eligible: must be true or false")
             check_bootstrap_servers(dc.registry_kafkastore, f"{where}.registry_kafkastore")
+        if not isinstance(self.security, SecurityConfig):
+            raise StackInputError(f"{source}: security: must be a mapping")
+        self.security.validate(f"{source}: security")
 
     def to_json(self) -> str:
-        return json.dumps({"version": _CONFIG_VERSION, "dcs": [asdict(dc) for dc in self.dcs]}, indent=2) + "\n"
+        data: dict[str, Any] = {"version": _CONFIG_VERSION, "dcs": [asdict(dc) for dc in self.dcs]}
+        if self.security != SecurityConfig():  # a plaintext stack's file stays as it always was
+            data["security"] = asdict(self.security)
+        return json.dumps(data, indent=2) + "\n"
 
     @classmethod
     def from_json(cls, text: str, source: str) -> StackConfig:
@@ -120,7 +161,11 @@ class StackConfig:
             if not isinstance(raw, dict) or sorted(raw) != sorted(fields):
                 raise StackInputError(f"{source}: dcs[{i}]: must be a mapping with keys {', '.join(fields)}")
             dcs.append(DcConfig(**raw))
-        config = cls(dcs=tuple(dcs))
+        raw_security = data.get("security", {})
+        keys = list(SecurityConfig.__dataclass_fields__)
+        if not isinstance(raw_security, dict) or not set(raw_security) <= set(keys):
+            raise StackInputError(f"{source}: security: must be a mapping with keys among {', '.join(keys)}")
+        config = cls(dcs=tuple(dcs), security=SecurityConfig(**raw_security))
         config.validate(source)
         return config
 

@@ -5,6 +5,10 @@ project's own wire-compatible broker and registry as detached background process
 outlive the CLI that started them, so their identity lives on disk: DATA_DIR/stack.json holds the
 settings of `up` (later commands reuse them, see `local.config`), DATA_DIR/<dc>/<kind>.pid each
 process's pid and start time (`kafka_dr.processes`), so a recycled pid is never mistaken for ours.
+
+With `up --security` the brokers' ports speak SASL and/or TLS (`broker.security`): the stack generates the
+certificate into DATA_DIR/tls (one CA for both DCs, kept across `wipe`), and its own clients (readiness probes,
+the registries' store connections) authenticate as the first user of the users file or $KDR_BROKER_USERS.
 """
 
 from __future__ import annotations
@@ -20,12 +24,14 @@ import urllib.request
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from .. import processes
 from ..paths import LOCAL_DATA_DIR, state_dir
+from .broker.security import SASL_MECHANISMS, SecurityError, ensure_certificates, load_users
 from .config import HOST, DcConfig, StackConfig, StackInputError, check_bootstrap_servers
 
 BROKER = "broker"
@@ -84,12 +90,64 @@ class LocalStack:
     def server_dir(self, dc: str, kind: str) -> Path:
         return self.data_dir / dc / kind
 
+    @property
+    def tls_dir(self) -> Path:
+        """Both brokers' certificate and its CA (ssl.ca.location): one trust anchor for the whole stack."""
+        return self.data_dir / "tls"
+
+    @property
+    def ca_file(self) -> Path:
+        return self.tls_dir / "ca.pem"
+
+    # --- security -------------------------------------------------------------------------------
+
+    def _users(self) -> dict[str, str]:
+        """The SASL users, from the users file or $KDR_BROKER_USERS; a StackInputError naming the source if unusable."""
+        users_file = self.config.security.users_file
+        try:
+            return load_users(Path(users_file) if users_file else None)
+        except SecurityError as exc:
+            raise StackInputError(f"{self.config.security.protocol}: {exc}") from None
+
+    def client_user(self) -> str | None:
+        """The user the stack's own clients (probes, registries) authenticate as: the first one listed."""
+        return next(iter(self._users())) if self.config.security.sasl else None
+
+    def client_settings(self, secrets: bool = True) -> dict[str, Any]:
+        """librdkafka security settings that reach this stack's brokers; without `secrets`, the password is a
+        placeholder (what `status` prints for a user to copy)."""
+        security = self.config.security
+        settings: dict[str, Any] = {}
+        if security.protocol != "PLAINTEXT":
+            settings["security.protocol"] = security.protocol
+        if security.sasl:
+            user = self.client_user()
+            assert user is not None
+            settings["sasl.mechanism"] = security.sasl_mechanism
+            settings["sasl.username"] = user
+            settings["sasl.password"] = self._users()[user] if secrets else f"<password of {user}>"
+        if security.tls:
+            settings["ssl.ca.location"] = str(self.ca_file)
+        return settings
+
+    def _prepare_security(self) -> None:
+        """Before any process starts: the credentials load and the certificate exists (generated once here, so the
+        two brokers sharing it do not race and the probes find the CA at once)."""
+        if self.config.security.sasl:
+            self._users()
+        if self.config.security.tls:
+            try:
+                ensure_certificates(self.tls_dir, [HOST, "localhost"])
+            except (SecurityError, OSError) as exc:
+                raise StackError(f"cannot make the TLS certificate in {self.tls_dir}: {exc}") from None
+
     # --- commands -------------------------------------------------------------------------------
 
     def up(self, timeout: float = STARTUP_TIMEOUT) -> list[str]:
         """Start whatever is not running (brokers first) and wait until all answer; returns what started."""
         with self._locked():
             self._sync_settings(adopt=True)
+            self._prepare_security()
             record_data_dir(self.data_dir, [dc.registry_url for dc in self.config.dcs])
             started: list[str] = []
             for kind in KINDS:
@@ -116,6 +174,7 @@ class LocalStack:
         self.config.dc(dc)
         with self._locked():
             self._sync_settings(adopt=True)
+            self._prepare_security()
             started: list[str] = []
             for kind in KINDS:
                 started += self._start([(dc, kind)])
@@ -199,17 +258,22 @@ class LocalStack:
     def status(self, timeout: float = 2.0) -> list[ProcessStatus]:
         """Every process, whether it runs and whether it answers its protocol."""
         self._sync_settings(adopt=False)
+        settings = self.client_settings()
+        protocol = self.config.security.protocol
         result = []
         for dc in self.config.dcs:
             for kind in KINDS:
                 pid = self.pid(dc.name, kind)
                 port = dc.broker_port if kind == BROKER else dc.registry_port
-                healthy, cluster_id = self._probe(dc, kind, timeout) if pid else (False, None)
+                healthy, cluster_id = self._probe(dc, kind, timeout, settings) if pid else (False, None)
                 if kind == BROKER:
-                    address, detail = dc.broker_address, f"cluster id {cluster_id}" if cluster_id else ""
+                    address = dc.broker_address
+                    detail = f"cluster id {cluster_id}, {protocol}" if cluster_id else protocol
                 else:
                     eligible = "leader-eligible" if dc.registry_leader_eligible else "follower"
                     address, detail = dc.registry_url, f"store {dc.registry_kafkastore}, {eligible}"
+                    if settings.get("sasl.username"):
+                        detail += f", as {settings['sasl.username']}"
                 if pid is None and _port_open(HOST, port, timeout):
                     detail = f"port {port} is used by another process"
                 result.append(
@@ -239,7 +303,7 @@ class LocalStack:
         cfg = self.config.dc(dc)
         data = str(self.server_dir(dc, kind))
         if kind == BROKER:
-            args = ["--port", str(cfg.broker_port), "--data-dir", data, "--node-id", "1"]
+            args = ["--port", str(cfg.broker_port), "--data-dir", data, "--node-id", "1", *self._broker_security_args()]
         else:
             args = [
                 "--port",
@@ -250,8 +314,40 @@ class LocalStack:
                 "true" if cfg.registry_leader_eligible else "false",
                 "--data-dir",
                 data,
+                *self._registry_security_args(),
             ]
         return [sys.executable, "-m", f"kafka_dr.local.{kind}", "--host", HOST, *args]
+
+    def _broker_security_args(self) -> list[str]:
+        """Nothing for PLAINTEXT (the command stays what it always was); never a password (a command line is
+        public), only where the users are."""
+        security = self.config.security
+        if security.protocol == "PLAINTEXT":
+            return []
+        args = ["--security-protocol", security.protocol]
+        if security.sasl:
+            args += ["--sasl-mechanisms", ",".join(SASL_MECHANISMS)]
+            if security.users_file:
+                args += ["--users-file", security.users_file]
+        if security.tls:
+            args += ["--tls-dir", str(self.tls_dir)]
+        return args
+
+    def _registry_security_args(self) -> list[str]:
+        """The registry reads its user's password from the same users file or $KDR_BROKER_USERS."""
+        security = self.config.security
+        if security.protocol == "PLAINTEXT":
+            return []
+        args = ["--kafkastore-security-protocol", security.protocol]
+        if security.sasl:
+            user = self.client_user()
+            assert user is not None
+            args += ["--kafkastore-sasl-mechanism", security.sasl_mechanism, "--kafkastore-sasl-username", user]
+            if security.users_file:
+                args += ["--kafkastore-users-file", security.users_file]
+        if security.tls:
+            args += ["--kafkastore-ssl-ca-location", str(self.ca_file)]
+        return args
 
     def _running(self, dc: str, kind: str) -> tuple[int, int] | None:
         """(pid, start ticks) of this stack's live server, from its pid file; None when none runs.
@@ -298,6 +394,8 @@ class LocalStack:
                     f"{', '.join(running)}); stop it with `kafka-dr local down --data-dir {self.data_dir}` first"
                 )
         if adopt:
+            if self.config.security.sasl:
+                self._users()  # unusable credentials: refused before the settings are saved or anything starts
             self._save_config()
             self._explicit_config = False
 
@@ -328,20 +426,24 @@ class LocalStack:
             started.append(f"{dc} {kind}")
         return started
 
-    def _probe(self, dc: DcConfig, kind: str, timeout: float) -> tuple[bool, str | None]:
+    def _probe(
+        self, dc: DcConfig, kind: str, timeout: float, settings: dict[str, Any] | None = None
+    ) -> tuple[bool, str | None]:
         """(answers its protocol, cluster id for brokers)."""
         if kind == REGISTRY:
             return _registry_answers(dc.registry_url, timeout), None
-        return _broker_cluster_id(dc.broker_address, timeout)
+        return _broker_cluster_id(dc.broker_address, timeout, self.client_settings() if settings is None else settings)
 
     def _wait_healthy(self, procs: list[tuple[str, str]], timeout: float) -> None:
         """Poll until every process answers; a crash or the deadline is one line pointing at the log."""
         deadline = time.monotonic() + timeout
         pending = list(procs)
+        settings = self.client_settings()
         while pending:
             for dc, kind in list(pending):
                 self._check_running(dc, kind)
-                if self._probe(self.config.dc(dc), kind, min(2.0, max(0.5, deadline - time.monotonic())))[0]:
+                probe_timeout = min(2.0, max(0.5, deadline - time.monotonic()))
+                if self._probe(self.config.dc(dc), kind, probe_timeout, settings)[0]:
                     pending.remove((dc, kind))
             if not pending:
                 return
@@ -350,7 +452,7 @@ class LocalStack:
                 cfg = self.config.dc(dc)
                 address = cfg.broker_address if kind == BROKER else cfg.registry_url
                 hint = ""
-                if kind == REGISTRY and not _broker_cluster_id(cfg.registry_kafkastore, 1.0)[0]:
+                if kind == REGISTRY and not _broker_cluster_id(cfg.registry_kafkastore, 1.0, settings)[0]:
                     hint = f" (its store {cfg.registry_kafkastore} does not answer)"
                 raise StackError(
                     f"{dc} {kind} did not answer on {address} within {timeout:g} s{hint}; see {self.log_file(dc, kind)}"
@@ -426,14 +528,17 @@ def _port_freed(port: int, timeout: float = 3.0) -> bool:
     return True
 
 
-def _broker_cluster_id(bootstrap_servers: str, timeout: float) -> tuple[bool, str | None]:
-    """A Metadata round trip, not just a TCP accept, proves the broker serves Kafka."""
+def _broker_cluster_id(
+    bootstrap_servers: str, timeout: float, settings: dict[str, Any] | None = None
+) -> tuple[bool, str | None]:
+    """A Metadata round trip, not just a TCP accept, proves the broker serves Kafka (and, secured, that the
+    stack's credentials and CA are accepted)."""
     host, _, port = bootstrap_servers.split(",")[0].rpartition(":")
     if not _port_open(host.strip("[]"), int(port), timeout):
         return False, None
     # log_level 0: a broker still starting up is expected here, not worth librdkafka's stderr noise.
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 0})
     try:
+        admin = AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 0, **(settings or {})})
         metadata = admin.list_topics(timeout=timeout)
     except KafkaException:
         return False, None

@@ -1,4 +1,8 @@
-"""Run one embedded broker: `python -m kafka_dr.local.broker --port 9091 --data-dir DIR`."""
+"""Run one embedded broker: `python -m kafka_dr.local.broker --port 9091 --data-dir DIR`.
+
+Security is off by default; `--security-protocol SASL_SSL --users-file users.json` (or $KDR_BROKER_USERS)
+turns on SASL and TLS (see `security`).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import signal
 import sys
 from pathlib import Path
 
+from .security import SASL_MECHANISMS, SECURITY_PROTOCOLS, USERS_ENV, BrokerSecurity, SecurityError
 from .server import Broker
 
 
@@ -29,6 +34,32 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="DEBUG logs every request"
+    )
+    security = parser.add_argument_group("security (off by default)")
+    security.add_argument(
+        "--security-protocol",
+        default="PLAINTEXT",
+        type=str.upper,
+        choices=SECURITY_PROTOCOLS,
+        help="what the port speaks (default PLAINTEXT)",
+    )
+    security.add_argument(
+        "--sasl-mechanisms",
+        default=",".join(SASL_MECHANISMS),
+        metavar="M1,M2",
+        help=f"SASL mechanisms enabled with SASL_* (default {','.join(SASL_MECHANISMS)})",
+    )
+    security.add_argument(
+        "--users-file",
+        type=Path,
+        metavar="PATH",
+        help=f'SASL users as JSON {{"user": "password"}} (default: the same JSON in ${USERS_ENV})',
+    )
+    security.add_argument(
+        "--tls-dir",
+        type=Path,
+        metavar="PATH",
+        help="where the CA and server certificate are generated or reused with SSL/SASL_SSL (default DATA_DIR/tls)",
     )
     return parser.parse_args(argv)
 
@@ -54,7 +85,18 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         configs[key] = value
     try:
-        broker = Broker(args.data_dir, args.host, args.port, args.node_id, configs)
+        security = BrokerSecurity.from_options(
+            args.security_protocol,
+            args.sasl_mechanisms.split(","),
+            args.users_file,
+            args.tls_dir or args.data_dir / "tls",
+            [args.host],
+        )
+    except SecurityError as exc:
+        print(f"kafka-dr broker: error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        broker = Broker(args.data_dir, args.host, args.port, args.node_id, configs, security)
     except OSError as exc:
         print(f"kafka-dr broker: error: cannot open data dir {args.data_dir}: {exc}", file=sys.stderr)
         return 1

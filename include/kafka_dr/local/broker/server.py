@@ -2,7 +2,8 @@
 
 Each connection is served in order, one request at a time, as Kafka does; waiting requests
 (long-poll fetches, joins) only hold their own connection. A malformed frame closes that
-connection only. State is single-threaded, so handlers need no locks.
+connection only. State is single-threaded, so handlers need no locks. With a secured listener
+(`security.BrokerSecurity`) a connection first completes TLS, then SASL, before any other request.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import asyncio
 import base64
 import contextlib
 import logging
+import ssl
 import struct
 import time
 import uuid
@@ -21,6 +23,7 @@ from kafka.protocol.metadata import ApiVersionsResponse
 from . import cleaner
 from .apis import RequestContext, load_all
 from .groups import GroupCoordinator
+from .security import TLS_HANDSHAKE_TIMEOUT, BrokerSecurity, ConnectionAuth, Refused
 from .topics import TopicStore
 from .transactions import TransactionCoordinator
 
@@ -40,6 +43,7 @@ BROKER_DEFAULTS: dict[str, str] = {
     "log.retention.check.interval.ms": "300000",
     "log.cleaner.backoff.ms": "15000",
     "message.max.bytes": "1048588",
+    "connection.failed.authentication.delay.ms": "100",
     "log.dirs": "",
 }
 
@@ -65,8 +69,10 @@ class Broker:
         port: int = 9092,
         node_id: int = 1,
         configs: dict[str, str] | None = None,
+        security: BrokerSecurity | None = None,
     ) -> None:
         self.data_dir = data_dir
+        self.security = security or BrokerSecurity()
         self.host = host
         self.port = port
         self.node_id = node_id
@@ -104,11 +110,12 @@ class Broker:
             loop.create_task(self._every(int(self.configs["log.cleaner.backoff.ms"]) / 1000, self._compact)),
         ]
         log.info(
-            "broker %d of cluster %s listening on %s:%d, data in %s",
+            "broker %d of cluster %s listening on %s:%d (%s), data in %s",
             self.node_id,
             self.cluster_id,
             self.host,
             self.port,
+            self.security.describe(),
             self.data_dir,
         )
 
@@ -168,16 +175,29 @@ class Broker:
         peer = writer.get_extra_info("peername") or ("?", 0)
         task = asyncio.current_task()
         self._connections.add(task)
+        auth = self.security.connection(f"{peer[0]}:{peer[1]}")
         try:
+            if self.security.ssl_context is not None and not await self._start_tls(writer, peer):
+                return
             while True:
                 size = struct.unpack(">i", await reader.readexactly(4))[0]
-                if not 8 <= size <= MAX_REQUEST_BYTES:
+                limit = auth.max_frame_bytes or MAX_REQUEST_BYTES
+                if not (0 if auth.raw_tokens else 8) <= size <= limit:
                     log.warning("closing %s: invalid frame size %d", peer, size)
                     return
-                response = await self.dispatch(await reader.readexactly(size), peer[0])
+                frame = await reader.readexactly(size)
+                if auth.raw_tokens:  # after SaslHandshake v0: a bare SASL token, answered bare
+                    token = auth.raw_token(frame)
+                    response = None if token is None else struct.pack(">i", len(token)) + token
+                else:
+                    response = await self.dispatch(frame, peer[0], auth)
                 if response is not None:
                     writer.write(response)
                     await writer.drain()
+                if auth.closing:
+                    log.warning("closing %s: %s", peer, auth.closing)
+                    await self._linger(reader)
+                    return
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
             pass
         except _CloseConnection as exc:
@@ -188,11 +208,39 @@ class Broker:
             self._connections.discard(task)
             writer.close()
 
-    async def dispatch(self, frame: bytes, client_host: str) -> bytes | None:
+    async def _linger(self, reader: asyncio.StreamReader) -> None:
+        """After a failed authentication's answer, hold the connection up to connection.failed.authentication.delay.ms
+        (100 ms, Kafka's default; Kafka waits that long before answering, KIP-306) so the client reads the answer
+        and closes first: kafka-python 3.0.12 drops a response that arrives together with the broker's FIN and
+        reports a bare disconnect instead of the authentication error."""
+        delay = int(self.configs["connection.failed.authentication.delay.ms"]) / 1000
+        with contextlib.suppress(TimeoutError, ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            await asyncio.wait_for(reader.read(), delay)  # until the client closes; whatever it sends is ignored
+
+    async def _start_tls(self, writer: asyncio.StreamWriter, peer: tuple) -> bool:
+        """The TLS handshake, before anything is read: a client speaking plain Kafka to a TLS port is logged and
+        dropped here (an asyncio TLS server would drop it silently)."""
+        assert self.security.ssl_context is not None
+        try:
+            await writer.start_tls(self.security.ssl_context, ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT)
+        except ssl.SSLError as exc:
+            log.warning("closing %s: TLS handshake failed (%s)", peer, exc.reason or exc)
+            return False
+        except (ConnectionError, TimeoutError, OSError) as exc:  # a port probe, or a client that gave up
+            log.debug("closing %s: no TLS handshake (%s)", peer, type(exc).__name__)
+            return False
+        return True
+
+    async def dispatch(self, frame: bytes, client_host: str, auth: ConnectionAuth | None = None) -> bytes | None:
         api_key, version, correlation_id = struct.unpack_from(">hhi", frame)
         api = self.apis.get(api_key)
         if api is None:
             raise _CloseConnection(f"unsupported API key {api_key}")
+        if auth is not None:
+            try:
+                auth.admit(api_key, api.request.__name__.removesuffix("Request"))
+            except Refused as exc:
+                raise _CloseConnection(str(exc)) from None
         if not api.min_version <= version <= api.max_version:
             if api_key == API_VERSIONS_KEY:
                 # Kafka answers an unknown ApiVersions version with a v0 body listing what it supports.
@@ -204,10 +252,12 @@ class Broker:
             request = api.request.decode(frame, version=version, header=True)
         except Exception as exc:
             raise _CloseConnection(f"malformed {api.request.__name__} v{version}: {exc}") from exc
-        context = RequestContext(request.header.client_id or "", client_host, version)
+        context = RequestContext(request.header.client_id or "", client_host, version, auth)
         log.debug("%s v%d from %s (correlation %d)", api.request.__name__, version, context.client_id, correlation_id)
         response = await api.handler(self, request, context)
         log.debug("answered %s correlation %d", api.request.__name__, correlation_id)
+        if auth is not None:
+            auth.answered(api_key)
         if response is None:
             return None  # acks=0 produce
         response.with_header(correlation_id=correlation_id)
@@ -222,4 +272,4 @@ class Broker:
 
 
 class _CloseConnection(Exception):
-    """A request the broker cannot parse: Kafka closes the connection."""
+    """A request the broker cannot parse, or may not serve before authentication: Kafka closes the connection."""

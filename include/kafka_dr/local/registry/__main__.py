@@ -11,10 +11,11 @@ import threading
 from pathlib import Path
 from types import FrameType
 
+from ..broker.security import SASL_MECHANISMS, SECURITY_PROTOCOLS, USERS_ENV, SecurityError, load_users
 from .api import RegistryApi, RegistryHttpServer
 from .election import LeaderElector
 from .state import RegistryState
-from .store import DEFAULT_TOPIC, KafkaStore
+from .store import DEFAULT_TOPIC, KafkaStore, use_security
 
 log = logging.getLogger("kafka_dr.local.registry")
 PID_FILE = "schema-registry.pid"
@@ -41,7 +42,50 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--data-dir", type=Path, help="where to write the pid file (schemas live in Kafka only)")
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
+    security = parser.add_argument_group("kafkastore security (Confluent's kafkastore.security.protocol, sasl.*)")
+    security.add_argument(
+        "--kafkastore-security-protocol",
+        default="PLAINTEXT",
+        type=str.upper,
+        choices=SECURITY_PROTOCOLS,
+        help="how the store cluster is reached (default PLAINTEXT)",
+    )
+    security.add_argument(
+        "--kafkastore-sasl-mechanism", default="SCRAM-SHA-256", type=str.upper, choices=SASL_MECHANISMS
+    )
+    security.add_argument(
+        "--kafkastore-sasl-username", metavar="USER", help="SASL user (default: the first of the users)"
+    )
+    security.add_argument(
+        "--kafkastore-users-file",
+        type=Path,
+        metavar="PATH",
+        help=f"JSON {{user: password}} holding the user's password (default: ${USERS_ENV}, the brokers' users)",
+    )
+    security.add_argument("--kafkastore-ssl-ca-location", type=Path, metavar="PATH", help="CA the brokers' TLS uses")
     return parser.parse_args(argv)
+
+
+def kafkastore_security(args: argparse.Namespace) -> dict[str, str]:
+    """librdkafka settings for the store cluster; the password comes from the users file or the environment, never
+    from the command line (which any local user can read)."""
+    protocol = args.kafkastore_security_protocol
+    if protocol == "PLAINTEXT":
+        return {}
+    settings = {"security.protocol": protocol}
+    if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+        users = load_users(args.kafkastore_users_file)
+        user = args.kafkastore_sasl_username or next(iter(users))
+        if user not in users:
+            raise SecurityError(f"user {user!r} is not among the users")
+        settings.update(
+            {"sasl.mechanism": args.kafkastore_sasl_mechanism, "sasl.username": user, "sasl.password": users[user]}
+        )
+    if protocol in ("SSL", "SASL_SSL"):
+        if args.kafkastore_ssl_ca_location is None:
+            raise SecurityError(f"{protocol} needs --kafkastore-ssl-ca-location")
+        settings["ssl.ca.location"] = str(args.kafkastore_ssl_ca_location)
+    return settings
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,6 +94,11 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr, level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("httpx").setLevel(logging.WARNING)  # it logs every forwarded request at INFO
+    try:
+        use_security(kafkastore_security(args))
+    except SecurityError as exc:
+        print(f"schema registry: error: {exc}", file=sys.stderr)
+        return 2
     url = f"http://{args.host}:{args.port}"
     state = RegistryState()
     store = KafkaStore(args.kafkastore_bootstrap_servers, state, args.kafkastore_topic)
@@ -73,8 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     store.start()
     elector.start()
     log.info(
-        "schema registry listening on %s (kafkastore %s, topic %s, leader.eligibility=%s)",
+        "schema registry listening on %s (kafkastore %s %s, topic %s, leader.eligibility=%s)",
         url,
+        args.kafkastore_security_protocol,
         args.kafkastore_bootstrap_servers,
         args.kafkastore_topic,
         str(args.leader_eligibility).lower(),

@@ -58,12 +58,25 @@ LIBRDKAFKA_LOG = logging.getLogger("kafka_dr.local.registry.librdkafka")
 LIBRDKAFKA_LOG.addFilter(RepeatFilter())
 
 
+# librdkafka security settings for the kafkastore cluster (security.protocol, sasl.*, ssl.ca.location), set once
+# at start (`use_security`), as Confluent's kafkastore.security.protocol and kafkastore.sasl.* are: the store and
+# the leader election are clients of the same cluster and both need them.
+_SECURITY: dict[str, Any] = {}
+
+
+def use_security(settings: dict[str, Any]) -> None:
+    """Connect every later client of the kafkastore cluster with these settings."""
+    _SECURITY.clear()
+    _SECURITY.update(settings)
+
+
 def client_config(bootstrap: str) -> dict[str, Any]:
     """Settings every librdkafka client of the registry shares."""
     return {
         "bootstrap.servers": bootstrap,
         "logger": LIBRDKAFKA_LOG,
         "socket.connection.setup.timeout.ms": 5000,
+        **_SECURITY,
     }
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import kafka.errors as Errors
 
 if TYPE_CHECKING:
+    from ..security import ConnectionAuth
     from ..server import Broker
 
 UNKNOWN_SERVER_ERROR = -1
@@ -25,6 +26,7 @@ class RequestContext:
     client_id: str
     client_host: str
     version: int
+    auth: ConnectionAuth | None = None  # the connection's authentication state (SaslHandshake, SaslAuthenticate)
 
 
 Handler = Callable[["Broker", Any, RequestContext], Awaitable[Any]]
@@ -80,6 +82,6 @@ def each_partition(topics, topic_field: str, answer: Callable, on_error: Callabl
 
 def load_all() -> dict[int, Api]:
     """Import the handler modules (they register themselves) and return the registry."""
-    from . import admin, data, groups, metadata, txn  # noqa: F401
+    from . import admin, data, groups, metadata, sasl, txn  # noqa: F401
 
     return REGISTRY
