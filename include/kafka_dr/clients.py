@@ -35,9 +35,14 @@ class ClientConfigError(ValueError):
     """A malformed client settings variable; the message names the variable, never its value."""
 
 
+def env_name(cluster_name: str) -> str:
+    """A cluster's name as environment variable names hold it: DC1 for dc1, US_EAST for us-east."""
+    return re.sub(r"[^A-Za-z0-9]", "_", cluster_name).upper()
+
+
 def config_env_var(cluster_name: str) -> str:
     """Environment variable holding extra librdkafka settings for a cluster, e.g. KDR_CLUSTER_DC1_CONFIG."""
-    return f"KDR_CLUSTER_{re.sub(r'[^A-Za-z0-9]', '_', cluster_name).upper()}_CONFIG"
+    return f"KDR_CLUSTER_{env_name(cluster_name)}_CONFIG"
 
 
 def extra_settings(cluster_name: str, environ: Mapping[str, str] | None = None) -> dict[str, Any]:

@@ -6,20 +6,29 @@ register. It is pointed at its own cluster's copy of `_schemas` (kept by replica
 leader-eligible, restarted through a configurable command, and proven by a registration whose id
 is above every id it knew before, so new ids never collide with ids issued before the disaster.
 The reverse (failback) points it back and makes it a follower again.
+
+A registry that requires HTTP Basic authentication (Confluent's `authentication.method=BASIC`) gets the
+credentials of its cluster from $KDR_REGISTRY_<NAME>_USER_INFO, `user:password` as Confluent's
+`basic.auth.user.info`; in Airflow tasks the connection `kafka_dr_<cluster>_registry` fills it
+(airflow/hooks/schema_registry.py). They travel in the Authorization header only, never in a message.
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import shlex
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .clients import env_name
 from .local.stack import recorded_data_dir
 from .topology import Topology
 
@@ -41,17 +50,48 @@ def first_url(urls: str) -> str:
     return urls.split(",")[0].strip().rstrip("/")
 
 
-def get_json(url: str, timeout: float = TIMEOUT_S) -> Any:
-    with urllib.request.urlopen(url, timeout=timeout) as response:
+def user_info_env_var(cluster_name: str) -> str:
+    """Environment variable holding `user:password` for a cluster's registry, e.g. KDR_REGISTRY_DC1_USER_INFO."""
+    return f"KDR_REGISTRY_{env_name(cluster_name)}_USER_INFO"
+
+
+def user_info(cluster_name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The cluster's registry credentials, `user:password`, from `environ` (default this process's environment), or
+    None when it has none; a malformed value is one line naming the variable, never its value."""
+    value = (os.environ if environ is None else environ).get(user_info_env_var(cluster_name))
+    if not value:
+        return None
+    if ":" not in value:
+        raise RegistryError(f"{user_info_env_var(cluster_name)} must be user:password")
+    return value
+
+
+def auth_headers(cluster_name: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The Authorization header for the cluster's registry, or none."""
+    credentials = user_info(cluster_name, environ)
+    return {"Authorization": f"Basic {base64.b64encode(credentials.encode()).decode()}"} if credentials else {}
+
+
+def client_settings(topology: Topology, cluster_name: str) -> dict[str, str]:
+    """Settings for confluent-kafka's SchemaRegistryClient for the cluster's registry, credentials included."""
+    url = topology.cluster(cluster_name).schema_registry
+    if url is None:
+        raise RegistryError(f"cluster {cluster_name} has no schema_registry URL in the topology")
+    credentials = user_info(cluster_name)
+    return {"url": first_url(url), **({"basic.auth.user.info": credentials} if credentials else {})}
+
+
+def get_json(url: str, timeout: float = TIMEOUT_S, headers: Mapping[str, str] | None = None) -> Any:
+    with urllib.request.urlopen(urllib.request.Request(url, headers=dict(headers or {})), timeout=timeout) as response:
         return json.loads(response.read())
 
 
-def post_json(url: str, body: Any, timeout: float = TIMEOUT_S) -> Any:
+def post_json(url: str, body: Any, timeout: float = TIMEOUT_S, headers: Mapping[str, str] | None = None) -> Any:
     request = urllib.request.Request(
         url,
         data=json.dumps(body).encode(),
         method="POST",
-        headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
+        headers={"Content-Type": "application/vnd.schemaregistry.v1+json", **(headers or {})},
     )
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
@@ -61,19 +101,20 @@ def post_json(url: str, body: Any, timeout: float = TIMEOUT_S) -> Any:
         raise RegistryError(f"{url}: HTTP {exc.code}: {detail}") from None
 
 
-def max_schema_id(url: str) -> int:
+def max_schema_id(url: str, headers: Mapping[str, str] | None = None) -> int:
     """The highest schema id the registry knows (0 when none)."""
-    return max((s["id"] for s in get_json(f"{url}/schemas?deleted=true")), default=0)
+    return max((s["id"] for s in get_json(f"{url}/schemas?deleted=true", headers=headers)), default=0)
 
 
-def register_probe(url: str) -> int:
+def register_probe(url: str, headers: Mapping[str, str] | None = None) -> int:
     """Register a new version of kafka-dr's probe subject; returns its id."""
     schema = {
         "type": "record",
         "name": "KdrRedirectProbe",
         "fields": [{"name": "at_ms", "type": "long", "default": int(time.time() * 1000)}],
     }
-    return post_json(f"{url}/subjects/{PROBE_SUBJECT}/versions", {"schema": json.dumps(schema)})["id"]
+    body = {"schema": json.dumps(schema)}
+    return post_json(f"{url}/subjects/{PROBE_SUBJECT}/versions", body, headers=headers)["id"]
 
 
 @dataclass(frozen=True)
@@ -109,9 +150,12 @@ def redirect(topology: Topology, registry: str, store: str, leader_eligible: boo
     if url is None:
         raise RegistryError(f"cluster {registry} has no schema_registry URL in the topology")
     url = first_url(url)
+    headers = auth_headers(registry)
     try:
-        before = max_schema_id(url)
-    except (OSError, ValueError):
+        before = max_schema_id(url, headers)
+    except (OSError, ValueError) as exc:
+        if isinstance(exc, urllib.error.HTTPError) and exc.code in (401, 403):
+            raise _refused(registry, url, exc) from None
         before = None  # already down: the restart brings it up
     command = restart_command(topology, registry, store, leader_eligible)
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
@@ -122,7 +166,7 @@ def redirect(topology: Topology, registry: str, store: str, leader_eligible: boo
     deadline = time.monotonic() + timeout
     while True:
         try:
-            known = max_schema_id(url)
+            known = max_schema_id(url, headers)
             if leader_eligible and before is not None and known < before:
                 # The store's copy lacks ids the registry served: a registration now could reuse one of them.
                 raise RegistryError(
@@ -130,9 +174,11 @@ def redirect(topology: Topology, registry: str, store: str, leader_eligible: boo
                     f"served ids up to {before}: replicate `_schemas` to {store} first"
                 )
             if leader_eligible:
-                probe = register_probe(url)
+                probe = register_probe(url, headers)
             break
         except (OSError, ValueError, RegistryError) as exc:  # also while it reads its store or elects itself
+            if isinstance(exc, urllib.error.HTTPError) and exc.code in (401, 403):
+                raise _refused(registry, url, exc) from None  # waiting would not change the answer
             if time.monotonic() > deadline:
                 raise RegistryError(
                     f"the {registry} registry ({url}) did not "
@@ -143,3 +189,12 @@ def redirect(topology: Topology, registry: str, store: str, leader_eligible: boo
     if probe is not None and probe <= known:
         raise RegistryError(f"the {registry} registry issued id {probe}, not above the ids it knew ({known})")
     return Redirect(registry, url, store, leader_eligible, before, probe, round(time.monotonic() - started, 3))
+
+
+def _refused(registry: str, url: str, exc: urllib.error.HTTPError) -> RegistryError:
+    """A registry that refused kafka-dr's credentials (or wants some): one line naming where they come from."""
+    source = "given" if user_info(registry) else "none given"
+    return RegistryError(
+        f"the {registry} registry ({url}) refused the request, HTTP {exc.code} {exc.reason}: basic auth "
+        f"credentials {source} (connection kafka_dr_{registry}_registry or ${user_info_env_var(registry)})"
+    )

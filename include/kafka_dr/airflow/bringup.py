@@ -19,11 +19,12 @@ from ..clients import ClientConfigError, error_text
 from ..replication.heartbeat import HeartbeatError, send_heartbeat, wait_for_heartbeat
 from ..replication.internal import ensure_internal_topics
 from ..replication.topic_sync import TopicSyncError, load_flow_state, persist_flow_state, sync_topics
-from ..schema_registry import first_url, get_json
+from ..schema_registry import auth_headers, first_url, get_json
 from ..state import now_iso
 from ..topology import Flow, Topology, TopologyError, load_topology
 from .common import flow_clusters, selected_flows, write_report
 from .hooks.kafka_cluster import ClusterUnreachable, KafkaClusterHook
+from .hooks.schema_registry import load_registry_credentials
 
 LEADER_WAIT = 15.0
 """Seconds a follower registry may take to see the leader (elections run on heartbeats)."""
@@ -113,10 +114,11 @@ def schema_registries_checked(plan: list[dict[str, str]]) -> dict[str, dict[str,
     urls = {
         c: first_url(topo.cluster(c).schema_registry) for c in flow_clusters(flows) if topo.cluster(c).schema_registry
     }
+    load_registry_credentials(urls)
     result, problems = {}, []
     for cluster, url in urls.items():
         try:
-            subjects = get_json(f"{url}/subjects")
+            subjects = get_json(f"{url}/subjects", headers=auth_headers(cluster))
         except (OSError, ValueError) as exc:
             problems.append(f"schema registry of {cluster} ({url}) does not answer GET /subjects: {exc}")
             continue
@@ -125,7 +127,7 @@ def schema_registries_checked(plan: list[dict[str, str]]) -> dict[str, dict[str,
     expected = urls.get(primary) if primary else None
     deadline = time.monotonic() + LEADER_WAIT
     while True:
-        leaders = {c: leader for c, e in result.items() if (leader := _registry_leader(e["url"])) is not NOT_EXPOSED}
+        leaders = {c: leader for c, e in result.items() if (leader := _registry_leader(c, e["url"])) is not NOT_EXPOSED}
         named = set(leaders.values()) | ({expected} if expected and leaders else set())
         if (None not in named and len(named) <= 1) or time.monotonic() >= deadline:
             break
@@ -186,11 +188,11 @@ def _hook(topo: Topology, cluster: str) -> KafkaClusterHook:
     return KafkaClusterHook(cluster, topology=topo)
 
 
-def _registry_leader(url: str) -> str | None | object:
+def _registry_leader(cluster: str, url: str) -> str | None | object:
     """The leader URL a registry reports (the local stack's GET /kdr/leader; None while it has none), or
     NOT_EXPOSED for registries without that endpoint, such as Confluent's."""
     try:
-        leader = get_json(f"{url}/kdr/leader").get("leader")
+        leader = get_json(f"{url}/kdr/leader", headers=auth_headers(cluster)).get("leader")
     except (OSError, ValueError, AttributeError):
         return NOT_EXPOSED
     return leader.rstrip("/") if isinstance(leader, str) else None

@@ -34,6 +34,7 @@ from . import topology_path
 from .common import boolean_param, choice_param, groups_param, timed, write_report
 from .failover import check_groups_and_clients
 from .hooks.kafka_cluster import ClusterUnreachable, KafkaClusterHook
+from .hooks.schema_registry import load_registry_credentials
 
 MODES = ("data_kept", "data_lost")
 ACTIONS = ("report", "republish", "discard")
@@ -264,6 +265,7 @@ def registry_back(plan: dict[str, Any]) -> dict[str, Any]:
     if primary != plan["restored"]:
         return {"skipped": f"the primary registry is {primary or 'not set'}, not on {plan['restored']}"}
     results = {}
+    load_registry_credentials([primary, plan["serving"]])
     try:
         results["primary"] = redirect(topo, primary, primary, leader_eligible=True).to_dict()
         if topo.cluster(plan["serving"]).schema_registry is not None:

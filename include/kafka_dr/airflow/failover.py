@@ -26,6 +26,7 @@ from ..translation.offsets import parse_reset_time
 from . import topology_path
 from .common import choice_param, groups_param, timed, write_report
 from .hooks.kafka_cluster import ClusterUnreachable, KafkaClusterHook
+from .hooks.schema_registry import load_registry_credentials
 
 MODES = ("planned", "disaster")
 
@@ -148,6 +149,7 @@ def redirect_schema_registry(plan: dict[str, Any]) -> dict[str, Any]:
     elif topo.cluster(plan["target"]).schema_registry is None:
         result = {"skipped": f"cluster {plan['target']} has no schema registry"}
     else:
+        load_registry_credentials([plan["target"]])
         try:
             result = redirect(topo, plan["target"], plan["target"], leader_eligible=True).to_dict()
         except RegistryError as exc:

@@ -15,6 +15,7 @@ from ..schema_registry import RegistryError, redirect
 from ..topology import TopologyError, load_topology
 from . import topology_path
 from .common import boolean_param
+from .hooks.schema_registry import load_registry_credentials
 
 
 @task
@@ -39,6 +40,7 @@ def redirect_registry(plan: dict[str, Any]) -> dict[str, Any]:
     """Redirect, restart and verify the registry; the result says what was applied, the probe registration's id
     (None when not leader-eligible) and the task's own duration, most of it the restart."""
     started = time.monotonic()
+    load_registry_credentials([plan["registry"]])
     try:
         result = redirect(load_topology(plan["topology"]), plan["registry"], plan["store"], plan["leader_eligible"])
     except RegistryError as exc:

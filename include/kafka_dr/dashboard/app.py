@@ -19,6 +19,7 @@ from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from ..airflow.hooks.kafka_cluster import clusters_env
+from ..airflow.hooks.schema_registry import registry_env
 from ..clients import ClientConfigError
 from ..topology import TopologyError, load_topology
 from .page import render_page
@@ -43,11 +44,12 @@ def api_state() -> dict[str, Any]:
 
 def _state() -> dict[str, Any]:
     """The state, each cluster asked with the security settings the DAGs' tasks use: its Airflow connection
-    `kafka_dr_<cluster>`, else $KDR_CLUSTER_<NAME>_CONFIG. A topology or connection that does not load is shown
+    `kafka_dr_<cluster>`, else $KDR_CLUSTER_<NAME>_CONFIG (its registry: `kafka_dr_<cluster>_registry`, else
+    $KDR_REGISTRY_<NAME>_USER_INFO). A topology or connection that does not load is shown
     by collect_state in its place (the clusters are then asked with the environment's settings)."""
     try:
         topology = load_topology()
-        environ = {**os.environ, **clusters_env(topology, topology.clusters)}
+        environ = {**os.environ, **clusters_env(topology, topology.clusters), **registry_env(topology.clusters)}
     except (TopologyError, ClientConfigError):
         environ = None
     return collect_state(environ=environ)

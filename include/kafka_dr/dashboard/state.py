@@ -29,7 +29,7 @@ from ..clients import client_config, end_offsets, error_text, read_committed
 from ..health.sampler import evaluation_key
 from ..paths import default_topology, state_dir
 from ..replication.internal import HEALTH
-from ..schema_registry import first_url, get_json
+from ..schema_registry import RegistryError, auth_headers, first_url, get_json
 from ..state import now_iso
 from ..topology import Cluster, Topology, TopologyError, load_topology
 
@@ -82,7 +82,7 @@ def _clusters(
     clusters = list(topology.clusters.values())
     with ThreadPoolExecutor(max_workers=2 * len(clusters) or 1, thread_name_prefix="kdr-dashboard") as pool:
         kafka = [pool.submit(_kafka, c, flows_by_target.get(c.name, []), environ, timeout) for c in clusters]
-        registries = [pool.submit(registry_role, c.schema_registry, timeout) for c in clusters]
+        registries = [pool.submit(registry_role, c.schema_registry, timeout, c.name, environ) for c in clusters]
         primary = topology.schema_registry_primary
         rows, histories = [], {}
         for cluster, asked, registry in zip(clusters, kafka, registries, strict=True):
@@ -190,14 +190,23 @@ def _flow(name: str, source: str, target: str, history: History | None) -> dict[
     }
 
 
-def registry_role(urls: str | None, timeout: float = TIMEOUT_S) -> dict[str, Any]:
+def registry_role(
+    urls: str | None,
+    timeout: float = TIMEOUT_S,
+    cluster: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """The role of the schema registry at `urls` (the first one): leader or follower as the local stack's
-    `GET /kdr/leader` says, unknown for a registry that answers without that endpoint (Confluent's), unreachable."""
+    `GET /kdr/leader` says, unknown for a registry that answers without that endpoint (Confluent's), unreachable.
+    `cluster`'s basic-auth credentials, if any, come from `environ` (default this process's environment)."""
     if urls is None:
         return {"url": None, "role": None, "leader": None, "error": None}
     url = first_url(urls)
     try:
-        status = get_json(f"{url}/kdr/leader", timeout)
+        headers = auth_headers(cluster, environ) if cluster else {}
+        status = get_json(f"{url}/kdr/leader", timeout, headers)
+    except RegistryError as exc:
+        return {"url": url, "role": "unknown", "leader": None, "error": str(exc)}
     except urllib.error.HTTPError as exc:
         return {"url": url, "role": "unknown", "leader": None, "error": f"answers, role not exposed (HTTP {exc.code})"}
     except (OSError, ValueError) as exc:

@@ -26,7 +26,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext, Se
 
 from ..client_switch import active_cluster, client_config_for
 from ..follower import FollowingConsumer
-from ..schema_registry import first_url
+from ..schema_registry import client_settings
 from ..topology import Topology
 
 TOPIC = "topic1"
@@ -115,10 +115,7 @@ class DemoApplication:
     # --- producer -------------------------------------------------------------------------------
 
     def _registry(self, cluster: str) -> SchemaRegistryClient:
-        url = self.topology.cluster(cluster).schema_registry
-        if url is None:
-            raise RuntimeError(f"cluster {cluster} has no schema registry in the topology")
-        return SchemaRegistryClient({"url": first_url(url)})
+        return SchemaRegistryClient(client_settings(self.topology, cluster))
 
     def _produce(self) -> None:
         cluster, producer, serialize = None, None, None
