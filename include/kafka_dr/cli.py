@@ -89,6 +89,12 @@ def _parser() -> argparse.ArgumentParser:
         choices=SASL_MECHANISMS,
         help="the mechanism the registries and probes use (default SCRAM-SHA-256)",
     )
+    security.add_argument(
+        "--registry-auth",
+        action=argparse.BooleanOptionalAction,
+        help="both schema registries require HTTP Basic authentication (Confluent's authentication.method=BASIC) of "
+        f"the same users as the brokers (--users-file or ${USERS_ENV}); the stack's probes send the first user's",
+    )
     up.set_defaults(run=_up)
     actions.add_parser("down", parents=[data_dir], help="stop every process, keep the data").set_defaults(run=_down)
     actions.add_parser("status", parents=[data_dir], help="show each process; exit 1 if any is unhealthy").set_defaults(
@@ -208,7 +214,7 @@ def _bool(text: str) -> bool:
 
 def _up(args: argparse.Namespace) -> int:
     config = None
-    security_given = args.security or args.users_file or args.sasl_mechanism
+    security_given = args.security or args.users_file or args.sasl_mechanism or args.registry_auth is not None
     if args.broker_ports or args.registry_ports or security_given:
         saved = LocalStack(args.data_dir).config
         config = saved
@@ -226,20 +232,30 @@ def _up(args: argparse.Namespace) -> int:
 
 
 def _security_settings(args: argparse.Namespace, saved: SecurityConfig) -> SecurityConfig:
-    """`--security` sets the whole of it (users from --users-file, else the environment); without it, the other two
-    flags change the saved settings."""
+    """`--security` sets the whole of it (users from --users-file, else the environment; registry auth off unless
+    --registry-auth); without it, the other flags change the saved settings."""
     if args.security:
         protocol = args.security.upper()
         base = SecurityConfig(protocol=protocol)
     else:
         protocol, base = saved.protocol, saved
-    if protocol not in ("SASL_PLAINTEXT", "SASL_SSL") and (args.users_file or args.sasl_mechanism):
-        flag = "--users-file" if args.users_file else "--sasl-mechanism"
-        raise StackInputError(f"{flag} needs --security sasl_plaintext or sasl_ssl (the stack speaks {protocol})")
+    sasl = protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+    registry_auth = base.registry_auth if args.registry_auth is None else args.registry_auth
+    if not sasl and args.sasl_mechanism:
+        raise StackInputError(
+            f"--sasl-mechanism needs --security sasl_plaintext or sasl_ssl (the stack speaks {protocol})"
+        )
+    if not sasl and not registry_auth and args.users_file:
+        raise StackInputError(
+            f"--users-file needs --security sasl_plaintext or sasl_ssl, or --registry-auth "
+            f"(the stack speaks {protocol})"
+        )
+    users_file = str(args.users_file.absolute()) if args.users_file else base.users_file
     return replace(
         base,
-        users_file=str(args.users_file.absolute()) if args.users_file else base.users_file,
+        users_file=users_file if sasl or registry_auth else None,  # --no-registry-auth drops users nothing needs
         sasl_mechanism=args.sasl_mechanism or base.sasl_mechanism,
+        registry_auth=registry_auth,
     )
 
 
@@ -432,6 +448,10 @@ def _print_status(stack: LocalStack) -> int:
         print(f"security: {security.protocol} ({users})")
         # What a client needs, the password left out; kafka-dr's own clients take it as KDR_CLUSTER_<DC>_CONFIG.
         print(f"client settings: {json.dumps(stack.client_settings(secrets=False))}")
+    if security.registry_auth:
+        print(f"schema registries: basic auth required (users from {security.users_file or '$' + USERS_ENV})")
+        # The password left out; kafka-dr's own registry clients take user:password as KDR_REGISTRY_<CLUSTER>_USER_INFO.
+        print(f"schema registry client settings: {json.dumps(stack.registry_client_settings(secrets=False))}")
     return 0 if all_healthy else 1
 
 

@@ -2,12 +2,13 @@
 
 `BrokerProcess` is a one-broker cluster (`python -m kafka_dr.local.broker`) on a free port, `SecuredBrokerProcess`
 one whose port speaks SASL and/or TLS; `RegistryProcess` is a schema registry (`python -m kafka_dr.local.registry`)
-over a broker's `_schemas` store. Tests that need the whole two-DC stack as `kafka-dr local` runs it use
-support.stack instead.
+over a broker's `_schemas` store (`BasicAuthRegistryProcess` one requiring HTTP Basic credentials). Tests that
+need the whole two-DC stack as `kafka-dr local` runs it use support.stack instead.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import signal
@@ -251,6 +252,54 @@ class RegistryProcess(ServerProcess):
         return SchemaRegistryClient({"url": self.url, "max.retries": 0})
 
     def start(self, wait: bool = True) -> RegistryProcess:
+        super().start(wait)
+        return self
+
+
+class BasicAuthRegistryProcess(RegistryProcess):
+    """A registry started with `--authentication-method BASIC`: its REST users from `users_file` (JSON {user:
+    password}); its own probes and `client()` authenticate as `user` with that user's password."""
+
+    def __init__(
+        self,
+        name: str,
+        log_dir: Path,
+        kafkastore: str,
+        eligible: bool,
+        users_file: Path,
+        user: str,
+        port: int | None = None,
+    ) -> None:
+        super().__init__(name, log_dir, kafkastore, eligible, port)
+        self.users_file, self.user = users_file, user
+
+    @property
+    def user_info(self) -> str:
+        """confluent-kafka's `basic.auth.user.info` for `user`."""
+        return f"{self.user}:{json.loads(self.users_file.read_text())[self.user]}"
+
+    def _get(self, path: str, timeout: float) -> dict[str, object] | list[object]:
+        token = base64.b64encode(self.user_info.encode()).decode()
+        request = urllib.request.Request(f"{self.url}{path}", headers={"Authorization": f"Basic {token}"})
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return json.load(response)
+
+    def command(self) -> list[str]:
+        auth = ["--authentication-method", "BASIC", "--basic-auth-users-file", str(self.users_file)]
+        return [*super().command(), *auth]
+
+    def ready(self) -> bool:
+        return isinstance(self._get("/subjects", 2), list)
+
+    def leader(self) -> dict[str, object]:
+        answer = self._get("/kdr/leader", 5)
+        assert isinstance(answer, dict)
+        return answer
+
+    def client(self) -> SchemaRegistryClient:
+        return SchemaRegistryClient({"url": self.url, "max.retries": 0, "basic.auth.user.info": self.user_info})
+
+    def start(self, wait: bool = True) -> BasicAuthRegistryProcess:
         super().start(wait)
         return self
 

@@ -50,15 +50,24 @@ class SecurityConfig:
     """What the brokers' ports speak (PLAINTEXT unless `up --security` said otherwise), and how the stack's own
     clients (its probes, the registries' store connections) authenticate. The brokers enable every SASL
     mechanism; `sasl_mechanism` is the one the stack's clients use. SASL users come from `users_file` (absolute),
-    else from $KDR_BROKER_USERS in the environment of each command that starts or probes a broker."""
+    else from $KDR_BROKER_USERS in the environment of each command that starts or probes a broker.
+
+    `registry_auth` (`up --registry-auth`) makes both registries require HTTP Basic credentials of the same users,
+    whatever the brokers speak; the stack's probes of the registries authenticate as the first user."""
 
     protocol: str = PLAINTEXT
     sasl_mechanism: str = SCRAM_SHA_256
     users_file: str | None = None
+    registry_auth: bool = False
 
     @property
     def sasl(self) -> bool:
         return self.protocol in (SASL_PLAINTEXT, SASL_SSL)
+
+    @property
+    def needs_users(self) -> bool:
+        """Some process authenticates someone: SASL brokers, or registries with Basic authentication."""
+        return self.sasl or self.registry_auth
 
     @property
     def tls(self) -> bool:
@@ -71,11 +80,15 @@ class SecurityConfig:
             raise StackInputError(
                 f"{source}.sasl_mechanism: {self.sasl_mechanism!r} is not one of {', '.join(SASL_MECHANISMS)}"
             )
+        if not isinstance(self.registry_auth, bool):
+            raise StackInputError(f"{source}.registry_auth: must be true or false, got {self.registry_auth!r}")
         if self.users_file is not None:
             if not isinstance(self.users_file, str) or not Path(self.users_file).is_absolute():
                 raise StackInputError(f"{source}.users_file: must be an absolute path, got {self.users_file!r}")
-            if not self.sasl:
-                raise StackInputError(f"{source}.users_file: a users file needs SASL_PLAINTEXT or SASL_SSL")
+            if not self.needs_users:
+                raise StackInputError(
+                    f"{source}.users_file: a users file needs SASL_PLAINTEXT or SASL_SSL, or registry_auth"
+                )
 
 
 @dataclass(frozen=True)

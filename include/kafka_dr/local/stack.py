@@ -9,11 +9,14 @@ process's pid and start time (`kafka_dr.processes`), so a recycled pid is never 
 With `up --security` the brokers' ports speak SASL and/or TLS (`broker.security`): the stack generates the
 certificate into DATA_DIR/tls (one CA for both DCs, kept across `wipe`), and its own clients (readiness probes,
 the registries' store connections) authenticate as the first user of the users file or $KDR_BROKER_USERS.
+With `up --registry-auth` both registries require HTTP Basic credentials of those same users (`registry.auth`); the
+stack's probes of its registries send the first user's.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -31,8 +34,9 @@ from confluent_kafka.admin import AdminClient
 
 from .. import processes
 from ..paths import LOCAL_DATA_DIR, state_dir
-from .broker.security import SASL_MECHANISMS, SecurityError, ensure_certificates, load_users
+from .broker.security import SASL_MECHANISMS, USERS_ENV, SecurityError, ensure_certificates, load_users
 from .config import HOST, DcConfig, StackConfig, StackInputError, check_bootstrap_servers
+from .registry import auth as registry_auth
 
 BROKER = "broker"
 REGISTRY = "registry"
@@ -102,16 +106,45 @@ class LocalStack:
     # --- security -------------------------------------------------------------------------------
 
     def _users(self) -> dict[str, str]:
-        """The SASL users, from the users file or $KDR_BROKER_USERS; a StackInputError naming the source if unusable."""
-        users_file = self.config.security.users_file
+        """The users (SASL, registry auth), from the users file or $KDR_BROKER_USERS; a StackInputError naming the
+        source if unusable, or, with registry auth, if Basic authentication cannot carry a user name."""
+        security = self.config.security
+        users_file = security.users_file
+        if not security.sasl and users_file is None and not os.environ.get(USERS_ENV, "").strip():
+            raise StackInputError(
+                f'--registry-auth: no users: give --users-file or set {USERS_ENV} to JSON {{"user": "password"}}'
+            )
         try:
-            return load_users(Path(users_file) if users_file else None)
+            users = load_users(Path(users_file) if users_file else None)
+            if security.registry_auth:
+                registry_auth.check_users(users, users_file or f"${USERS_ENV}")
         except SecurityError as exc:
-            raise StackInputError(f"{self.config.security.protocol}: {exc}") from None
+            raise StackInputError(f"{security.protocol if security.sasl else '--registry-auth'}: {exc}") from None
+        except registry_auth.AuthConfigError as exc:
+            raise StackInputError(f"--registry-auth: {exc}") from None
+        return users
 
     def client_user(self) -> str | None:
         """The user the stack's own clients (probes, registries) authenticate as: the first one listed."""
         return next(iter(self._users())) if self.config.security.sasl else None
+
+    def registry_credentials(self) -> tuple[str, str] | None:
+        """(user, password) the stack's probes send to its registries (the first user), None without registry auth."""
+        return next(iter(self._users().items())) if self.config.security.registry_auth else None
+
+    def registry_client_settings(self, secrets: bool = True) -> dict[str, str]:
+        """confluent-kafka SchemaRegistryClient settings that pass the registries' Basic authentication (none when
+        it is off); without `secrets`, the password is a placeholder (what `status` prints)."""
+        credentials = self.registry_credentials()
+        if credentials is None:
+            return {}
+        user, password = credentials
+        return {"basic.auth.user.info": f"{user}:{password if secrets else f'<password of {user}>'}"}
+
+    def registry_authorization(self) -> str | None:
+        """The Authorization header of the stack's own registry requests, None without registry auth."""
+        credentials = self.registry_credentials()
+        return None if credentials is None else registry_auth.authorization_header(*credentials)
 
     def client_settings(self, secrets: bool = True) -> dict[str, Any]:
         """librdkafka security settings that reach this stack's brokers; without `secrets`, the password is a
@@ -133,7 +166,7 @@ class LocalStack:
     def _prepare_security(self) -> None:
         """Before any process starts: the credentials load and the certificate exists (generated once here, so the
         two brokers sharing it do not race and the probes find the CA at once)."""
-        if self.config.security.sasl:
+        if self.config.security.needs_users:
             self._users()
         if self.config.security.tls:
             try:
@@ -216,6 +249,8 @@ class LocalStack:
             check_bootstrap_servers(kafkastore_bootstrap_servers, "kafkastore")
         with self._locked():
             self._sync_settings(adopt=False)
+            if self.config.security.needs_users:
+                self._users()  # unusable credentials: one line, before the running registry is touched
             old = self.config
             current = old.dc(dc)
             new = replace(
@@ -259,13 +294,14 @@ class LocalStack:
         """Every process, whether it runs and whether it answers its protocol."""
         self._sync_settings(adopt=False)
         settings = self.client_settings()
+        authorization = self.registry_authorization()
         protocol = self.config.security.protocol
         result = []
         for dc in self.config.dcs:
             for kind in KINDS:
                 pid = self.pid(dc.name, kind)
                 port = dc.broker_port if kind == BROKER else dc.registry_port
-                healthy, cluster_id = self._probe(dc, kind, timeout, settings) if pid else (False, None)
+                healthy, cluster_id = self._probe(dc, kind, timeout, settings, authorization) if pid else (False, None)
                 if kind == BROKER:
                     address = dc.broker_address
                     detail = f"cluster id {cluster_id}, {protocol}" if cluster_id else protocol
@@ -274,6 +310,8 @@ class LocalStack:
                     address, detail = dc.registry_url, f"store {dc.registry_kafkastore}, {eligible}"
                     if settings.get("sasl.username"):
                         detail += f", as {settings['sasl.username']}"
+                    if authorization is not None:
+                        detail += ", basic auth"
                 if pid is None and _port_open(HOST, port, timeout):
                     detail = f"port {port} is used by another process"
                 result.append(
@@ -334,11 +372,17 @@ class LocalStack:
         return args
 
     def _registry_security_args(self) -> list[str]:
-        """The registry reads its user's password from the same users file or $KDR_BROKER_USERS."""
+        """The registry reads its user's password from the same users file or $KDR_BROKER_USERS (for its REST users,
+        `_registry_env` passes the latter on as $KDR_REGISTRY_USERS)."""
         security = self.config.security
+        args: list[str] = []
+        if security.registry_auth:
+            args += ["--authentication-method", "BASIC"]
+            if security.users_file:
+                args += ["--basic-auth-users-file", security.users_file]
         if security.protocol == "PLAINTEXT":
-            return []
-        args = ["--kafkastore-security-protocol", security.protocol]
+            return args
+        args += ["--kafkastore-security-protocol", security.protocol]
         if security.sasl:
             user = self.client_user()
             assert user is not None
@@ -394,7 +438,7 @@ class LocalStack:
                     f"{', '.join(running)}); stop it with `kafka-dr local down --data-dir {self.data_dir}` first"
                 )
         if adopt:
-            if self.config.security.sasl:
+            if self.config.security.needs_users:
                 self._users()  # unusable credentials: refused before the settings are saved or anything starts
             self._save_config()
             self._explicit_config = False
@@ -416,7 +460,8 @@ class LocalStack:
                 raise StackError(f"cannot start {dc} {kind}: {HOST}:{port} is already used by another process")
             self.server_dir(dc, kind).mkdir(parents=True, exist_ok=True)
             cmd, log = self.command(dc, kind), self.log_file(dc, kind)
-            proc = processes.spawn(cmd, log, _START_MARK, {"PYTHONUNBUFFERED": "1"}, cwd=self.data_dir / dc)
+            env = {"PYTHONUNBUFFERED": "1", **(self._registry_env() if kind == REGISTRY else {})}
+            proc = processes.spawn(cmd, log, _START_MARK, env, cwd=self.data_dir / dc)
             self._spawned[(dc, kind)] = proc
             ticks = processes.start_ticks(proc.pid)
             if ticks is None:  # already ended: no server to record; _check_running reports its exit code
@@ -426,12 +471,25 @@ class LocalStack:
             started.append(f"{dc} {kind}")
         return started
 
+    def _registry_env(self) -> dict[str, str]:
+        """Registry auth with users from $KDR_BROKER_USERS: the registry's REST users are the same, handed over in its
+        environment (a command line is public)."""
+        security = self.config.security
+        if not security.registry_auth or security.users_file:
+            return {}
+        return {registry_auth.USERS_ENV: json.dumps(self._users())}
+
     def _probe(
-        self, dc: DcConfig, kind: str, timeout: float, settings: dict[str, Any] | None = None
+        self,
+        dc: DcConfig,
+        kind: str,
+        timeout: float,
+        settings: dict[str, Any] | None = None,
+        authorization: str | None = None,
     ) -> tuple[bool, str | None]:
-        """(answers its protocol, cluster id for brokers)."""
+        """(answers its protocol, cluster id for brokers); `authorization` is what the registries need, if any."""
         if kind == REGISTRY:
-            return _registry_answers(dc.registry_url, timeout), None
+            return _registry_status(dc.registry_url, timeout, authorization) == 200, None
         return _broker_cluster_id(dc.broker_address, timeout, self.client_settings() if settings is None else settings)
 
     def _wait_healthy(self, procs: list[tuple[str, str]], timeout: float) -> None:
@@ -439,11 +497,12 @@ class LocalStack:
         deadline = time.monotonic() + timeout
         pending = list(procs)
         settings = self.client_settings()
+        authorization = self.registry_authorization() if any(kind == REGISTRY for _, kind in procs) else None
         while pending:
             for dc, kind in list(pending):
                 self._check_running(dc, kind)
                 probe_timeout = min(2.0, max(0.5, deadline - time.monotonic()))
-                if self._probe(self.config.dc(dc), kind, probe_timeout, settings)[0]:
+                if self._probe(self.config.dc(dc), kind, probe_timeout, settings, authorization)[0]:
                     pending.remove((dc, kind))
             if not pending:
                 return
@@ -452,7 +511,11 @@ class LocalStack:
                 cfg = self.config.dc(dc)
                 address = cfg.broker_address if kind == BROKER else cfg.registry_url
                 hint = ""
-                if kind == REGISTRY and not _broker_cluster_id(cfg.registry_kafkastore, 1.0, settings)[0]:
+                if kind == REGISTRY and _registry_status(cfg.registry_url, 1.0, authorization) == 401:
+                    user = (self.registry_credentials() or ("",))[0]
+                    whose = f"the credentials of {user}" if authorization else "a request without credentials"
+                    hint = f" (it refused {whose}: HTTP 401)"
+                elif kind == REGISTRY and not _broker_cluster_id(cfg.registry_kafkastore, 1.0, settings)[0]:
                     hint = f" (its store {cfg.registry_kafkastore} does not answer)"
                 raise StackError(
                     f"{dc} {kind} did not answer on {address} within {timeout:g} s{hint}; see {self.log_file(dc, kind)}"
@@ -545,9 +608,15 @@ def _broker_cluster_id(
     return True, metadata.cluster_id
 
 
-def _registry_answers(url: str, timeout: float) -> bool:
+def _registry_status(url: str, timeout: float, authorization: str | None = None) -> int | None:
+    """The HTTP status of GET /subjects (200: the registry serves its store; 401: it refused `authorization`), None
+    when nothing answers HTTP."""
+    headers = {"Authorization": authorization} if authorization else {}
     try:
-        with urllib.request.urlopen(f"{url}/subjects", timeout=timeout) as response:
-            return response.status == 200
+        with urllib.request.urlopen(urllib.request.Request(f"{url}/subjects", headers=headers), timeout=timeout) as r:
+            return r.status
+    except urllib.error.HTTPError as exc:
+        exc.close()
+        return exc.code
     except (urllib.error.URLError, OSError, ValueError):
-        return False
+        return None

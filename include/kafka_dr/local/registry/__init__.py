@@ -10,6 +10,9 @@ schema redirect (restart with another kafkastore and ``leader.eligibility=true``
 - Store: the ``_schemas`` topic (1 partition, compacted) in Confluent's key/value JSON format;
   every instance replays it from the start and tails it; nothing is kept on local disk (``store``,
   ``state``).
+- Authentication: off by default; ``--authentication-method BASIC`` requires HTTP Basic credentials of the users
+  in ``--basic-auth-users-file`` or ``$KDR_REGISTRY_USERS`` on every request, as Confluent's
+  ``authentication.method=BASIC`` does (``auth``); forwarded writes carry the caller's credentials.
 - Leader election: heartbeats on ``_schemas_leader`` in the kafkastore cluster (``election``);
   followers forward writes to the leader and answer 50004 "Leader not known" without one.
 - Ids: a new id is the highest id the store ever held plus one, so a registry redirected to a

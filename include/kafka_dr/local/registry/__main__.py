@@ -12,6 +12,7 @@ from pathlib import Path
 from types import FrameType
 
 from ..broker.security import SASL_MECHANISMS, SECURITY_PROTOCOLS, USERS_ENV, SecurityError, load_users
+from . import auth
 from .api import RegistryApi, RegistryHttpServer
 from .election import LeaderElector
 from .state import RegistryState
@@ -63,7 +64,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"JSON {{user: password}} holding the user's password (default: ${USERS_ENV}, the brokers' users)",
     )
     security.add_argument("--kafkastore-ssl-ca-location", type=Path, metavar="PATH", help="CA the brokers' TLS uses")
+    rest = parser.add_argument_group("REST authentication (Confluent's authentication.method; off by default)")
+    rest.add_argument(
+        "--authentication-method",
+        default="NONE",
+        type=str.upper,
+        choices=("NONE", "BASIC"),
+        help="BASIC: every request needs Authorization: Basic base64(user:password) of a known user, else HTTP 401",
+    )
+    rest.add_argument(
+        "--basic-auth-users-file",
+        type=Path,
+        metavar="PATH",
+        help=f'JSON {{"user": "password"}} of the users BASIC accepts (default: the same JSON in ${auth.USERS_ENV})',
+    )
     return parser.parse_args(argv)
+
+
+def authenticator(args: argparse.Namespace) -> auth.BasicAuthenticator | None:
+    """The REST users, read once at start as Confluent reads its JAAS realm; from a file or the environment, never
+    the command line (which any local user can read)."""
+    if args.authentication_method == "NONE":
+        if args.basic_auth_users_file is not None:
+            raise auth.AuthConfigError("--basic-auth-users-file needs --authentication-method BASIC")
+        return None
+    return auth.BasicAuthenticator(auth.load_users(args.basic_auth_users_file))
 
 
 def kafkastore_security(args: argparse.Namespace) -> dict[str, str]:
@@ -96,14 +121,15 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # it logs every forwarded request at INFO
     try:
         use_security(kafkastore_security(args))
-    except SecurityError as exc:
+        rest_auth = authenticator(args)
+    except (SecurityError, auth.AuthConfigError) as exc:
         print(f"schema registry: error: {exc}", file=sys.stderr)
         return 2
     url = f"http://{args.host}:{args.port}"
     state = RegistryState()
     store = KafkaStore(args.kafkastore_bootstrap_servers, state, args.kafkastore_topic)
     elector = LeaderElector(args.kafkastore_bootstrap_servers, url, args.leader_eligibility)
-    api = RegistryApi(url, state, store, elector)
+    api = RegistryApi(url, state, store, elector, rest_auth)
     try:
         server = RegistryHttpServer(args.host, args.port, api)
     except OSError as exc:
@@ -122,12 +148,13 @@ def main(argv: list[str] | None = None) -> int:
     store.start()
     elector.start()
     log.info(
-        "schema registry listening on %s (kafkastore %s %s, topic %s, leader.eligibility=%s)",
+        "schema registry listening on %s (kafkastore %s %s, topic %s, leader.eligibility=%s, authentication.method=%s)",
         url,
         args.kafkastore_security_protocol,
         args.kafkastore_bootstrap_servers,
         args.kafkastore_topic,
         str(args.leader_eligibility).lower(),
+        args.authentication_method,
     )
     try:
         server.serve_forever()

@@ -4,6 +4,9 @@ Reads are answered by any instance from its state. Writes are executed by the le
 follower forwards them to the leader and relays its answer, like Confluent does; with no known
 leader it refuses them (HTTP 500, error_code 50004). Every failure is answered in Confluent's
 ``{"error_code", "message"}`` form; a bad request never takes the server down.
+
+With Basic authentication on (``auth``), every request needs valid credentials, checked before anything else;
+a forwarded write carries the caller's ``Authorization`` header, so the leader checks the caller, not the follower.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import httpx
 
 from . import errors
+from .auth import BasicAuthenticator
 from .compat import check
 from .election import LeaderElector
 from .errors import RegistryError
@@ -41,7 +45,8 @@ class Request:
     method: str
     target: str  # path and query, as received (percent-encoded)
     body: bytes = b""
-    headers: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict, repr=False)  # lower-case names; may hold credentials
+    peer: str = ""  # the client's address, for the log
 
     @property
     def path(self) -> str:
@@ -71,6 +76,7 @@ class Response:
     status: int
     body: bytes
     content_type: str = CONTENT_TYPE
+    headers: dict[str, str] = field(default_factory=dict)  # besides Content-Type and Content-Length
 
 
 def _json_response(status: int, document: Any) -> Response:
@@ -126,13 +132,22 @@ _NO_STATE = frozenset({"root", "schema_types", "contexts", "leader_status"})  # 
 
 
 class RegistryApi:
-    """Maps requests to state reads and leader writes; transport-free so tests can call it."""
+    """Maps requests to state reads and leader writes; transport-free so tests can call it. With an
+    `authenticator`, a request without valid Basic credentials gets Confluent's 401 and nothing else happens."""
 
-    def __init__(self, url: str, state: RegistryState, store: KafkaStore, elector: LeaderElector) -> None:
+    def __init__(
+        self,
+        url: str,
+        state: RegistryState,
+        store: KafkaStore,
+        elector: LeaderElector,
+        authenticator: BasicAuthenticator | None = None,
+    ) -> None:
         self.url = url
         self.state = state
         self.store = store
         self.elector = elector
+        self.authenticator = authenticator
         self._write_lock = threading.Lock()
         self._http = httpx.Client(timeout=FORWARD_TIMEOUT_S)
 
@@ -142,6 +157,10 @@ class RegistryApi:
     # ---- dispatch ---------------------------------------------------------------------------
 
     def dispatch(self, request: Request) -> Response:
+        if self.authenticator is not None:
+            user = self.authenticator.authenticate(request.headers.get("authorization"), request.peer)
+            if user is None:
+                return self._unauthorized()
         try:
             return self._dispatch(request)
         except RegistryError as exc:
@@ -171,6 +190,13 @@ class RegistryApi:
             return _json_response(405, {"error_code": 405, "message": "HTTP 405 Method Not Allowed"})
         return _json_response(404, {"error_code": 404, "message": "HTTP 404 Not Found"})
 
+    def _unauthorized(self) -> Response:
+        """Confluent's answer to missing or wrong credentials, with the challenge a browser or client expects."""
+        assert self.authenticator is not None
+        response = _json_response(401, {"error_code": 401, "message": "Unauthorized"})
+        response.headers["WWW-Authenticate"] = self.authenticator.challenge
+        return response
+
     def _forward(self, request: Request, write: str) -> Response:
         if request.headers.get(FORWARDED_HEADER.lower()):
             raise errors.forwarding_failed(
@@ -188,6 +214,8 @@ class RegistryApi:
             "Accept": CONTENT_TYPE,
             FORWARDED_HEADER: self.url,
         }
+        if "authorization" in request.headers:  # the caller's credentials, as Confluent forwards them
+            headers["Authorization"] = request.headers["authorization"]
         try:
             answer = self._http.request(
                 request.method, leader.url + request.target, content=request.body, headers=headers
@@ -196,7 +224,10 @@ class RegistryApi:
             raise errors.forwarding_failed(
                 f"Error while forwarding {write} request to the leader {leader.url}: {exc or type(exc).__name__}"
             ) from None
-        return Response(answer.status_code, answer.content, answer.headers.get("content-type", CONTENT_TYPE))
+        relayed = (
+            {"WWW-Authenticate": answer.headers["www-authenticate"]} if "www-authenticate" in answer.headers else {}
+        )
+        return Response(answer.status_code, answer.content, answer.headers.get("content-type", CONTENT_TYPE), relayed)
 
     def _write(self, plan: Callable[[], tuple[T, list[Any]]]) -> T:
         """Decide on the latest state and append the decision, one write at a time."""
@@ -391,10 +422,13 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             body = self.rfile.read(int(length))
             headers = {k.lower(): v for k, v in self.headers.items()}
-            response = self.server.api.dispatch(Request(self.command, self.path, body, headers))
+            peer = f"{self.client_address[0]}:{self.client_address[1]}"
+            response = self.server.api.dispatch(Request(self.command, self.path, body, headers, peer))
         self.send_response(response.status)
         self.send_header("Content-Type", response.content_type)
         self.send_header("Content-Length", str(len(response.body)))
+        for name, value in response.headers.items():
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(response.body)
 
