@@ -21,6 +21,7 @@ BALANCE = ("tests/conformance/test_groups.py",)
 BROKER_HALF = (  # Airflow tests that even the halves out
     "tests/airflow/test_dr_failback_cycles.py",
     "tests/airflow/test_dr_failback_rebuilt.py",
+    "tests/airflow/test_spark_standalone.py",
 )
 
 

@@ -22,6 +22,8 @@ from confluent_kafka.admin import AdminClient
 from ... import clients
 from ...topology import Cluster, Topology, load_topology
 
+LOGIN_ERRORS = (KafkaError._AUTHENTICATION, KafkaError._SSL)  # what no retry fixes: wrong credentials or trust
+
 
 class ClusterUnreachable(RuntimeError):
     """A cluster did not answer; one line naming the cluster, its bootstrap address and why."""
@@ -93,18 +95,30 @@ class KafkaClusterHook(BaseHook):
         return {clients.config_env_var(self.cluster.name): json.dumps(settings)} if settings else {}
 
     def check_reachable(self, timeout: float = 10.0) -> str:
-        """Metadata round trip; returns the cluster id or raises ClusterUnreachable with one line."""
-        admin = AdminClient({**self.client_config(), "log_level": 0})  # our one-line error replaces librdkafka's
-        try:
-            cluster_id = admin.describe_cluster(request_timeout=timeout).result().cluster_id
-        except KafkaException as exc:
-            error = exc.args[0] if exc.args else None
-            reason = error.str() if isinstance(error, KafkaError) else str(exc)
-            raise ClusterUnreachable(
-                f"cluster {self.cluster.name} ({self.cluster.bootstrap_servers}) is not reachable: "
-                f"{' '.join(reason.split())}"
-            ) from None
-        return cluster_id
+        """Metadata round trip; returns the cluster id or raises ClusterUnreachable with one line. A refused login
+        or TLS handshake ends the wait at once and is the reason given: librdkafka retries it until the request
+        times out and reports only the time-out, its cause going to the error callback."""
+        refused: list[KafkaError] = []
+        admin = AdminClient(  # our one-line error replaces librdkafka's log
+            {
+                **self.client_config(),
+                "log_level": 0,
+                "error_cb": lambda e: refused.append(e) if e.code() in LOGIN_ERRORS else None,
+            }
+        )
+        future = admin.describe_cluster(request_timeout=timeout)
+        while not future.done() and not refused:
+            admin.poll(0.1)  # serves the error callback
+        if refused:
+            reason = refused[0].str()
+        else:
+            try:
+                return future.result().cluster_id
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                reason = error.str() if isinstance(error, KafkaError) else str(exc)
+        where = f"cluster {self.cluster.name} ({self.cluster.bootstrap_servers})"
+        raise ClusterUnreachable(f"{where} is not reachable: {' '.join(reason.split())}")
 
     def _from_connection(self, extra: dict[str, Any], login: str | None, password: str | None) -> dict[str, Any]:
         settings = dict(extra)

@@ -1,0 +1,168 @@
+"""Secrets end to end: both clusters require SCRAM-SHA-512 over TLS (the embedded brokers' SASL_SSL), and the
+credentials exist only in Airflow connections (`kafka_dr_<cluster>`) for the DAGs and in the environment
+(KDR_CLUSTER_<NAME>_CONFIG) for the CLI. dr_bringup and a planned dr_failover run with every task in its own
+process, `kafka-dr lag` and `kafka-dr health` answer; a wrong password fails the run's first Kafka task with one
+line naming the cluster and the mechanism. Then every task log, job log, report and state file of those runs is
+read: neither password is in any of them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.airflow import DagRunResult
+from support.kafka import commit_offsets, committed_offsets, create_topic
+from support.stack import Stack, free_stack_config, tear_down
+
+from kafka_dr.clients import config_env_var
+from kafka_dr.local.config import SecurityConfig
+from kafka_dr.local.stack import LocalStack
+from kafka_dr.replication import replicators
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
+
+USER, PASSWORD, WRONG = "kdr-ops", "Scram-pass-5e1f9a", "Wrong-pass-77c2d0"
+MECHANISM = "SCRAM-SHA-512"
+FLOWS = ("sec-dc1-to-dc2", "sec-dc2-to-dc1")
+TOPIC, GROUP = "sec-orders", "sec-billing"
+KAFKA_DR = Path(sys.executable).parent / "kafka-dr"
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """A stack whose brokers speak SASL_SSL only; the users file is the brokers' (and the registries' store
+    connections'), nothing of kafka-dr reads it."""
+    root = tmp_path_factory.mktemp("secured-stack")
+    users = root / "users.json"
+    users.write_text(json.dumps({USER: PASSWORD}))
+    users.chmod(0o600)
+    security = SecurityConfig(protocol="SASL_SSL", sasl_mechanism=MECHANISM, users_file=str(users))
+    local = LocalStack(root / "data", dataclasses.replace(free_stack_config(), security=security))
+    try:
+        local.up()
+        yield Stack(local, root)
+    finally:
+        tear_down(local)
+
+
+def settings(stack: Stack, password: str) -> dict[str, str]:
+    return {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": MECHANISM,
+        "sasl.username": USER,
+        "sasl.password": password,
+        "ssl.ca.location": str(stack.local.ca_file),
+    }
+
+
+def use_connections(monkeypatch: pytest.MonkeyPatch, stack: Stack, password: str) -> None:
+    """`kafka_dr_dc1` and `kafka_dr_dc2` as Airflow connections in the environment (what AIRFLOW_CONN_* gives every
+    component): login and password, and the librdkafka settings as extras."""
+    extra = {
+        k: v for k, v in settings(stack, password).items() if not k.startswith("sasl.user") and k != "sasl.password"
+    }
+    for dc in ("dc1", "dc2"):
+        connection = {"conn_type": "generic", "login": USER, "password": password, "extra": extra}
+        monkeypatch.setenv(f"AIRFLOW_CONN_KAFKA_DR_{dc.upper()}", json.dumps(connection))
+        monkeypatch.delenv(config_env_var(dc), raising=False)
+
+
+def test_dags_and_cli_work_with_credentials_only_in_connections_and_none_leaks(
+    secured: Stack,
+    state: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    run_dag_in_processes: Callable[..., DagRunResult],
+    tmp_path: Path,
+) -> None:
+    config = settings(secured, PASSWORD)
+    dc1, dc2 = ({"bootstrap.servers": secured.bootstrap(dc), **config} for dc in ("dc1", "dc2"))
+    create_topic(dc1, TOPIC)
+    produce_secured(dc1, 40)
+    commit_offsets(dc1, GROUP, {(TOPIC, 0): 25})
+    topology = secured.write_topology(
+        "secured",
+        f"""flows:
+  - {{name: {FLOWS[0]}, source: dc1, target: dc2, topics: {{include: ["{TOPIC}"]}}}}
+  - {{name: {FLOWS[1]}, source: dc2, target: dc1, topics: {{include: ["{TOPIC}"]}}}}
+""",
+        schema_registry=False,
+    )
+    use_connections(monkeypatch, secured, PASSWORD)
+    outputs: list[str] = []
+    try:
+        bringup = run_dag_in_processes("dr_bringup", {"topology": str(topology), "max_lag_records": 0})
+        assert bringup.state == "success", bringup.describe()
+        failover = run_dag_in_processes(
+            "dr_failover",
+            {"topology": str(topology), "failed_cluster": "dc1", "target_cluster": "dc2", "mode": "planned"},
+        )
+        assert failover.state == "success", failover.describe()
+        assert committed_offsets(dc2, GROUP) == {(TOPIC, 0): 25}  # translated over SASL_SSL
+        # The CLI: the same credentials from the environment, as a deployment's shell sets them.
+        cli_env = {**os.environ, **{config_env_var(dc): json.dumps(config) for dc in ("dc1", "dc2")}}
+        for command in (["lag", "--json"], ["health", "--json"]):
+            done = subprocess.run(
+                [str(KAFKA_DR), *command, "--topology", str(topology)],
+                env=cli_env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+            outputs.append(done.stdout + done.stderr)
+            assert done.returncode == 0, f"kafka-dr {' '.join(command)}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
+        logs = [bringup.log, failover.log]
+    finally:
+        for flow in FLOWS:
+            replicators.stop(flow, timeout=30)
+    leaked = files_holding(PASSWORD, [*logs, Path(os.environ["AIRFLOW_HOME"]) / "logs", state], outputs)
+    assert not leaked, f"the password is in {leaked}"
+
+
+def test_a_wrong_password_fails_the_first_kafka_task_in_one_line(
+    secured: Stack,
+    state: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    run_dag_in_processes: Callable[..., DagRunResult],
+) -> None:
+    topology = secured.write_topology(
+        "secured-wrong",
+        f"flows:\n  - {{name: {FLOWS[0]}, source: dc1, target: dc2, topics: {{include: [{TOPIC}]}}}}\n",
+        schema_registry=False,
+    )
+    use_connections(monkeypatch, secured, WRONG)
+    run = run_dag_in_processes("dr_bringup", {"topology": str(topology)})
+    assert run.state == "failed", run.describe()
+    assert run.tasks[("validate_topology", -1)] == "success" and run.tasks[("clusters_reachable", -1)] == "failed"
+    failures = [line for line in run.log.read_text(errors="replace").splitlines() if "is not reachable" in line]
+    assert failures, run.describe()
+    assert any("cluster dc1" in line and MECHANISM in line and "uthenticat" in line for line in failures), failures
+    leaked = files_holding(WRONG, [run.log, Path(os.environ["AIRFLOW_HOME"]) / "logs", state], [])
+    assert not leaked, f"the wrong password is in {leaked}"
+
+
+def produce_secured(config: dict[str, Any], count: int) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({**config, "enable.idempotence": True})
+    for i in range(count):
+        producer.produce(TOPIC, key=f"k{i}".encode(), value=f"order {i}".encode(), partition=0)
+    assert producer.flush(30) == 0
+
+
+def files_holding(secret: str, paths: list[Path], texts: list[str]) -> list[str]:
+    """Every file under `paths` (and every text) that holds `secret`."""
+    found = [f"CLI output {i}" for i, text in enumerate(texts) if secret in text]
+    for root in paths:
+        for path in [root] if root.is_file() else (p for p in root.rglob("*") if p.is_file()):
+            if secret.encode() in path.read_bytes():
+                found.append(str(path))
+    return found
