@@ -1,5 +1,6 @@
-"""Secrets end to end: both clusters require SCRAM-SHA-512 over TLS (the embedded brokers' SASL_SSL), and the
-credentials exist only in Airflow connections (`kafka_dr_<cluster>`) for the DAGs and in the environment
+"""Secrets end to end: both clusters require SCRAM-SHA-512 over TLS (the embedded brokers' SASL_SSL) and their
+schema registries HTTP Basic credentials, and the credentials exist only in Airflow connections
+(`kafka_dr_<cluster>`, `kafka_dr_<cluster>_registry`) for the DAGs and in the environment
 (KDR_CLUSTER_<NAME>_CONFIG) for the CLI. dr_bringup and a planned dr_failover run with every task in its own
 process, `kafka-dr lag` and `kafka-dr health` answer; a wrong password fails the run's first Kafka task with one
 line naming the cluster and the mechanism. Then every task log, job log, report and state file of those runs is
@@ -26,6 +27,7 @@ from kafka_dr.clients import config_env_var
 from kafka_dr.local.config import SecurityConfig
 from kafka_dr.local.stack import LocalStack
 from kafka_dr.replication import replicators
+from kafka_dr.schema_registry import user_info_env_var
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -44,7 +46,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     users = root / "users.json"
     users.write_text(json.dumps({USER: PASSWORD}))
     users.chmod(0o600)
-    security = SecurityConfig(protocol="SASL_SSL", sasl_mechanism=MECHANISM, users_file=str(users))
+    security = SecurityConfig(protocol="SASL_SSL", sasl_mechanism=MECHANISM, users_file=str(users), registry_auth=True)
     local = LocalStack(root / "data", dataclasses.replace(free_stack_config(), security=security))
     try:
         local.up()
@@ -72,7 +74,10 @@ def use_connections(monkeypatch: pytest.MonkeyPatch, stack: Stack, password: str
     for dc in ("dc1", "dc2"):
         connection = {"conn_type": "generic", "login": USER, "password": password, "extra": extra}
         monkeypatch.setenv(f"AIRFLOW_CONN_KAFKA_DR_{dc.upper()}", json.dumps(connection))
+        registry = {"conn_type": "http", "login": USER, "password": password}
+        monkeypatch.setenv(f"AIRFLOW_CONN_KAFKA_DR_{dc.upper()}_REGISTRY", json.dumps(registry))
         monkeypatch.delenv(config_env_var(dc), raising=False)
+        monkeypatch.delenv(user_info_env_var(dc), raising=False)
 
 
 def test_dags_and_cli_work_with_credentials_only_in_connections_and_none_leaks(
@@ -93,8 +98,7 @@ def test_dags_and_cli_work_with_credentials_only_in_connections_and_none_leaks(
   - {{name: {FLOWS[0]}, source: dc1, target: dc2, topics: {{include: ["{TOPIC}"]}}}}
   - {{name: {FLOWS[1]}, source: dc2, target: dc1, topics: {{include: ["{TOPIC}"]}}}}
 """,
-        schema_registry=False,
-    )
+    )  # with the registries: dc1's the primary, so the failover redirects dc2's (a restart, then a registration)
     use_connections(monkeypatch, secured, PASSWORD)
     outputs: list[str] = []
     try:
@@ -105,6 +109,8 @@ def test_dags_and_cli_work_with_credentials_only_in_connections_and_none_leaks(
             {"topology": str(topology), "failed_cluster": "dc1", "target_cluster": "dc2", "mode": "planned"},
         )
         assert failover.state == "success", failover.describe()
+        redirected = failover.xcom("redirect_schema_registry")
+        assert redirected["registry"] == "dc2" and redirected["probe_id"] > 0, redirected  # through basic auth
         assert committed_offsets(dc2, GROUP) == {(TOPIC, 0): 25}  # translated over SASL_SSL
         # The CLI: the same credentials from the environment, as a deployment's shell sets them.
         cli_env = {**os.environ, **{config_env_var(dc): json.dumps(config) for dc in ("dc1", "dc2")}}
