@@ -159,6 +159,7 @@ def test_white_paper_disaster_failover(dags, own_stack, state, tmp_path):
     assert read_rest(dc2.broker_address, "billing", "orders") == list(range(8_000, 9_998))
     report_file = next((state / "reports").glob("dr_failover-*.json"))
     report = json.loads(report_file.read_text())
+    print(f"disaster failover RTO {report['rto_seconds']} s, steps: {json.dumps(report.get('steps'))}")
     assert report["rpo"]["records"] == 2 and report["rpo"]["per_topic"] == {"orders": 2, "_schemas": 0}
     assert report["rpo"]["exact"] is False  # dc1 is gone: the last lag measurement, kept in dc2
     assert report["rto_seconds"] > 0 and report["groups"]["applied"] == ["billing"]

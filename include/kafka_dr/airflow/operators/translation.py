@@ -71,7 +71,12 @@ class TranslateOffsetsOperator(SparkJobOperator):
             args += ["--reset-to-datetime", self.reset_to_datetime]
         if self.unseen_from:
             args += ["--unseen-from", json.dumps(self.unseen_from)]
-        summary = self.run_job(f"kdr-translate-{flow.name}", args, env, f"flow {flow.name}: offset translation")
+        what = f"flow {flow.name}: offset translation"
+        if self.from_checkpoints:
+            # Read from the target's checkpoints, translated already: the job starts no Spark context.
+            summary = self.run_in_python(args, env, what)
+        else:
+            summary = self.run_job(f"kdr-translate-{flow.name}", args, env, what)
         self.log.info(
             "flow %s: %s groups, %s group-partitions translated from %s; applied %s, skipped %s",
             flow.name,
