@@ -33,6 +33,7 @@ from .local.stack import recorded_data_dir
 from .topology import Topology
 
 TIMEOUT_S = 5.0
+RETRY_S = 0.1  # between checks of a restarted registry: it is ready when it answers, not after a fixed delay
 PROBE_SUBJECT = "_kdr-redirect-probe-value"
 DEFAULT_RESTART = (
     f"{shlex.quote(sys.executable)} -m kafka_dr.cli local restart-registry {{cluster}} --data-dir {{data_dir}} "
@@ -185,7 +186,7 @@ def redirect(topology: Topology, registry: str, store: str, leader_eligible: boo
                     f"{'register' if leader_eligible else 'answer'} within {timeout:g}s after "
                     f"its restart: {exc}"
                 ) from None
-            time.sleep(0.5)
+            time.sleep(RETRY_S)
     if probe is not None and probe <= known:
         raise RegistryError(f"the {registry} registry issued id {probe}, not above the ids it knew ({known})")
     return Redirect(registry, url, store, leader_eligible, before, probe, round(time.monotonic() - started, 3))
