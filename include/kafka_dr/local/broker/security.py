@@ -64,8 +64,11 @@ class SecurityError(ValueError):
 # --- credentials -----------------------------------------------------------------------------------------------
 
 
-def load_users(path: Path | None, environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """{user: password} from the JSON file at `path`, else from $KDR_BROKER_USERS; errors never quote values."""
+def read_users(
+    path: Path | None, env_var: str, missing: str, environ: Mapping[str, str] | None = None
+) -> tuple[Any, str]:
+    """The parsed JSON of the users file at `path`, else of $`env_var` (`missing` when it is unset), and the name of
+    where it came from; shared by the brokers' and the registries' users. Errors never quote a value."""
     if path is not None:
         source = str(path)
         try:
@@ -73,14 +76,20 @@ def load_users(path: Path | None, environ: Mapping[str, str] | None = None) -> d
         except OSError as exc:
             raise SecurityError(f"users file {source}: cannot read it: {exc.strerror or exc}") from None
     else:
-        source = f"${USERS_ENV}"
-        text = (environ if environ is not None else os.environ).get(USERS_ENV, "")
+        source = f"${env_var}"
+        text = (environ if environ is not None else os.environ).get(env_var, "")
         if not text.strip():
-            raise SecurityError(f'no SASL users: give a users file or set {USERS_ENV} to JSON {{"user": "password"}}')
+            raise SecurityError(missing)
     try:
-        users = json.loads(text)
+        return json.loads(text), source
     except json.JSONDecodeError as exc:
         raise SecurityError(f"users {source}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+
+
+def load_users(path: Path | None, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """{user: password} from the JSON file at `path`, else from $KDR_BROKER_USERS; errors never quote values."""
+    missing = f'no SASL users: give a users file or set {USERS_ENV} to JSON {{"user": "password"}}'
+    users, source = read_users(path, USERS_ENV, missing, environ)
     if not isinstance(users, dict) or not users:
         raise SecurityError(f'users {source}: must be a non-empty JSON object {{"user": "password", ...}}')
     for user, password in users.items():

@@ -15,11 +15,11 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
-import json
 import logging
-import os
 from collections.abc import Mapping
 from pathlib import Path
+
+from ..broker.security import SecurityError, read_users
 
 log = logging.getLogger(__name__)
 
@@ -47,24 +47,14 @@ def check_users(users: object, source: str) -> dict[str, str]:
 
 def load_users(path: Path | None, environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """{user: password} from the JSON file at `path`, else from $KDR_REGISTRY_USERS; errors never quote a value."""
-    if path is not None:
-        source = str(path)
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise AuthConfigError(f"users file {source}: cannot read it: {exc.strerror or exc}") from None
-    else:
-        source = f"${USERS_ENV}"
-        text = (os.environ if environ is None else environ).get(USERS_ENV, "")
-        if not text.strip():
-            raise AuthConfigError(
-                f"basic authentication without users: give --basic-auth-users-file or set {USERS_ENV} to JSON "
-                '{"user": "password"}'
-            )
+    missing = (
+        f"basic authentication without users: give --basic-auth-users-file or set {USERS_ENV} to JSON "
+        '{"user": "password"}'
+    )
     try:
-        users = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise AuthConfigError(f"users {source}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+        users, source = read_users(path, USERS_ENV, missing, environ)
+    except SecurityError as exc:
+        raise AuthConfigError(str(exc)) from None
     return check_users(users, source)
 
 
