@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test lint format bench bench-broker bench-replication bench-translation bench-health bench-failback bench-backfill bench-spark-cluster clean
+.PHONY: venv demo test lint format bench bench-broker bench-replication bench-translation bench-health bench-failback bench-backfill bench-spark-cluster bench-curves bench-failover clean
 
 venv: $(STAMP)
 
@@ -41,7 +41,7 @@ format: venv
 
 # Benchmarks print a ratio against a baseline measured in the same run (README: Performance).
 # They share the tests' support package, found through PYTHONPATH as pytest finds it through `pythonpath`.
-bench: bench-broker bench-replication bench-translation bench-health bench-failback bench-backfill bench-spark-cluster
+bench: bench-broker bench-replication bench-translation bench-health bench-failback bench-backfill bench-spark-cluster bench-curves bench-failover
 
 bench-broker: venv
 	PYTHONPATH=tests $(BIN)/python tests/benchmarks/broker_throughput.py
@@ -64,6 +64,12 @@ bench-failback: venv
 
 bench-backfill: venv
 	PYTHONPATH=tests $(BIN)/python tests/benchmarks/backfill_benchmark.py
+
+bench-curves: venv
+	PYTHONPATH=tests $(BIN)/python tests/benchmarks/cost_curves.py
+
+bench-failover: venv
+	PYTHONPATH=tests $(BIN)/python tests/benchmarks/failover_benchmark.py
 
 clean:
 	rm -rf $(VENV) .kafka-dr airflow-home

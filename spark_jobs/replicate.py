@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kafka_dr.clients import client_config
-from kafka_dr.jobs import add_force_args, force_copy, job_main, start_spark, task_error
+from kafka_dr.jobs import SparkStart, add_force_args, force_copy, job_main
 from kafka_dr.replication.copier import CopyResult, CopyTask, FencedError, copy_ranges, open_clients
 from kafka_dr.replication.fencing import FlowClaim, writer_groups
 from kafka_dr.replication.heartbeat import HeartbeatSender
@@ -156,7 +156,7 @@ LAST_PASS_WAIT_S = 10.0  # a stopping run waits this long for the checkpoint pas
 
 
 def run(
-    spark_context: SparkContext,
+    spark: SparkStart,
     args: argparse.Namespace,
     topology: Topology,
     flow: Flow,
@@ -171,15 +171,6 @@ def run(
     # Discovery (topic sync, new partitions) and heartbeats run beside the copies, so that neither
     # adds its round trips to the replication latency.
     discoverer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kdr-discovery")
-    # The first Spark job of a run pays about 2 s of Python worker start-up: a warm-up job opens the
-    # workers' clients while the driver connects and plans.
-    warm_up = discoverer.submit(
-        _warm_up,
-        spark_context,
-        flow.name,
-        client_config(topology.cluster(flow.source)),
-        client_config(topology.cluster(flow.target)),
-    )
     context = FlowContext(topology, flow, retries=args.retries)
     heartbeats = threading.Thread(
         target=_send_heartbeats, args=(context, args.heartbeat_interval, stop), name="kdr-heartbeats", daemon=True
@@ -206,7 +197,8 @@ def run(
         fenced_retries = 0
         plan = context.plan(force=force)
         summary.add_plan(plan)
-        _report_warm_up(warm_up)
+        spark.warmed()  # the context and its workers came up while the driver planned
+        spark_context = spark.context()
         positions = {(t.topic, t.partition): t.start for t in plan.tasks}
         dest_ends = {(t.topic, t.partition): t.dest_from for t in plan.tasks}  # where each take-over reads from
         discovery: Future | None = None
@@ -288,19 +280,12 @@ def run(
         context.close()
 
 
-def _warm_up(spark_context, flow: str, source_config: dict, target_config: dict) -> None:
+def _warm_up(flow: str, source_config: dict, target_config: dict, spark_context: SparkContext) -> None:
+    """One task per core opens the workers' clients for the flow (see SparkStart)."""
     slots = spark_context.defaultParallelism
     spark_context.parallelize(range(slots), slots).foreach(
         functools.partial(open_clients, flow, source_config, target_config)
     )
-
-
-def _report_warm_up(warm_up: Future) -> None:
-    """Wait for the warm-up; its failure is only worth a warning (the copy job opens its clients itself)."""
-    try:
-        warm_up.result()
-    except Exception as exc:  # noqa: BLE001 - the copy job reports what really fails
-        log.warning("warm-up of the Spark workers failed: %s", task_error(exc, COPY_ERRORS))
 
 
 def _send_heartbeats(context: FlowContext, interval: float, stop: threading.Event) -> None:
@@ -355,7 +340,9 @@ def _start(args: argparse.Namespace, topology: Topology, flow: Flow) -> dict[str
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())  # a continuous run ends after its epoch
     try:
-        return run(start_spark(f"kafka-dr replicate {flow.name}"), args, topology, flow, stop)
+        source, target = (client_config(topology.cluster(name)) for name in (flow.source, flow.target))
+        warm_up = functools.partial(_warm_up, flow.name, source, target)
+        return run(SparkStart(f"kafka-dr replicate {flow.name}", warm_up), args, topology, flow, stop)
     finally:
         signal.signal(signal.SIGTERM, previous)
 

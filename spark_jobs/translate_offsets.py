@@ -31,7 +31,7 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from kafka_dr.clients import client_config
-from kafka_dr.jobs import BadInput, job_main, start_spark
+from kafka_dr.jobs import BadInput, SparkStart, job_main
 from kafka_dr.topology import Flow, Topology
 from kafka_dr.translation.checkpoints import checkpoint_groups, load_checkpoints
 from kafka_dr.translation.groups import apply_offsets, select_groups
@@ -87,7 +87,7 @@ def _unseen_from(text: str) -> dict[tuple[str, int], int]:
 
 
 def run(
-    spark: Callable[[], SparkContext],
+    spark: Callable[[], SparkContext] | None,
     args: argparse.Namespace,
     topology: Topology,
     flow: Flow,
@@ -95,7 +95,7 @@ def run(
     reset_ms: int | None,
 ) -> dict[str, Any]:
     """The translation summary of `flow`. `spark` gives the Spark context; it is called only when there are
-    source offsets to translate."""
+    source offsets to translate, and is None for a run from checkpoints."""
     started = time.time()
     target_config = client_config(topology.cluster(flow.target))
     target_admin = AdminClient(target_config)
@@ -106,6 +106,7 @@ def run(
         groups = {g: ts for g, ts in checkpoints.items() if g in selected}
         summary.update(origin="checkpoints", checkpoint_at_ms=at_ms)
     else:
+        assert spark is not None, "_start gives a Spark context whenever the source is read"
         groups = translate_from_source(spark, args, topology, flow, pattern)
         summary.update(origin="source", checkpoint_at_ms=int(started * 1000))
     log.info(
@@ -188,8 +189,21 @@ def _start(args: argparse.Namespace, topology: Topology, flow: Flow) -> dict[str
         reset_ms = None if args.reset_to_datetime is None else parse_reset_time(args.reset_to_datetime)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
-    # Spark starts only when there is something to translate.
-    return run(lambda: start_spark(f"kafka-dr translate {flow.name}"), args, topology, flow, pattern, reset_ms)
+    if args.from_checkpoints:  # translated already: no Spark at all (the operator runs this with plain Python)
+        return run(None, args, topology, flow, pattern, reset_ms)
+    spark = SparkStart(f"kafka-dr translate {flow.name}", _start_workers)  # beside listing the groups
+    return run(spark.context, args, topology, flow, pattern, reset_ms)
+
+
+def _start_workers(spark_context: SparkContext) -> None:
+    """One task per core: the Python workers start, with the translation code loaded, while the driver lists the
+    groups and their offsets."""
+    slots = spark_context.defaultParallelism
+    spark_context.parallelize(range(slots), slots).foreach(_load_translation)
+
+
+def _load_translation(_: int) -> None:
+    import kafka_dr.translation.offsets  # noqa: F401 - loaded once per worker, reused by the real tasks
 
 
 if __name__ == "__main__":

@@ -10,11 +10,13 @@ so that the three jobs cannot drift apart in how they end.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import re
 import sys
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +32,8 @@ from .topology import Flow, Topology, TopologyError, load_topology
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
+
+log = logging.getLogger(__name__)
 
 
 class BadInput(ValueError):
@@ -86,11 +90,10 @@ def start_spark(app_name: str) -> SparkContext:
     a new plain context that stop_spark ends. The jobs only use RDDs: a SparkSession would add its SQL start-up
     (about 4 s of a 10 s spark-submit on 2 cores) to every job. Warnings only in the log."""
     from pyspark import SparkConf, SparkContext
-    from pyspark.sql import SparkSession
 
-    active = SparkSession.getActiveSession()
+    active = _active_context()
     if active is not None:
-        return active.sparkContext
+        return active
     # No web UI unless asked for (--conf spark.ui.enabled=true): a replicator runs for days, and its UI would be
     # one more listening port per job.
     context = SparkContext(conf=SparkConf().setAppName(app_name).setIfMissing("spark.ui.enabled", "false"))
@@ -99,8 +102,58 @@ def start_spark(app_name: str) -> SparkContext:
     return context
 
 
+def _active_context() -> SparkContext | None:
+    """The context of this thread's active Spark session (a test's shared one). Asked only once pyspark.sql is
+    loaded, since no session exists before; and in the job's main thread, since a session is active per thread."""
+    if "pyspark.sql" not in sys.modules:
+        return None
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    return None if active is None else active.sparkContext
+
+
+class SparkStart:
+    """The job's Spark context, started in a thread as the job begins, then `warm_up` run on it (a first small
+    job: its tasks start the Python workers, ~2 s on 2 cores, and can open clients). Under spark-submit the JVM
+    is up before Python runs, but the context and the workers cost another 2-4 s: meanwhile the driver connects
+    and plans, so the job waits only for what planning did not hide."""
+
+    def __init__(self, app_name: str, warm_up: Callable[[SparkContext], None] | None = None) -> None:
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kdr-spark-start")
+        active = _active_context()
+        self._context: Future[SparkContext] = Future()
+        if active is None:
+            self._context = pool.submit(start_spark, app_name)
+        else:
+            self._context.set_result(active)
+        self._warm_up = pool.submit(lambda: warm_up(self._context.result())) if warm_up else None
+        pool.shutdown(wait=False)
+        _starting.append(self._context)
+
+    def context(self) -> SparkContext:
+        """The context, once it is up (its creation's error is raised here)."""
+        return self._context.result()
+
+    def warmed(self) -> None:
+        """Wait for the warm-up job; its failure only warns (the real tasks start the workers themselves)."""
+        if self._warm_up is None:
+            return
+        try:
+            self._warm_up.result()
+        except Exception as exc:  # noqa: BLE001 - a Py4J or task error: the job goes on without the warm-up
+            log.warning("warm-up of the Spark workers failed: %s", str(exc).strip().splitlines()[0])
+
+
+_starting: list[Future[SparkContext]] = []  # contexts SparkStart is creating, which stop_spark waits for
+
+
 def stop_spark() -> None:
-    """Stop the Spark context the job started, if it started one."""
+    """Stop the Spark context the job started, if it started one: once a context still starting in the
+    background is up (a job that failed while planning does not leave it running)."""
+    while _starting:
+        with contextlib.suppress(Exception):
+            _starting.pop().result()
     while _started_here:
         _started_here.pop().stop()
 

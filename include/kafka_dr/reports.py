@@ -90,7 +90,7 @@ def failover_report(
     switched = results.get("switch_consumers") or {}
     translations = results.get("translations") or []
     steps = _steps(plan, results)
-    steps.update({f"translate_offsets {t.get('flow')}": {"seconds": t.get("seconds")} for t in translations})
+    steps.update({f"translate_offsets {t.get('flow')}": _translation_step(t) for t in translations})
     return {
         "dag_id": dag_id,
         "run_id": run_id,
@@ -142,6 +142,11 @@ def _steps(plan: Mapping[str, Any], results: Mapping[str, Any]) -> dict[str, Any
         {name: value["step"] for name, value in results.items() if isinstance(value, Mapping) and "step" in value}
     )
     return steps
+
+
+def _translation_step(summary: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A translation's step: the operator's start and end when it recorded them, else the job's own seconds."""
+    return summary.get("step") or {"seconds": summary.get("seconds")}
 
 
 def _step_table(steps: Mapping[str, Mapping[str, Any]]) -> list[str]:

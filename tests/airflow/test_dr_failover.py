@@ -155,6 +155,7 @@ def test_white_paper_disaster_failover(dags, own_stack, state, tmp_path):
     states = states_of(run)
     assert run.state == DagRunState.SUCCESS, states
     assert states["switch_producers"] == TaskInstanceState.SKIPPED and states["lag_zero"] == TaskInstanceState.SKIPPED
+    assert states["disaster_path"] == TaskInstanceState.SUCCESS
     assert committed(dc2.broker_address, "billing") == {("orders", 0): 8_000}
     assert read_rest(dc2.broker_address, "billing", "orders") == list(range(8_000, 9_998))
     report_file = next((state / "reports").glob("dr_failover-*.json"))

@@ -16,66 +16,24 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import re
 import sys
 import time
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from support.fleet import commit_random_groups, fill, ground_truth
 from support.kafka import create_topic
-from support.servers import BrokerProcess, temporary_brokers
+from support.servers import temporary_brokers
 from support.spark import submit
 from support.topology import write_topology
 
 from kafka_dr.replication.copier import close_clients, copy_ranges
 from kafka_dr.replication.planner import FlowContext
-from kafka_dr.replication.provenance import hops
 from kafka_dr.topology import load_topology
 from kafka_dr.translation.checkpoints import checkpoint_groups
 from kafka_dr.translation.offsets import close_readers
 
 PARTITIONS = 6
 TOPIC = "fleet"
-
-
-def fill(broker: BrokerProcess, count: int, tag: str) -> None:
-    producer = Producer({**broker.config, "linger.ms": 20, "batch.size": 1_000_000})
-    for p in range(PARTITIONS):
-        for i in range(count):
-            while True:
-                try:
-                    producer.produce(TOPIC, f"{tag}-{i}".encode(), partition=p)
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-    assert producer.flush(120) == 0
-
-
-def ground_truth(
-    broker: BrokerProcess, source_cluster_id: str
-) -> tuple[dict[tuple[int, int], int], dict[int, int], float]:
-    """(partition, origin offset) -> destination offset, the offset after each partition's last copy, and
-    how long one plain read of every destination partition took (the baseline)."""
-    consumer = Consumer({**broker.config, "group.id": "truth", "enable.partition.eof": True, "fetch.wait.max.ms": 10})
-    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
-    truth: dict[tuple[int, int], int] = {}
-    after: dict[int, int] = {}
-    done: set[int] = set()
-    started = time.perf_counter()
-    while len(done) < PARTITIONS:
-        for m in consumer.consume(10_000, timeout=1):
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    done.add(m.partition())
-                continue
-            chain = hops(m.headers())
-            if chain and chain[-1].cluster_id == source_cluster_id:
-                truth[(m.partition(), chain[-1].offset)] = m.offset()
-                after[m.partition()] = m.offset() + 1
-    seconds = time.perf_counter() - started
-    consumer.close()
-    return truth, after, seconds
 
 
 def main() -> int:
@@ -88,8 +46,8 @@ def main() -> int:
         dc1, dc2 = brokers["dc1"], brokers["dc2"]
         for broker in (dc1, dc2):
             create_topic(broker.config, TOPIC, PARTITIONS)
-        fill(dc2, 500, "local")  # destination offsets differ from source offsets
-        fill(dc1, args.records, "origin")
+        fill(dc2.config, TOPIC, PARTITIONS, 500, "local")  # destination offsets differ from source offsets
+        fill(dc1.config, TOPIC, PARTITIONS, args.records, "origin")
         topology_file = write_topology(
             root / "topology.yaml",
             {"dc1": dc1.bootstrap, "dc2": dc2.bootstrap},
@@ -100,19 +58,10 @@ def main() -> int:
         copy_ranges(context.plan().tasks)
         context.close()
         close_clients()
-        fill(dc1, 200, "late")  # produced after replication: groups there resume after the last copy
-        rng = random.Random(42)
-        expected_commits: dict[str, dict[int, int]] = {}
-        admin = AdminClient(dc1.config)
-        futures = []
-        for g in range(args.groups):
-            group = f"fleet-{g:04d}"
-            offsets = {p: rng.randrange(args.records + 200 + 1) for p in range(PARTITIONS)}
-            expected_commits[group] = offsets
-            request = ConsumerGroupTopicPartitions(group, [TopicPartition(TOPIC, p, o) for p, o in offsets.items()])
-            futures.append(admin.alter_consumer_group_offsets([request])[group])
-        for future in futures:
-            future.result(60)
+        fill(
+            dc1.config, TOPIC, PARTITIONS, 200, "late"
+        )  # produced after replication: groups there resume after the last copy
+        commits = commit_random_groups(dc1.config, TOPIC, PARTITIONS, args.groups, args.records + 200, "fleet")
         started = time.perf_counter()
         code, summary, err = submit(
             "translate_offsets",
@@ -132,10 +81,14 @@ def main() -> int:
         in_process = checkpoint_groups(topology, topology.flow("fleet-flow"), re.compile("fleet-.*"))
         in_process_s = time.perf_counter() - started
         close_readers()
-        truth, after, baseline_s = ground_truth(dc2, dc1.cluster_id)
-        exact, partitions_ok = score(expected_commits, summary["groups"], truth, after)
-        as_dicts = {g: [t.to_dict() for t in ts] for g, ts in in_process.items()}
-        exact_in_process, _ = score(expected_commits, as_dicts, truth, after)
+        truth = ground_truth(dc2.config, TOPIC, PARTITIONS, dc1.cluster_id)
+        baseline_s = truth.read_seconds
+        exact, partitions_ok = truth.score(
+            commits, {g: {t["partition"]: t["dest_offset"] for t in ts} for g, ts in summary["groups"].items()}
+        )
+        exact_in_process, _ = truth.score(
+            commits, {g: {t.partition: t.dest_offset for t in ts} for g, ts in in_process.items()}
+        )
     result = {
         "groups": args.groups,
         "partitions_per_group": PARTITIONS,
@@ -160,22 +113,6 @@ def main() -> int:
     if args.json:
         print(json.dumps(result))
     return 0 if exact == exact_in_process == args.groups else 1
-
-
-def score(
-    commits: dict[str, dict[int, int]],
-    translated: dict[str, list[dict]],
-    truth: dict[tuple[int, int], int],
-    after: dict[int, int],
-) -> tuple[int, int]:
-    """Groups with every partition exact, and exact group-partitions, against the ground truth."""
-    exact = partitions_ok = 0
-    for group, offsets in commits.items():
-        got = {t["partition"]: t["dest_offset"] for t in translated.get(group, [])}
-        ok = sum(got.get(p) == truth.get((p, committed), after[p]) for p, committed in offsets.items())
-        partitions_ok += ok
-        exact += ok == PARTITIONS
-    return exact, partitions_ok
 
 
 if __name__ == "__main__":

@@ -7,19 +7,24 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Message, Producer
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, Message, Producer
+from confluent_kafka.admin import AdminClient
 
 from kafka_dr.clients import read_committed
 from kafka_dr.local.stack import LocalStack
 from kafka_dr.replication.copier import close_clients, copy_ranges
 from kafka_dr.replication.planner import FlowContext
 from kafka_dr.replication.provenance import hops
-from kafka_dr.topology import Topology
+from kafka_dr.topology import Topology, load_topology
+from kafka_dr.translation.checkpoints import checkpoint_groups
+from kafka_dr.translation.offsets import close_readers
 
-from .kafka import committed_offsets
+from .fleet import GroupOffsets, commit_random_groups, fill
+from .kafka import committed_offsets, create_topic
 from .kafka import high_watermarks as partition_ends
 from .spark import submit
 from .topology import restart_registry_command
@@ -163,3 +168,47 @@ def copy_flow(topology: Topology, flow: str) -> None:
     copy_ranges(context.plan().tasks)
     context.close()
     close_clients()
+
+
+FLEET_TOPIC = "fleet"
+FLEET_PARTITIONS = 6
+FLEET_FLOW = "wp-dc1-to-dc2"
+
+
+@dataclass(frozen=True)
+class Fleet:
+    commits: GroupOffsets  # what each group committed in dc1
+    source_cluster_id: str  # dc1's, which the copies' provenance names
+
+
+def checkpointed_fleet(local: LocalStack, path: Path, groups: int, records: int) -> Fleet:
+    """The white paper's topology over topic `fleet` (6 partitions) in `path`: dc2's `fleet` holds 100 records of
+    its own per partition (destination offsets differ from source offsets), dc1's `records` per partition are
+    replicated in process and 50 more per partition never are; `groups` groups (`fleet-NNNN`) commit random
+    offsets in dc1 and are checkpointed into dc2 as a replicator's checkpoint pass does."""
+    dc1, dc2 = ({"bootstrap.servers": local.config.dc(dc).broker_address} for dc in ("dc1", "dc2"))
+    write_topology(local, path, FLEET_TOPIC)
+    for config in (dc1, dc2):
+        create_topic(config, FLEET_TOPIC, FLEET_PARTITIONS)
+    fill(dc2, FLEET_TOPIC, FLEET_PARTITIONS, 100, "local")
+    fill(dc1, FLEET_TOPIC, FLEET_PARTITIONS, records, "origin")
+    topology = load_topology(path)
+    copy_flow(topology, FLEET_FLOW)
+    fill(dc1, FLEET_TOPIC, FLEET_PARTITIONS, 50, "late")
+    commits = commit_random_groups(dc1, FLEET_TOPIC, FLEET_PARTITIONS, groups, records + 50, "fleet")
+    checkpoint_groups(topology, topology.flow(FLEET_FLOW), None)
+    close_readers()
+    admin = AdminClient(dc1)  # held until its future resolves
+    return Fleet(commits, admin.describe_cluster(request_timeout=10).result().cluster_id)
+
+
+def resumed_offsets(bootstrap: str, groups: list[str], topic: str) -> dict[str, dict[int, int]]:
+    """Each group's committed offset per partition of `topic`, every request in flight at once."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = {
+        group: admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group] for group in groups
+    }
+    return {
+        group: {tp.partition: tp.offset for tp in future.result(60).topic_partitions or [] if tp.topic == topic}
+        for group, future in futures.items()
+    }

@@ -178,6 +178,13 @@ def test_report_has_the_fields_design_md_fixes() -> None:
     assert body["steps"]["translate_offsets orders-flow"] == {"seconds": 4.25}
 
 
+def test_a_translation_step_is_the_operators_start_and_end_when_it_recorded_them() -> None:
+    timed = [{**TRANSLATIONS[0], "step": {"started": at(2.0), "ended": at(7.0)}}]
+    body = report(results={**RESULTS, "translations": timed})
+    assert body["steps"]["translate_offsets orders-flow"] == {"started": at(2.0), "ended": at(7.0)}
+    assert step_seconds(body["steps"]["translate_offsets orders-flow"]) == 5.0  # not the job's own 4.25
+
+
 def test_without_a_recorded_run_start_the_run_counts_from_validation() -> None:
     body = report(run_started=None)
     assert body["run_started"] == "2026-03-01T10:00:00.500000+00:00" and body["rto_seconds"] == 10.75

@@ -108,8 +108,11 @@ def translation_kwargs(plan: dict[str, Any]) -> list[dict[str, Any]]:
 
 @task.branch
 def choose_mode(plan: dict[str, Any]) -> str:
-    """planned: producers move first and the lag drains to 0; disaster: straight to stopping replication."""
-    return "switch_producers" if plan["mode"] == "planned" else "stop_replication"
+    """planned: producers move first and the lag drains to 0; disaster: straight to stopping replication. The
+    branch names its own downstream task (disaster_path), not stop_replication further down: naming a task that is
+    not a direct downstream skips both paths, and the scheduler then needs another pass (a second, with dag.test)
+    before stop_replication may run."""
+    return "switch_producers" if plan["mode"] == "planned" else "disaster_path"
 
 
 @task
@@ -227,9 +230,14 @@ def check_groups_and_clients(
     admin = AdminClient(KafkaClusterHook(plan["target"], topology=topo).client_config())
     problems, checked = [], 0
     for summary in translations:
-        for group in summary.get("applied", []):
+        # Every group's request in flight at once: a thousand groups cost about one round trip, not a thousand.
+        reading = {
+            group: admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=30)[group]
+            for group in summary.get("applied", [])
+        }
+        for group, future in reading.items():
             expected = {(t["dest_topic"], t["partition"]): t["dest_offset"] for t in summary["groups"][group]}
-            result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(30)
+            result = future.result(30)
             actual = {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions or [] if tp.offset >= 0}
             # At or past the translated offset: an application that moved with its alias has read on since.
             if any(actual.get(key, -1) < offset for key, offset in expected.items()):

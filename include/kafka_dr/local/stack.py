@@ -520,7 +520,7 @@ class LocalStack:
                 raise StackError(
                     f"{dc} {kind} did not answer on {address} within {timeout:g} s{hint}; see {self.log_file(dc, kind)}"
                 )
-            time.sleep(0.2)
+            time.sleep(0.1)  # a restarted registry is waited for by the schema redirect
 
     def _check_running(self, dc: str, kind: str) -> None:
         """A server that ended during startup is one line: its exit code (known to the Popen of the process

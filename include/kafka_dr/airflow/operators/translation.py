@@ -11,6 +11,7 @@ from airflow.sdk import Context
 from ...paths import SPARK_JOBS
 from ...topology import load_topology
 from .. import topology_path
+from ..common import timed
 from .spark_job import SparkJobOperator
 
 TRANSLATE_JOB = SPARK_JOBS / "translate_offsets.py"
@@ -55,6 +56,7 @@ class TranslateOffsetsOperator(SparkJobOperator):
         self.unseen_from = unseen_from
         self.topology = topology
 
+    @timed  # the step's start and end for the failover and failback reports, subprocess start included
     def execute(self, context: Context) -> dict[str, Any]:
         path = topology_path(self.topology)
         topology = load_topology(path)

@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         args.authentication_method,
     )
     try:
-        server.serve_forever()
+        server.serve_forever(poll_interval=0.1)  # a stop is seen within 0.1 s (the schema redirect waits)
     finally:
         server.server_close()
         elector.stop()

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from .store import client_config, ensure_topic
+from .store import POLL_S, client_config, ensure_topic
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +36,7 @@ HEARTBEAT_TOPIC = "_schemas_leader"
 HEARTBEAT_TOPIC_CONFIG = {"cleanup.policy": "delete", "retention.ms": "3600000"}
 HEARTBEAT_INTERVAL_S = 1.0
 HEARTBEAT_TTL_S = 5.0
+RESIGN_CHECK_S = 0.2  # a store that acknowledges no beat within this is not waited for at the stop
 _REPLAY_RECORDS = 500  # recent heartbeats to read at startup: > TTL worth for up to 100 instances
 
 
@@ -121,13 +122,17 @@ class LeaderElector:
                 self._announce()
                 deadline = time.monotonic() + HEARTBEAT_INTERVAL_S
                 while (remaining := deadline - time.monotonic()) > 0 and not self._stop.is_set():
-                    message = consumer.poll(remaining)
+                    message = consumer.poll(min(remaining, POLL_S))
                     if message is not None and message.error() is None:
                         self._record(message.value())
         finally:
             consumer.close()
-            self._beat(producer, ts=0.0)  # resign: the others elect a successor without waiting the TTL
-            producer.flush(1)
+            # Resign, so that the others elect a successor without waiting the TTL; but only wait for it while
+            # the store answers (its last beat acknowledged within RESIGN_CHECK_S): on a lost store the wait
+            # would only delay the stop, e.g. the schema redirect's restart in a disaster.
+            answering = producer.flush(RESIGN_CHECK_S) == 0
+            self._beat(producer, ts=0.0)
+            producer.flush(1 if answering else 0)
 
     def _assign_recent(self, consumer: Consumer) -> None:
         """Start reading near the end: only heartbeats younger than the TTL matter."""

@@ -31,6 +31,7 @@ DEFAULT_TOPIC = "_schemas"
 WRITE_TIMEOUT_S = 10.0
 LOAD_WAIT_S = 10.0
 _RETRY_S = 2.0
+POLL_S = 0.1  # longest the reader waits before it sees a stop: a schema redirect restarts the registry
 _LOG_EVERY_S = 30.0
 _ERROR_TTL_S = 15.0
 
@@ -187,7 +188,7 @@ class KafkaStore:
         self.reading.set()
         try:
             while not self._stop.is_set():
-                message = consumer.poll(0.5)
+                message = consumer.poll(POLL_S)
                 if message is None:
                     continue
                 error = message.error()

@@ -1,0 +1,73 @@
+"""kafka_dr.jobs.SparkStart with a fake context factory: the context comes up in a thread while the caller goes on,
+the warm-up runs on it, a failed warm-up only warns, and stop_spark waits for a start still under way."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import pytest
+
+from kafka_dr import jobs
+
+
+class FakeContext:
+    def __init__(self) -> None:
+        self.stopped = False
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+@pytest.fixture
+def slow_start(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, list[FakeContext]]:
+    """start_spark replaced by one that waits for the returned event, then records its context as started here."""
+    release, made = threading.Event(), []
+
+    def start(app_name: str) -> FakeContext:
+        release.wait(5)
+        context = FakeContext()
+        made.append(context)
+        jobs._started_here.append(context)
+        return context
+
+    monkeypatch.setattr(jobs, "start_spark", start)
+    return release, made
+
+
+def test_the_caller_goes_on_while_the_context_starts_then_gets_it_warmed(slow_start) -> None:
+    release, made = slow_start
+    warmed_on: list[FakeContext] = []
+    started = time.monotonic()
+    spark = jobs.SparkStart("job", warmed_on.append)
+    assert time.monotonic() - started < 0.5 and made == []  # the driver plans meanwhile
+    release.set()
+    spark.warmed()
+    assert spark.context() is made[0] and warmed_on == made
+    jobs.stop_spark()
+    assert made[0].stopped
+
+
+def test_a_failed_warm_up_only_warns(slow_start, caplog: pytest.LogCaptureFixture) -> None:
+    release, made = slow_start
+    release.set()
+
+    def fail(_context: FakeContext) -> None:
+        raise RuntimeError("worker start failed\nJava stack trace ...")
+
+    spark = jobs.SparkStart("job", fail)
+    with caplog.at_level(logging.WARNING, logger="kafka_dr.jobs"):
+        spark.warmed()
+    assert "warm-up of the Spark workers failed: worker start failed" in caplog.text
+    assert spark.context() is made[0]
+    jobs.stop_spark()
+
+
+def test_stop_spark_waits_for_a_context_still_starting(slow_start) -> None:
+    """A job that fails while planning must not leave the context it was starting running."""
+    release, made = slow_start
+    jobs.SparkStart("job")
+    threading.Timer(0.2, release.set).start()
+    jobs.stop_spark()
+    assert len(made) == 1 and made[0].stopped
