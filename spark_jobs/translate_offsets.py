@@ -23,7 +23,7 @@ import logging
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -87,15 +87,15 @@ def _unseen_from(text: str) -> dict[tuple[str, int], int]:
 
 
 def run(
-    spark: Callable[[], SparkContext] | None,
+    spark: SparkStart | None,
     args: argparse.Namespace,
     topology: Topology,
     flow: Flow,
     pattern: re.Pattern[str] | None,
     reset_ms: int | None,
 ) -> dict[str, Any]:
-    """The translation summary of `flow`. `spark` gives the Spark context; it is called only when there are
-    source offsets to translate, and is None for a run from checkpoints."""
+    """The translation summary of `flow`. `spark` is the Spark context on its way up (None for a run from
+    checkpoints, which needs none)."""
     started = time.time()
     target_config = client_config(topology.cluster(flow.target))
     target_admin = AdminClient(target_config)
@@ -107,8 +107,9 @@ def run(
         summary.update(origin="checkpoints", checkpoint_at_ms=at_ms)
     else:
         assert spark is not None, "_start gives a Spark context whenever the source is read"
-        groups = translate_from_source(spark, args, topology, flow, pattern)
-        summary.update(origin="source", checkpoint_at_ms=int(started * 1000))
+        translated_by = {"driver": 0, "spark_tasks": 0}
+        groups = translate_from_source(spark, args, topology, flow, pattern, translated_by)
+        summary.update(origin="source", checkpoint_at_ms=int(started * 1000), partitions_translated_by=translated_by)
     log.info(
         "flow %s: %d groups, %d group-partitions translated (%s)",
         flow.name,
@@ -137,20 +138,37 @@ def run(
 
 
 def translate_from_source(
-    spark: Callable[[], SparkContext],
+    spark: SparkStart,
     args: argparse.Namespace,
     topology: Topology,
     flow: Flow,
     pattern: re.Pattern[str] | None,
+    translated_by: dict[str, int],
 ) -> dict[str, list[Translated]]:
-    def in_spark_tasks(requests: list[PartitionRequest]) -> list[Translated]:
-        spark_context = spark()
-        slices = min(len(requests), spark_context.defaultParallelism * 4)  # small tasks even out uneven partitions
-        return spark_context.parallelize(requests, slices).flatMap(translate_partition).collect()
+    def beside_spark(requests: list[PartitionRequest]) -> list[Translated]:
+        return translate_beside_spark(spark, requests, translated_by)
 
-    return checkpoint_groups(
-        topology, flow, pattern, in_spark_tasks, retries=args.retries, unseen_from=args.unseen_from
-    )
+    return checkpoint_groups(topology, flow, pattern, beside_spark, retries=args.retries, unseen_from=args.unseen_from)
+
+
+def translate_beside_spark(
+    spark: SparkStart, requests: list[PartitionRequest], translated_by: dict[str, int]
+) -> list[Translated]:
+    """The driver translates partition after partition while Spark's context and workers start (2-4 s); what is
+    left once they are up goes to Spark tasks. A few partitions are done before Spark could run a task, so Spark's
+    start-up costs them nothing; many partitions mostly run in Spark. `translated_by` counts the partitions each
+    side translated (the job's summary shows them). Both sides run the same read-only translate_partition."""
+    pending = deque(requests)
+    translated: list[Translated] = []
+    while pending and not spark.ready():
+        translated += translate_partition(pending.popleft())
+        translated_by["driver"] += 1
+    if pending:
+        spark_context = spark.context()
+        slices = min(len(pending), spark_context.defaultParallelism * 4)  # small tasks even out uneven partitions
+        translated += spark_context.parallelize(list(pending), slices).flatMap(translate_partition).collect()
+        translated_by["spark_tasks"] += len(pending)
+    return translated
 
 
 def reset_to_datetime(
@@ -192,7 +210,7 @@ def _start(args: argparse.Namespace, topology: Topology, flow: Flow) -> dict[str
     if args.from_checkpoints:  # translated already: no Spark at all (the operator runs this with plain Python)
         return run(None, args, topology, flow, pattern, reset_ms)
     spark = SparkStart(f"kafka-dr translate {flow.name}", _start_workers)  # beside listing the groups
-    return run(spark.context, args, topology, flow, pattern, reset_ms)
+    return run(spark, args, topology, flow, pattern, reset_ms)
 
 
 def _start_workers(spark_context: SparkContext) -> None:

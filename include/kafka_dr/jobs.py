@@ -135,6 +135,10 @@ class SparkStart:
         """The context, once it is up (its creation's error is raised here)."""
         return self._context.result()
 
+    def ready(self) -> bool:
+        """Whether the context is up and the warm-up ended (without waiting)."""
+        return self._context.done() and (self._warm_up is None or self._warm_up.done())
+
     def warmed(self) -> None:
         """Wait for the warm-up job; its failure only warns (the real tasks start the workers themselves)."""
         if self._warm_up is None:

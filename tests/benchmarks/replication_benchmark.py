@@ -4,8 +4,9 @@ throughput: bounded copy of --records records (--size bytes, 4 partitions) by sp
   divided by a plain confluent-kafka consume-then-produce loop copying the same data between the same
   brokers. Three ratios: the copy phase (the Spark tasks), the job (plus driver planning and topic
   sync), and the whole spark-submit wall time (JVM start included).
-latency: continuous mode while a producer writes --rate records/s for --seconds; latency per record =
-  arrival in the destination minus its CreateTime (which replication preserves); p50/p99 printed.
+latency: continuous mode while a producer (linger.ms 5, Kafka 4.0's default) writes --rate records/s for --seconds;
+  latency per record = arrival in the destination minus its CreateTime (which replication preserves); p50/p99
+  printed, and beside them the same read from the source topic (the baseline: producer and source broker alone).
 standalone: the same bounded copy twice, on a Spark standalone cluster (master and worker from pyspark's
   spark-class, 2 cores for the application, the package shipped as --py-files) and in local[2], in the same run;
   ratios cluster / local for the copy phase, the job and the whole spark-submit.
@@ -219,10 +220,15 @@ def latency(dc1: BrokerProcess, dc2: BrokerProcess, root: Path, rate: int, secon
                 raise RuntimeError("warm-up record never arrived")
         probe.close()
         latencies: list[float] = []
+        at_source: list[float] = []  # the baseline: what the producer and the source broker alone take
         total = rate * seconds
-        reader = threading.Thread(target=_measure, args=(dc2, "live.copy", total, latencies))
-        reader.start()
-        producer = Producer({**dc1.config, "linger.ms": 0})
+        readers = [
+            threading.Thread(target=_measure, args=(dc2, "live.copy", total, latencies)),
+            threading.Thread(target=_measure, args=(dc1, "live", total, at_source)),
+        ]
+        for reader in readers:
+            reader.start()
+        producer = Producer({**dc1.config, "linger.ms": 5})  # Kafka 4.0's default (KIP-1030)
         start = time.perf_counter()
         for i in range(total):
             target = start + i / rate
@@ -232,11 +238,13 @@ def latency(dc1: BrokerProcess, dc2: BrokerProcess, root: Path, rate: int, secon
             producer.produce("live", b"x" * 200, partition=i % PARTITIONS, timestamp=int(time.time() * 1000))
             producer.poll(0)
         producer.flush(30)
-        reader.join(120)
+        for reader in readers:
+            reader.join(120)
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(60)
     latencies.sort()
+    at_source.sort()
     # Each epoch's Spark job minus its tasks' copying time: the hand-over between epochs, when nothing copies.
     epochs = [
         float(job) - float(tasks)
@@ -252,6 +260,8 @@ def latency(dc1: BrokerProcess, dc2: BrokerProcess, root: Path, rate: int, secon
         "p50_ms": round(statistics.median(latencies)),
         "p99_ms": round(latencies[int(len(latencies) * 0.99)]),
         "max_ms": round(latencies[-1]),
+        "source_p50_ms": round(statistics.median(at_source)),
+        "source_p99_ms": round(at_source[int(len(at_source) * 0.99)]),
         "epochs": len(epochs),
         "handover_ms_median": round(1000 * statistics.median(epochs)) if epochs else None,
         "handover_ms_max": round(1000 * max(epochs)) if epochs else None,
@@ -291,7 +301,8 @@ def describe_standalone(t: dict) -> str:
 def describe_latency(lat: dict) -> str:
     return (
         f"latency at {lat['rate']} records/s: p50 {lat['p50_ms']} ms, p99 {lat['p99_ms']} ms, "
-        f"max {lat['max_ms']} ms ({lat['received']}/{lat['sent']} records); {lat['epochs']} epochs, "
+        f"max {lat['max_ms']} ms ({lat['received']}/{lat['sent']} records; read from the source topic itself: p50 "
+        f"{lat['source_p50_ms']} ms, p99 {lat['source_p99_ms']} ms); {lat['epochs']} epochs, "
         f"hand-over median {lat['handover_ms_median']} ms, max {lat['handover_ms_max']} ms"
     )
 

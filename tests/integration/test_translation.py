@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from support.kafka import commit_offsets, committed_offsets, create_topic
 from support.servers import FAST_GROUPS, BrokerProcess, start_brokers, stop_all
-from support.spark import close_cached_clients, run_in_process
+from support.spark import close_cached_clients, job_module, run_in_process
 from support.topology import write_topology as write_clusters_topology
 
 from kafka_dr.replication.copier import copy_ranges
@@ -183,23 +183,49 @@ def test_every_group_offset_is_exact_with_interleaved_local_records(pair, tmp_pa
         reader.close()
     context = FlowContext(load_topology(topology), load_topology(topology).flow("mix"))
     rng = random.Random(7)
+    requests = []
     for partition in (0, 1):
         wanted = sorted({0, 1, 299, 300, 600, 1_199, 1_200, 1_249} | {rng.randrange(1_250) for _ in range(200)})
         wanted = [o for o in wanted if partition == 0 or o < 1_200]
-        request = PartitionRequest(
-            context.source_config,
-            context.target_config,
-            dc1.cluster_id,
-            "mixed",
-            partition,
-            "mixed",
-            tuple(wanted),
-            1_250 if partition == 0 else 1_200,
+        requests.append(
+            PartitionRequest(
+                context.source_config,
+                context.target_config,
+                dc1.cluster_id,
+                "mixed",
+                partition,
+                "mixed",
+                tuple(wanted),
+                1_250 if partition == 0 else 1_200,
+            )
         )
+    for request in requests:
         for t in translate_partition(request):
-            expected = truth.get((partition, t.source_offset), after_last[partition])
-            assert t.dest_offset == expected, (partition, t.source_offset)
+            expected = truth.get((request.partition, t.source_offset), after_last[request.partition])
+            assert t.dest_offset == expected, (request.partition, t.source_offset)
+    # The job translates in its driver until Spark is up, then in Spark tasks: the same answers either way.
+    by: dict[str, int] = {"driver": 0, "spark_tasks": 0}
+    beside = job_module("translate_offsets").translate_beside_spark(SparkUpAfter(1), requests, by)
+    alone = [t for r in requests for t in translate_partition(r)]
+    assert len(beside) == len(alone) and set(beside) == set(alone)
+    assert by == {"driver": 1, "spark_tasks": 1}
     context.close()
+
+
+class SparkUpAfter:
+    """A SparkStart stand-in on the tests' shared session that says it is ready after `checks` checks."""
+
+    def __init__(self, checks: int) -> None:
+        self.checks = checks
+
+    def ready(self) -> bool:
+        self.checks -= 1
+        return self.checks < 0
+
+    def context(self):
+        from pyspark.sql import SparkSession
+
+        return SparkSession.getActiveSession().sparkContext
 
 
 def test_groups_with_active_members_are_left_alone_and_reported(pair, tmp_path):
