@@ -87,6 +87,7 @@ class Summary:
         self.batches = 0
         self.copy_seconds = 0.0  # inside Spark jobs (tasks copying), planning excluded
         self.created_topics: list[str] = []
+        self.spark_startup: dict[str, float] = {}  # SparkStart.startup_seconds
 
     def add(self, results: list[CopyResult]) -> None:
         """One Spark job's copy results (the bounded batch, or one continuous epoch)."""
@@ -146,6 +147,7 @@ class Summary:
             "created_topics": self.created_topics,
             "seconds": round(time.time() - self.started, 3),
             "copy_seconds": round(self.copy_seconds, 3),
+            "spark_startup_seconds": self.spark_startup,
             "partitions": parts,
         }
 
@@ -199,6 +201,7 @@ def run(
         summary.add_plan(plan)
         spark.warmed()  # the context and its workers came up while the driver planned
         spark_context = spark.context()
+        summary.spark_startup = spark.startup_seconds()
         positions = {(t.topic, t.partition): t.start for t in plan.tasks}
         dest_ends = {(t.topic, t.partition): t.dest_from for t in plan.tasks}  # where each take-over reads from
         discovery: Future | None = None

@@ -15,6 +15,7 @@ import json
 import logging
 import re
 import sys
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -121,13 +122,18 @@ class SparkStart:
 
     def __init__(self, app_name: str, warm_up: Callable[[SparkContext], None] | None = None) -> None:
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kdr-spark-start")
+        self.requested_at = time.time()
+        self.up_at: dict[str, float] = {}  # "context", "workers": when each was up (epoch seconds)
         active = _active_context()
         self._context: Future[SparkContext] = Future()
         if active is None:
             self._context = pool.submit(start_spark, app_name)
         else:
             self._context.set_result(active)
+        self._context.add_done_callback(lambda _: self.up_at.setdefault("context", time.time()))
         self._warm_up = pool.submit(lambda: warm_up(self._context.result())) if warm_up else None
+        if self._warm_up is not None:
+            self._warm_up.add_done_callback(lambda _: self.up_at.setdefault("workers", time.time()))
         pool.shutdown(wait=False)
         _starting.append(self._context)
 
@@ -138,6 +144,11 @@ class SparkStart:
     def ready(self) -> bool:
         """Whether the context is up and the warm-up ended (without waiting)."""
         return self._context.done() and (self._warm_up is None or self._warm_up.done())
+
+    def startup_seconds(self) -> dict[str, float]:
+        """Seconds from the request to the context being up and to the warm-up's end, for the job's summary: the
+        part of Spark's start-up the driver's own work did not hide shows against the job's time."""
+        return {what: round(at - self.requested_at, 3) for what, at in self.up_at.items()}
 
     def warmed(self) -> None:
         """Wait for the warm-up job; its failure only warns (the real tasks start the workers themselves)."""
