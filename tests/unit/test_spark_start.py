@@ -33,6 +33,7 @@ def slow_start(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, list[F
         return context
 
     monkeypatch.setattr(jobs, "start_spark", start)
+    monkeypatch.setattr(jobs, "_active_context", lambda: None)  # not the shared session of an earlier test
     return release, made
 
 
@@ -45,6 +46,8 @@ def test_the_caller_goes_on_while_the_context_starts_then_gets_it_warmed(slow_st
     release.set()
     spark.warmed()
     assert spark.context() is made[0] and warmed_on == made
+    startup = spark.startup_seconds()
+    assert set(startup) == {"context", "workers"} and 0 < startup["context"] <= startup["workers"]
     jobs.stop_spark()
     assert made[0].stopped
 
