@@ -124,16 +124,25 @@ class SparkStart:
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kdr-spark-start")
         self.requested_at = time.time()
         self.up_at: dict[str, float] = {}  # "context", "workers": when each was up (epoch seconds)
+
+        def start() -> SparkContext:
+            context = start_spark(app_name)
+            self.up_at["context"] = time.time()  # before the future resolves: whoever waits on it sees this
+            return context
+
+        def warm() -> None:
+            assert warm_up is not None
+            warm_up(self._context.result())
+            self.up_at["workers"] = time.time()
+
         active = _active_context()
         self._context: Future[SparkContext] = Future()
         if active is None:
-            self._context = pool.submit(start_spark, app_name)
+            self._context = pool.submit(start)
         else:
+            self.up_at["context"] = self.requested_at
             self._context.set_result(active)
-        self._context.add_done_callback(lambda _: self.up_at.setdefault("context", time.time()))
-        self._warm_up = pool.submit(lambda: warm_up(self._context.result())) if warm_up else None
-        if self._warm_up is not None:
-            self._warm_up.add_done_callback(lambda _: self.up_at.setdefault("workers", time.time()))
+        self._warm_up = pool.submit(warm) if warm_up else None
         pool.shutdown(wait=False)
         _starting.append(self._context)
 
