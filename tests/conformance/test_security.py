@@ -67,6 +67,7 @@ CLIENTS = ("confluent", "kafka-python")
 PLAIN_FAILED = "Authentication failed: Invalid username or password"
 SCRAM_FAILED = "Authentication failed during authentication due to invalid credentials with SASL mechanism {}"
 AUTH_WAIT_S = 1.5  # kafka-python's bootstrap_timeout_ms in the failure checks
+CLIENT_TIMEOUTS = (KafkaErrors.KafkaTimeoutError, KafkaErrors.RequestTimedOutError)  # kafka-python's own deadlines
 
 
 def kafka_message(mechanism: str) -> str:
@@ -196,8 +197,9 @@ def kafka_python_auth_failures(settings: dict, caplog: pytest.LogCaptureFixture)
     """kafka-python 3.0.12 retries the bootstrap connection until bootstrap_timeout_ms, then raises
     KafkaTimeoutError('Unable to bootstrap ...'); each refused attempt is logged with the broker's error as a
     SaslAuthenticationFailedError (what a user sees). Returns those errors. The deadline can cut the last
-    attempt mid-exchange ('SASL Authentication timed out'): that one is the client's own timeout, not an
-    answer of the broker, so it is left out; a timeout before the last attempt is kept (a broker that hung)."""
+    attempts short, mid-exchange ('SASL Authentication timed out') or before a request is even sent ('Request timed
+    out after 0 ms'): those are the client's own timeouts, not answers of the broker, so trailing timeouts are left
+    out; a timeout followed by a broker's answer is kept (a broker that hung)."""
     caplog.clear()
     with (
         caplog.at_level(logging.WARNING, logger="kafka.net.manager"),
@@ -211,7 +213,7 @@ def kafka_python_auth_failures(settings: dict, caplog: pytest.LogCaptureFixture)
         for arg in record.args or ()
         if isinstance(arg, Exception)
     ]
-    if failures and isinstance(failures[-1], KafkaErrors.KafkaTimeoutError):
+    while failures and isinstance(failures[-1], CLIENT_TIMEOUTS):
         failures.pop()
     return failures
 
