@@ -29,7 +29,7 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kafka_dr.clients import client_config
 from kafka_dr.jobs import SparkStart, add_force_args, force_copy, job_main
@@ -39,9 +39,6 @@ from kafka_dr.replication.heartbeat import HeartbeatSender
 from kafka_dr.replication.planner import FlowContext, Plan
 from kafka_dr.topology import Flow, Topology
 from kafka_dr.translation.checkpoints import checkpoint_groups
-
-if TYPE_CHECKING:
-    from pyspark import SparkContext
 
 log = logging.getLogger("kafka_dr.replicate")
 COPY_ERRORS = ("FencedError", "CopyError", "ProvenanceError", "KafkaException")  # what copy tasks raise
@@ -283,14 +280,6 @@ def run(
         context.close()
 
 
-def _warm_up(flow: str, source_config: dict, target_config: dict, spark_context: SparkContext) -> None:
-    """One task per core opens the workers' clients for the flow (see SparkStart)."""
-    slots = spark_context.defaultParallelism
-    spark_context.parallelize(range(slots), slots).foreach(
-        functools.partial(open_clients, flow, source_config, target_config)
-    )
-
-
 def _send_heartbeats(context: FlowContext, interval: float, stop: threading.Event) -> None:
     sender: HeartbeatSender | None = None
     while True:
@@ -344,8 +333,9 @@ def _start(args: argparse.Namespace, topology: Topology, flow: Flow) -> dict[str
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())  # a continuous run ends after its epoch
     try:
         source, target = (client_config(topology.cluster(name)) for name in (flow.source, flow.target))
-        warm_up = functools.partial(_warm_up, flow.name, source, target)
-        return run(SparkStart(f"kafka-dr replicate {flow.name}", warm_up), args, topology, flow, stop)
+        warm_up = functools.partial(open_clients, flow.name, source, target)  # each worker's clients, connected
+        spark = SparkStart(f"kafka-dr replicate {flow.name}", warm_up, COPY_ERRORS)
+        return run(spark, args, topology, flow, stop)
     finally:
         signal.signal(signal.SIGTERM, previous)
 

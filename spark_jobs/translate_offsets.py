@@ -25,7 +25,7 @@ import sys
 import time
 from collections import deque
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -42,9 +42,6 @@ from kafka_dr.translation.offsets import (
     parse_reset_time,
     translate_partition,
 )
-
-if TYPE_CHECKING:
-    from pyspark import SparkContext
 
 log = logging.getLogger("kafka_dr.translate_offsets")
 TIMEOUT_S = 30.0
@@ -209,18 +206,12 @@ def _start(args: argparse.Namespace, topology: Topology, flow: Flow) -> dict[str
         raise BadInput(str(exc)) from None
     if args.from_checkpoints:  # translated already: no Spark at all (the operator runs this with plain Python)
         return run(None, args, topology, flow, pattern, reset_ms)
-    spark = SparkStart(f"kafka-dr translate {flow.name}", _start_workers)  # beside listing the groups
+    # The workers start, with the translation code loaded, while the driver lists the groups and their offsets.
+    spark = SparkStart(f"kafka-dr translate {flow.name}", _load_translation, TASK_ERRORS)
     return run(spark, args, topology, flow, pattern, reset_ms)
 
 
-def _start_workers(spark_context: SparkContext) -> None:
-    """One task per core: the Python workers start, with the translation code loaded, while the driver lists the
-    groups and their offsets."""
-    slots = spark_context.defaultParallelism
-    spark_context.parallelize(range(slots), slots).foreach(_load_translation)
-
-
-def _load_translation(_: int) -> None:
+def _load_translation(_task: int) -> None:
     import kafka_dr.translation.offsets  # noqa: F401 - loaded once per worker, reused by the real tasks
 
 

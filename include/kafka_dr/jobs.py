@@ -115,15 +115,22 @@ def _active_context() -> SparkContext | None:
 
 
 class SparkStart:
-    """The job's Spark context, started in a thread as the job begins, then `warm_up` run on it (a first small
-    job: its tasks start the Python workers, ~2 s on 2 cores, and can open clients). Under spark-submit the JVM
-    is up before Python runs, but the context and the workers cost another 2-4 s: meanwhile the driver connects
-    and plans, so the job waits only for what planning did not hide."""
+    """The job's Spark context, started in a thread as the job begins, then a warm-up job on it: `warm_up` as one
+    task per core, which starts the Python workers (~2 s on 2 cores) and can load code or open clients there.
+    Under spark-submit the JVM is up before Python runs, but the context and the workers cost another 2-4 s:
+    meanwhile the driver connects and plans, so the job waits only for what planning did not hide. A failed
+    warm-up is reported with the message of the first of `raised_in_tasks` (see task_error)."""
 
-    def __init__(self, app_name: str, warm_up: Callable[[SparkContext], None] | None = None) -> None:
+    def __init__(
+        self,
+        app_name: str,
+        warm_up: Callable[[int], None] | None = None,
+        raised_in_tasks: tuple[str, ...] = (),
+    ) -> None:
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kdr-spark-start")
         self.requested_at = time.time()
         self.up_at: dict[str, float] = {}  # "context", "workers": when each was up (epoch seconds)
+        self._raised_in_tasks = raised_in_tasks
 
         def start() -> SparkContext:
             context = start_spark(app_name)
@@ -131,8 +138,9 @@ class SparkStart:
             return context
 
         def warm() -> None:
-            assert warm_up is not None
-            warm_up(self._context.result())
+            context = self._context.result()
+            slots = context.defaultParallelism
+            context.parallelize(range(slots), slots).foreach(warm_up)
             self.up_at["workers"] = time.time()
 
         active = _active_context()
@@ -166,7 +174,7 @@ class SparkStart:
         try:
             self._warm_up.result()
         except Exception as exc:  # noqa: BLE001 - a Py4J or task error: the job goes on without the warm-up
-            log.warning("warm-up of the Spark workers failed: %s", str(exc).strip().splitlines()[0])
+            log.warning("warm-up of the Spark workers failed: %s", task_error(exc, self._raised_in_tasks))
 
 
 _starting: list[Future[SparkContext]] = []  # contexts SparkStart is creating, which stop_spark waits for

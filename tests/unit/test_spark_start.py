@@ -13,11 +13,26 @@ from kafka_dr import jobs
 
 
 class FakeContext:
+    """Two cores; a job runs its tasks in this process, one after the other."""
+
+    defaultParallelism = 2
+
     def __init__(self) -> None:
         self.stopped = False
 
+    def parallelize(self, items: range, _slices: int) -> FakeContext.Job:
+        return FakeContext.Job(list(items))
+
     def stop(self) -> None:
         self.stopped = True
+
+    class Job:
+        def __init__(self, items: list[int]) -> None:
+            self.items = items
+
+        def foreach(self, task) -> None:
+            for item in self.items:
+                task(item)
 
 
 @pytest.fixture
@@ -39,13 +54,13 @@ def slow_start(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, list[F
 
 def test_the_caller_goes_on_while_the_context_starts_then_gets_it_warmed(slow_start) -> None:
     release, made = slow_start
-    warmed_on: list[FakeContext] = []
+    warmed_on: list[int] = []
     started = time.monotonic()
     spark = jobs.SparkStart("job", warmed_on.append)
     assert time.monotonic() - started < 0.5 and made == []  # the driver plans meanwhile
     release.set()
     spark.warmed()
-    assert spark.context() is made[0] and warmed_on == made
+    assert spark.context() is made[0] and warmed_on == [0, 1]  # one warm-up task per core
     startup = spark.startup_seconds()
     assert set(startup) == {"context", "workers"} and 0 <= startup["context"] <= startup["workers"]
     jobs.stop_spark()
@@ -56,13 +71,13 @@ def test_a_failed_warm_up_only_warns(slow_start, caplog: pytest.LogCaptureFixtur
     release, made = slow_start
     release.set()
 
-    def fail(_context: FakeContext) -> None:
-        raise RuntimeError("worker start failed\nJava stack trace ...")
+    def fail(_task: int) -> None:
+        raise RuntimeError("An error occurred while calling o42.collect.\nCopyError: worker start failed\nat ...")
 
-    spark = jobs.SparkStart("job", fail)
+    spark = jobs.SparkStart("job", fail, raised_in_tasks=("CopyError",))
     with caplog.at_level(logging.WARNING, logger="kafka_dr.jobs"):
         spark.warmed()
-    assert "warm-up of the Spark workers failed: worker start failed" in caplog.text
+    assert "warm-up of the Spark workers failed: worker start failed\n" in caplog.text  # the task's own message
     assert spark.context() is made[0]
     jobs.stop_spark()
 
