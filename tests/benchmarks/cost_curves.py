@@ -37,10 +37,8 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
-from support.drills import copy_flow
+from support.drills import FLEET_PARTITIONS, FLEET_TOPIC, copy_flow, replicate_fleet
 from support.fleet import commit_random_groups, ground_truth
-from support.fleet import fill as fill_tagged
-from support.kafka import create_topic
 from support.servers import BrokerProcess, temporary_brokers
 from support.topology import write_topology
 
@@ -57,7 +55,6 @@ CURVES = ("replication", "translation", "health", "latency")
 SIZES = {"replication": [10, 100, 1000], "translation": [100, 1000, 10_000], "health": [10, 100, 1000]}
 QUICK_SIZES = {"replication": [10, 20], "translation": [10, 20], "health": [10, 20]}
 RATES, QUICK_RATES, QUICK_SECONDS = [2000, 10_000, 20_000], [500], 3
-TRANSLATION_PARTITIONS = 6
 GROWTH = "growth (1.0 = linear, < 1 sublinear)"
 LATENCY_TARGET_MS = 1000
 
@@ -150,22 +147,17 @@ def translation_curve(sizes: list[int], records: int) -> tuple[Curve, bool]:
     own prefix) and translates only those. Also says whether every group was translated exactly."""
     curve = Curve("Offset translation (6 partitions per group)", "group")
     exact_everywhere = True
-    topic = flow = "fleet"
+    topic = flow = FLEET_TOPIC
     with temporary_brokers("dc1", "dc2") as (root, brokers):
         dc1, dc2 = brokers["dc1"], brokers["dc2"]
-        print(f"translation: replicating {TRANSLATION_PARTITIONS} partitions x {records} records...", flush=True)
-        for broker in (dc1, dc2):
-            create_topic(broker.config, topic, TRANSLATION_PARTITIONS)
-        fill_tagged(dc2.config, topic, TRANSLATION_PARTITIONS, 500, "local")  # destination offsets differ
-        fill_tagged(dc1.config, topic, TRANSLATION_PARTITIONS, records, "origin")
+        print(f"translation: replicating {FLEET_PARTITIONS} partitions x {records} records...", flush=True)
         topology = flow_topology(root, dc1, dc2, flow, topic)
-        copy_flow(topology, flow)
-        fill_tagged(dc1.config, topic, TRANSLATION_PARTITIONS, 200, "late")  # groups there resume after the last copy
-        truth = ground_truth(dc2.config, topic, TRANSLATION_PARTITIONS, dc1.cluster_id)
+        replicate_fleet(dc1.config, dc2.config, topology, flow, records, local=500, late=200)
+        truth = ground_truth(dc2.config, topic, FLEET_PARTITIONS, dc1.cluster_id)
         for groups in sizes:
             print(f"translation: {groups} groups...", flush=True)
             prefix = f"curve{groups}"
-            commits = commit_random_groups(dc1.config, topic, TRANSLATION_PARTITIONS, groups, records + 200, prefix)
+            commits = commit_random_groups(dc1.config, topic, FLEET_PARTITIONS, groups, records + 200, prefix)
             started = time.perf_counter()
             translated = checkpoint_groups(topology, topology.flow(flow), re.compile(prefix + "-.*"))
             seconds = time.perf_counter() - started
@@ -355,7 +347,7 @@ def main() -> int:
         }
     if "translation" in curves:
         result["translation"] = {
-            "partitions_per_group": TRANSLATION_PARTITIONS,
+            "partitions_per_group": FLEET_PARTITIONS,
             "records_per_partition": args.translation_records,
             "rows": curves["translation"][0].rows(),
         }

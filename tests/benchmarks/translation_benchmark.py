@@ -21,20 +21,15 @@ import re
 import sys
 import time
 
-from support.fleet import commit_random_groups, fill, ground_truth
-from support.kafka import create_topic
+from support.drills import FLEET_PARTITIONS, FLEET_TOPIC, replicate_fleet
+from support.fleet import commit_random_groups, ground_truth
 from support.servers import temporary_brokers
 from support.spark import submit
 from support.topology import write_topology
 
-from kafka_dr.replication.copier import close_clients, copy_ranges
-from kafka_dr.replication.planner import FlowContext
 from kafka_dr.topology import load_topology
 from kafka_dr.translation.checkpoints import checkpoint_groups
 from kafka_dr.translation.offsets import close_readers
-
-PARTITIONS = 6
-TOPIC = "fleet"
 
 
 def main() -> int:
@@ -45,24 +40,15 @@ def main() -> int:
     args = parser.parse_args()
     with temporary_brokers("dc1", "dc2") as (root, brokers):
         dc1, dc2 = brokers["dc1"], brokers["dc2"]
-        for broker in (dc1, dc2):
-            create_topic(broker.config, TOPIC, PARTITIONS)
-        fill(dc2.config, TOPIC, PARTITIONS, 500, "local")  # destination offsets differ from source offsets
-        fill(dc1.config, TOPIC, PARTITIONS, args.records, "origin")
         topology_file = write_topology(
             root / "topology.yaml",
             {"dc1": dc1.bootstrap, "dc2": dc2.bootstrap},
-            f"  - {{name: fleet-flow, source: dc1, target: dc2, topics: {{include: ['{TOPIC}']}}}}",
+            f"  - {{name: fleet-flow, source: dc1, target: dc2, topics: {{include: ['{FLEET_TOPIC}']}}}}",
         )
         topology = load_topology(topology_file)
-        context = FlowContext(topology, topology.flow("fleet-flow"))
-        copy_ranges(context.plan().tasks)
-        context.close()
-        close_clients()
-        fill(
-            dc1.config, TOPIC, PARTITIONS, 200, "late"
-        )  # produced after replication: groups there resume after the last copy
-        commits = commit_random_groups(dc1.config, TOPIC, PARTITIONS, args.groups, args.records + 200, "fleet")
+        replicate_fleet(dc1.config, dc2.config, topology, "fleet-flow", args.records, local=500, late=200)
+        below = args.records + 200  # the late records included
+        commits = commit_random_groups(dc1.config, FLEET_TOPIC, FLEET_PARTITIONS, args.groups, below, "fleet")
         started = time.perf_counter()
         code, summary, err = submit(
             "translate_offsets",
@@ -82,7 +68,7 @@ def main() -> int:
         in_process = checkpoint_groups(topology, topology.flow("fleet-flow"), re.compile("fleet-.*"))
         in_process_s = time.perf_counter() - started
         close_readers()
-        truth = ground_truth(dc2.config, TOPIC, PARTITIONS, dc1.cluster_id)
+        truth = ground_truth(dc2.config, FLEET_TOPIC, FLEET_PARTITIONS, dc1.cluster_id)
         baseline_s = truth.read_seconds
         exact, partitions_ok = truth.score(
             commits, {g: {t["partition"]: t["dest_offset"] for t in ts} for g, ts in summary["groups"].items()}
@@ -92,7 +78,7 @@ def main() -> int:
         )
     result = {
         "groups": args.groups,
-        "partitions_per_group": PARTITIONS,
+        "partitions_per_group": FLEET_PARTITIONS,
         "records_per_partition": args.records,
         "groups_translated_exactly": exact,
         "group_partitions_exact": partitions_ok,
@@ -106,7 +92,8 @@ def main() -> int:
         "ratio_read_over_in_process": round(baseline_s / in_process_s, 3),
     }
     print(
-        f"translation: {exact}/{args.groups} groups ({partitions_ok}/{args.groups * PARTITIONS} group-partitions) "
+        f"translation: {exact}/{args.groups} groups ({partitions_ok}/{args.groups * FLEET_PARTITIONS} "
+        "group-partitions) "
         f"exact; job {summary['seconds']} s (spark-submit {wall:.1f} s incl. JVM start; partitions translated by "
         f"{summary['partitions_translated_by']}); one plain read of the "
         f"destination {baseline_s:.2f} s -> ratio {result['ratio_read_over_job']}; in process "

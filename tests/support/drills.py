@@ -181,20 +181,27 @@ class Fleet:
     source_cluster_id: str  # dc1's, which the copies' provenance names
 
 
-def checkpointed_fleet(local: LocalStack, path: Path, groups: int, records: int) -> Fleet:
-    """The white paper's topology over topic `fleet` (6 partitions) in `path`: dc2's `fleet` holds 100 records of
-    its own per partition (destination offsets differ from source offsets), dc1's `records` per partition are
-    replicated in process and 50 more per partition never are; `groups` groups (`fleet-NNNN`) commit random
-    offsets in dc1 and are checkpointed into dc2 as a replicator's checkpoint pass does."""
-    dc1, dc2 = ({"bootstrap.servers": local.config.dc(dc).broker_address} for dc in ("dc1", "dc2"))
-    write_topology(local, path, FLEET_TOPIC)
-    for config in (dc1, dc2):
+def replicate_fleet(
+    source: dict[str, str], target: dict[str, str], topology: Topology, flow: str, records: int, local: int, late: int
+) -> None:
+    """Topic `fleet` (6 partitions) in both clusters: `local` records of the target's own per partition first (so
+    destination offsets differ from source offsets), `records` per partition from the source copied by `flow` in
+    process, then `late` more per partition in the source, never copied (groups there resume after the last copy)."""
+    for config in (source, target):
         create_topic(config, FLEET_TOPIC, FLEET_PARTITIONS)
-    fill(dc2, FLEET_TOPIC, FLEET_PARTITIONS, 100, "local")
-    fill(dc1, FLEET_TOPIC, FLEET_PARTITIONS, records, "origin")
-    topology = load_topology(path)
-    copy_flow(topology, FLEET_FLOW)
-    fill(dc1, FLEET_TOPIC, FLEET_PARTITIONS, 50, "late")
+    fill(target, FLEET_TOPIC, FLEET_PARTITIONS, local, "local")
+    fill(source, FLEET_TOPIC, FLEET_PARTITIONS, records, "origin")
+    copy_flow(topology, flow)
+    fill(source, FLEET_TOPIC, FLEET_PARTITIONS, late, "late")
+
+
+def checkpointed_fleet(local: LocalStack, path: Path, groups: int, records: int) -> Fleet:
+    """The white paper's topology over topic `fleet` in `path`, replicated (replicate_fleet: 100 local records per
+    partition in dc2, `records` copied, 50 late); `groups` groups (`fleet-NNNN`) commit random offsets in dc1 and
+    are checkpointed into dc2 as a replicator's checkpoint pass does."""
+    dc1, dc2 = ({"bootstrap.servers": local.config.dc(dc).broker_address} for dc in ("dc1", "dc2"))
+    topology = load_topology(write_topology(local, path, FLEET_TOPIC))
+    replicate_fleet(dc1, dc2, topology, FLEET_FLOW, records, local=100, late=50)
     commits = commit_random_groups(dc1, FLEET_TOPIC, FLEET_PARTITIONS, groups, records + 50, "fleet")
     checkpoint_groups(topology, topology.flow(FLEET_FLOW), None)
     close_readers()
