@@ -47,7 +47,14 @@ from kafka_dr.reports import step_seconds
 from kafka_dr.spark_env import spark_env, spark_submit_command
 
 # On the way to the clients' switch, in run order; the lag gate is the planned mode's wait, counted apart.
-OWN_STEPS = ("validate", "switch_producers", "stop_replication", "translate_offsets", "schema_registry")
+OWN_STEPS = (
+    "validate",
+    "switch_producers",
+    "stop_replication",
+    "translate_offsets",
+    "schema_registry",
+    "switch_consumers",
+)
 
 
 def drill(dag: Any, root: Path, mode: str, groups: int, records: int) -> dict[str, Any]:
@@ -85,7 +92,6 @@ def drill(dag: Any, root: Path, mode: str, groups: int, records: int) -> dict[st
         exact_groups, exact_partitions = truth.score(fleet.commits, resumed)
     steps = {name: step_seconds(step) for name, step in report["steps"].items()}
     own = round(sum(seconds for name, seconds in steps.items() if name.startswith(OWN_STEPS) and seconds), 3)
-    own += steps.get("switch_consumers") or 0
     rto = report["rto_seconds"]
     return {
         "mode": mode,
