@@ -15,16 +15,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TypeVar
 
 import httpx
 import pytest
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from support.ports import free_port, free_ports
+from support.retry import eventually
 from support.servers import BasicAuthRegistryProcess, BrokerProcess, ServerProcess, stop_all
 from support.stack import tear_down
 
@@ -34,7 +33,6 @@ from kafka_dr.local.stack import REGISTRY, LocalStack
 
 pytestmark = pytest.mark.integration
 
-T = TypeVar("T")
 USERS = {"alice": "right-7c1e", "bob": "bob-secret-92d4"}
 CAROL = {"carol": "carol-secret-5b0a"}  # known to the follower only
 WRONG = "wrong-3f8b"
@@ -48,20 +46,6 @@ HEADERS = tuple(
 
 def record(name: str) -> str:
     return json.dumps({"type": "record", "name": name, "fields": [{"name": "id", "type": "long"}]})
-
-
-def eventually(probe: Callable[[], T], what: str, timeout: float = 15.0) -> T:
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while time.monotonic() < deadline:
-        try:
-            if result := probe():
-                return result
-            last = result
-        except Exception as exc:  # noqa: BLE001 - any failure means "not yet"
-            last = exc
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}: last result {last!r}")
 
 
 def client(url: str, user_info: str | None = None) -> SchemaRegistryClient:

@@ -9,10 +9,8 @@ port with a temporary data dir and is killed in the fixture's finalizer.
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TypeVar
 
 import httpx
 import pytest
@@ -22,13 +20,13 @@ from confluent_kafka.schema_registry import Schema
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
+from support.retry import eventually
 from support.servers import BrokerProcess, RegistryProcess, ServerProcess
 
 pytestmark = pytest.mark.integration
 
 TOPIC = "kdr-sr-users"
 SUBJECT = f"{TOPIC}-value"
-T = TypeVar("T")
 
 
 def avro(*fields: dict[str, object]) -> str:
@@ -54,22 +52,6 @@ USER_V4 = avro(
     {"name": "team", "type": "string", "default": "none"},
     {"name": "site", "type": "string", "default": "dc2"},
 )
-
-
-def eventually(probe: Callable[[], T], what: str, timeout: float = 15.0) -> T:
-    """Retry ``probe`` until it returns a truthy value without raising."""
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while time.monotonic() < deadline:
-        try:
-            result = probe()
-            if result:
-                return result
-            last = result
-        except Exception as exc:  # noqa: BLE001 - any failure means "not yet"
-            last = exc
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}: last result {last!r}")
 
 
 class Stack:
