@@ -22,6 +22,7 @@ from confluent_kafka import (
     KafkaError,
     KafkaException,
     Message,
+    Producer,
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec
@@ -106,6 +107,14 @@ def end_offsets(
             raise
     admin.list_topics(timeout=timeout)
     return query()
+
+
+def init_transactions(producer: Producer, timeout: float = 30.0) -> None:
+    """`producer.init_transactions`, with a broker connection up first. Called before any broker is up,
+    librdkafka finds no broker to ask for the transaction coordinator and, about one time in six, waits
+    for its 500 ms coordinator-query timer (a continuous replicator opens its writers every epoch)."""
+    producer.list_topics(timeout=timeout)
+    producer.init_transactions(timeout)
 
 
 def next_batch(consumer: Consumer, max_messages: int = 10_000, wait: float = 0.1) -> list[Message]:

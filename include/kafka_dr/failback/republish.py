@@ -20,7 +20,7 @@ from typing import Any
 from confluent_kafka import IsolationLevel, Message, Producer
 from confluent_kafka.admin import AdminClient
 
-from ..clients import client_config, end_offsets, read_committed
+from ..clients import client_config, end_offsets, init_transactions, read_committed
 from ..replication.internal import PROGRESS, ensure_internal_topics, partition_key, put_records, read_records
 from ..replication.resume import Checkpoint
 from ..topology import Topology
@@ -48,7 +48,7 @@ def republish(topology: Topology, found: Unreplicated) -> int:
         if through >= last:
             continue
         producer = Producer({**config, "transactional.id": f"_kdr.failback.{flow}.{topic}.{partition}"})
-        producer.init_transactions(30)
+        init_transactions(producer)
         producer.begin_transaction()
         count = 0
         for r in ranges:

@@ -35,7 +35,7 @@ from typing import Any
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from ..clients import end_offsets, next_batch
+from ..clients import end_offsets, init_transactions, next_batch
 from .fencing import is_fenced, transactional_id, writer_slot
 from .internal import OFFSET_SYNCS, PROGRESS, partition_key
 from .provenance import HEADER, ForceCopy, blocked, hop_prefix, hops
@@ -311,7 +311,7 @@ def _open_writers(task: CopyTask, slots: set[int]) -> dict[int, _Writer]:
         )
         for slot in sorted(slots)
     }
-    _in_parallel([lambda w=w: w.producer.init_transactions(30) for w in writers.values()], task)
+    _in_parallel([lambda w=w: init_transactions(w.producer) for w in writers.values()], task)
     for writer in writers.values():
         _transactional(writer.producer.begin_transaction, task)
     return writers

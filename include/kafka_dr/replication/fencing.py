@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from ..clients import init_transactions
 from .internal import PROGRESS, owner_key
 
 WRITER_SLOTS = 16  # part of the id scheme: every replicator of a flow must use the same number
@@ -69,7 +70,7 @@ class FlowClaim:
         self.key = owner_key(flow)
         self.value = json.dumps(owner, sort_keys=True).encode()
         self.producer = Producer({**target_config, "transactional.id": f"_kdr.{flow}.claim"})
-        self.producer.init_transactions(timeout)
+        init_transactions(self.producer, timeout)
         self.lost = False
 
     def holds(self) -> bool:
