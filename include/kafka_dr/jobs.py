@@ -28,6 +28,7 @@ from .replication.copier import CopyError
 from .replication.planner import UnreachableError
 from .replication.provenance import ForceCopy
 from .replication.topic_sync import TopicSyncError
+from .spark_env import is_local, prefer_installed_pyspark
 from .times import epoch_ms
 from .topology import Flow, Topology, TopologyError, load_topology
 
@@ -90,14 +91,20 @@ def start_spark(app_name: str) -> SparkContext:
     """The context of the active Spark session when there is one (a test's shared session, kept running), else
     a new plain context that stop_spark ends. The jobs only use RDDs: a SparkSession would add its SQL start-up
     (about 4 s of a 10 s spark-submit on 2 cores) to every job. Warnings only in the log."""
-    from pyspark import SparkConf, SparkContext
-
     active = _active_context()
     if active is not None:
         return active
+    prefer_installed_pyspark()
+    from pyspark import SparkConf, SparkContext
+
     # No web UI unless asked for (--conf spark.ui.enabled=true): a replicator runs for days, and its UI would be
     # one more listening port per job.
-    context = SparkContext(conf=SparkConf().setAppName(app_name).setIfMissing("spark.ui.enabled", "false"))
+    SparkContext._ensure_initialized()  # the JVM gateway first: then SparkConf() holds spark-submit's settings
+    conf = SparkConf().setAppName(app_name).setIfMissing("spark.ui.enabled", "false")
+    if is_local(conf.get("spark.master", "local[*]")):
+        # Workers of a cluster may not have kafka_dr installed (it reaches them as --py-files, after the daemon).
+        conf.setIfMissing("spark.python.daemon.module", "kafka_dr.spark_daemon")
+    context = SparkContext(conf=conf)
     context.setLogLevel("WARN")
     _started_here.append(context)
     return context

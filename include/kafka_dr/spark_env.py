@@ -17,6 +17,7 @@ import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from .driver_jvm import with_driver_jvm
 from .paths import SPARK_JOBS
 from .state import subdir
 
@@ -65,13 +66,38 @@ def spark_submit_command(
 ) -> list[str]:
     """spark-submit for spark_jobs/<job>.py with quiet settings and `conf`; the package as --py-files on a cluster
     master."""
-    settings = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false", **(conf or {})}
+    return submit_command(SPARK_JOBS / f"{job}.py", args, master, conf)
+
+
+def submit_command(
+    application: Path, args: list[str], master: str = "local[2]", conf: Mapping[str, str] | None = None
+) -> list[str]:
+    """spark-submit for any Python application (spark_submit_command's, for files outside spark_jobs/)."""
+    settings = with_driver_jvm({"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false", **(conf or {})})
     return [
         str(Path(sys.executable).parent / "spark-submit"),
         "--master",
         master,
         *[part for key, value in settings.items() for part in ("--conf", f"{key}={value}")],
         *([] if is_local(master) else ["--py-files", str(package_zip())]),
-        str(SPARK_JOBS / f"{job}.py"),
+        str(application),
         *args,
     ]
+
+
+def prefer_installed_pyspark(path: list[str] = sys.path) -> None:  # noqa: B006 - the interpreter's own list
+    """Import pyspark from its installed files rather than from the pyspark.zip that Spark puts first on the Python
+    path of its driver and workers, when that zip is the installed package's own copy (SPARK_HOME is a pip-installed
+    pyspark, spark_env): the same files, but zipimport compiles them at every import, about 0.5 s of each job's
+    driver and of its worker daemon. A Spark distribution's zip (another SPARK_HOME) is left where it is."""
+    for entry in list(path):
+        zip_path = Path(entry)
+        home = zip_path.parents[2] if len(zip_path.parents) > 2 else None
+        if (
+            zip_path.name == "pyspark.zip"
+            and home is not None
+            and home.name == "pyspark"
+            and (home / "__init__.py").exists()
+            and str(home.parent) in path
+        ):
+            path.remove(entry)

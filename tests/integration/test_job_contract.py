@@ -13,6 +13,9 @@ from pyspark.sql import SparkSession
 from support.spark import run_in_process, submit_in_background
 from support.topology import write_topology
 
+from kafka_dr.driver_jvm import archive_path
+from kafka_dr.spark_env import spark_env, submit_command
+
 JOBS = ("replicate", "translate_offsets", "verify")
 SECRET = "hunter2"
 
@@ -69,3 +72,30 @@ def test_a_job_run_in_process_leaves_the_callers_spark_session_running(spark, br
     assert code in (0, 1) and "error" not in summary and "expected" in summary, (summary, err[-2000:])
     assert SparkSession.getActiveSession() is spark
     assert spark.sparkContext.parallelize([1, 2]).sum() == 3  # its context still runs jobs
+
+
+PROBE_APP = """
+import json
+from kafka_dr.jobs import start_spark
+context = start_spark("probe")
+import pyspark  # as the jobs do, after start_spark
+workers = context.parallelize(range(2), 2).map(lambda _: __import__("pyspark").__file__).collect()
+runtime = context._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+print(json.dumps({"driver": pyspark.__file__, "workers": workers, "jvm": list(runtime.getInputArguments())}))
+context.stop()
+"""
+
+
+def test_a_jobs_driver_and_workers_start_from_compiled_pyspark_and_the_tuned_driver_jvm(tmp_path):
+    """Under spark-submit, a job's driver and its local workers import the installed pyspark, not its zip
+    (spark_env.prefer_installed_pyspark, kafka_dr.spark_daemon), and the driver JVM has driver_jvm's options: C1
+    only, and the installation's class archive, which `make venv` made."""
+    app = tmp_path / "probe.py"
+    app.write_text(PROBE_APP)
+    done = subprocess.run(submit_command(app, []), env=spark_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert ".zip" not in found["driver"] and not any(".zip" in path for path in found["workers"]), found
+    archive = archive_path()
+    assert archive is not None and archive.exists(), "no class archive: `make venv` runs python -m kafka_dr.driver_jvm"
+    assert "-XX:TieredStopAtLevel=1" in found["jvm"] and f"-XX:SharedArchiveFile={archive}" in found["jvm"], found

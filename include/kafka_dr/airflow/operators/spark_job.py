@@ -19,6 +19,7 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseHook, BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
+from ...driver_jvm import with_driver_jvm
 from ...spark_env import is_local, package_zip
 from ...topology import Topology
 from ..hooks.kafka_cluster import clusters_env
@@ -84,7 +85,9 @@ class SparkJobOperator(BaseOperator):
         return hook
 
     def _hook(self, conn_id: str, name: str, args: list[str], py_files: str | None) -> SparkSubmitHook:
-        return SparkSubmitHook(conn_id=conn_id, conf=self.conf, py_files=py_files, name=name, application_args=args)
+        # The driver JVM's start-up options (driver_jvm), unless the operator's conf sets its own.
+        conf = with_driver_jvm(self.conf)
+        return SparkSubmitHook(conn_id=conn_id, conf=conf, py_files=py_files, name=name, application_args=args)
 
     def run_job(self, name: str, args: list[str], env: dict[str, str], what: str) -> dict[str, Any]:
         """Submit the job to the end; returns its summary. `what` names the job in errors."""
