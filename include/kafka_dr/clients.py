@@ -211,6 +211,14 @@ def read_committed_with(
     first_only = first_only or set()
     deadline = time.monotonic() + timeout
     last_error = "no records arrived"
+    # assign() looks up no metadata of topics the consumer does not know yet: once connected (a reader made early),
+    # librdkafka finds their leaders with its 1 s scan of unavailable topics. Ask for each topic first (one round
+    # trip each); a failure here only leaves that wait, so the read's own timeout still decides.
+    for topic in sorted({topic for topic, _ in pending}):
+        try:
+            consumer.list_topics(topic, timeout=max(deadline - time.monotonic(), 0.001))
+        except KafkaException:
+            break
     consumer.assign([TopicPartition(t, p, ranges[(t, p)][0]) for t, p in sorted(pending)])
     try:
         while pending:

@@ -94,7 +94,7 @@ def _sample(flow: Flow, source: ClusterSide, target: ClusterSide, reader: Consum
         keys = [(tp.topic, tp.partition) for tp in listed.partitions]
         history, complete = _windows_in(read.records[HEALTH], flow.name, keys)
         if not (complete or read.health_from_start):  # other flows' samples crowd the tail: read further back
-            history = load_windows(target.config, flow.name, keys, span=4 * _health_span(len(keys)))
+            history = load_windows(target.config, flow.name, keys, 4 * _health_span(len(keys)), target.admin)
         cycles = _cycles(target, target_id, read.dest_ends, history)
         drift = _drift(flow, listed.partitions, topics, source_configs.result(), read.configs)
         lag = measured.result()
@@ -236,15 +236,20 @@ def sample_records(flow: str, samples: list[PartitionSample]) -> list[tuple[str,
 
 
 def load_windows(
-    target_config: dict[str, Any], flow: str, partitions: Iterable[Key], span: int | None = None
+    target_config: dict[str, Any],
+    flow: str,
+    partitions: Iterable[Key],
+    span: int | None = None,
+    admin: AdminClient | None = None,
 ) -> dict[Key, list[PartitionSample]]:
     """The last WINDOW samples of each partition, oldest first, read back from the end of `_kdr.health` (other
     flows' samples share the topic, so the read widens until it holds the flow's last WINDOW runs or the log starts).
-    `span`: how many of the newest records to read first (default: enough if the flow is alone)."""
+    `span`: how many of the newest records to read first (default: enough if the flow is alone). `admin`: a client
+    of the target already connected (a new one's first ListOffsets can wait 1-3 s in librdkafka's retry timer)."""
     partitions = list(partitions)
     if not partitions:
         return {}
-    admin = AdminClient(target_config)
+    admin = admin or AdminClient(target_config)
     tp = TopicPartition(HEALTH, 0)
     start = admin.list_offsets({tp: OffsetSpec.earliest()}, request_timeout=TIMEOUT_S)[tp].result().offset
     end = end_offsets(admin, [(HEALTH, 0)], IsolationLevel.READ_COMMITTED, TIMEOUT_S)[(HEALTH, 0)]
