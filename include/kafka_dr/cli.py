@@ -148,6 +148,25 @@ def _parser() -> argparse.ArgumentParser:
     health.add_argument("--json", action="store_true", help='print {"flows": [...]} as DESIGN.md describes it')
     health.set_defaults(run=_health)
 
+    offsets = commands.add_parser(
+        "offsets", help="where a consumer group resumes in another cluster: its translated offsets, per partition"
+    )
+    offsets.add_argument("group", metavar="GROUP")
+    offsets.add_argument("--to", required=True, metavar="CLUSTER", dest="to_cluster", help="the cluster to resume in")
+    _topology_option(offsets)
+    offsets.add_argument("--flow", metavar="NAME", help="only this flow into CLUSTER (default: every one)")
+    offsets.add_argument(
+        "--live",
+        action="store_true",
+        help="translate the group's offsets in the source now (it must answer) instead of reading the checkpoints "
+        "kept in CLUSTER (what to use when the source is lost)",
+    )
+    offsets.add_argument("--json", action="store_true", help="print JSON")
+    offsets.add_argument(
+        "--apply", action="store_true", help="commit them for GROUP in CLUSTER; refused while it has an active member"
+    )
+    offsets.set_defaults(run=_offsets)
+
     clients = commands.add_parser("clients", help="which cluster each client alias connects to now")
     clients.add_argument(
         "alias", nargs="?", metavar="ALIAS", help="print this alias's client settings (secrets hidden)"
@@ -330,6 +349,57 @@ def _health(args: argparse.Namespace) -> int:
     else:
         print(render_table(results))
     return 1 if any(h.status == "ERR" for h in results) else 0
+
+
+def _offsets(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from confluent_kafka import KafkaException
+
+    from kafka_dr.clients import error_text
+    from kafka_dr.replication.planner import UnreachableError
+    from kafka_dr.times import iso_from_ms
+    from kafka_dr.translation.group_offsets import CHECKPOINTS, LIVE, translated_offsets
+
+    topology = load_topology(args.topology)
+    source = LIVE if args.live else CHECKPOINTS
+    try:
+        found = translated_offsets(args.group, args.to_cluster, topology, args.flow, source)
+        applied = found.apply() if args.apply and found.partitions else None
+    except (KafkaException, UnreachableError) as exc:
+        _fail(f"offsets of group {args.group} in {args.to_cluster}: {error_text(exc)}")
+        return 1
+    if args.json:
+        print(json.dumps({**found.to_dict(), "applied": None if applied is None else asdict(applied)}))
+    elif found.partitions:
+        table = [("TOPIC", "PARTITION", "SOURCE-TOPIC", "SOURCE-OFFSET", "OFFSET", "METHOD", "CHECKPOINT", "LAG")]
+        table += [
+            (
+                p.topic,
+                str(p.partition),
+                p.source_topic,
+                str(p.source_offset),
+                str(p.offset),
+                p.method,
+                "live" if p.checkpoint_ms is None else iso_from_ms(p.checkpoint_ms),
+                str(p.lag),
+            )
+            for p in found.partitions
+        ]
+        _print_table(table)
+        if found.checkpoint_age_s() is not None:
+            print(f"oldest checkpoint: {found.checkpoint_age_s():.0f} s ago")
+    if not found.partitions:
+        where = "translated from its source" if args.live else f"checkpointed in {args.to_cluster}"
+        _fail(f"group {args.group} has no offsets {where} (no commit in the flows' topics yet?)")
+        return 1
+    if applied is not None:
+        if not applied.applied:
+            _fail(f"offsets of group {args.group} not applied in {args.to_cluster}: {applied.reason}")
+            return 1
+        if not args.json:
+            print(f"applied: group {args.group} resumes at these offsets in {args.to_cluster}")
+    return 0
 
 
 def _clients(args: argparse.Namespace) -> int:

@@ -14,3 +14,8 @@ def epoch_ms(text: str, what: str) -> int:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return int(moment.timestamp() * 1000)
+
+
+def iso_from_ms(at_ms: int) -> str:
+    """An epoch-milliseconds time as ISO-8601 UTC, to the second."""
+    return datetime.fromtimestamp(at_ms / 1000, UTC).isoformat(timespec="seconds")

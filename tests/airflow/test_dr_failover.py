@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 
 import httpx
 import pytest
@@ -27,6 +28,7 @@ from kafka_dr.replication.copier import close_clients, copy_ranges
 from kafka_dr.replication.planner import FlowContext
 from kafka_dr.spark_env import spark_env, spark_submit_command
 from kafka_dr.topology import load_topology
+from kafka_dr.translation.group_offsets import LIVE, translated_offsets
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 USER_SCHEMA = json.dumps({"type": "record", "name": "User", "fields": [{"name": "name", "type": "string"}]})
@@ -149,6 +151,8 @@ def test_white_paper_disaster_failover(dags, own_stack, state, tmp_path):
     ].result(15)
     checkpoint = subprocess_run("translate_offsets", "--topology", str(topology), "--flow", "wp-dc1-to-dc2")
     assert checkpoint["groups"]["billing"][0]["dest_offset"] == 8_000
+    live = translated_offsets("billing", "dc2", loaded, source=LIVE)  # what an application asks while dc1 answers
+    assert [(p.topic, p.partition, p.offset) for p in live.partitions] == [("orders", 0, 8_000)]
     own_stack.stop("dc1")  # the disaster
 
     run = fail_over(dags, topology, "disaster", groups="billing")
@@ -157,6 +161,27 @@ def test_white_paper_disaster_failover(dags, own_stack, state, tmp_path):
     assert states["switch_producers"] == TaskInstanceState.SKIPPED and states["lag_zero"] == TaskInstanceState.SKIPPED
     assert states["disaster_path"] == TaskInstanceState.SUCCESS
     assert committed(dc2.broker_address, "billing") == {("orders", 0): 8_000}
+    kept = subprocess.run(  # the application's view, dc1 lost: the checkpoint kept in dc2, as the DAG applied it
+        [
+            sys.executable,
+            "-m",
+            "kafka_dr.cli",
+            "offsets",
+            "billing",
+            "--to",
+            "dc2",
+            "--topology",
+            str(topology),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert kept.returncode == 0, kept.stderr
+    assert [(p["topic"], p["partition"], p["offset"]) for p in json.loads(kept.stdout)["partitions"]] == [
+        ("orders", 0, 8_000)
+    ]
     assert read_rest(dc2.broker_address, "billing", "orders") == list(range(8_000, 9_998))
     report_file = next((state / "reports").glob("dr_failover-*.json"))
     report = json.loads(report_file.read_text())

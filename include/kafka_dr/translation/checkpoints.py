@@ -52,6 +52,15 @@ def load_checkpoints(target_config: dict[str, Any], flow: str) -> tuple[dict[str
 def checkpoints_in(records: Iterable[Message], flow: str) -> tuple[dict[str, list[Translated]], int | None]:
     """The flow's last checkpoint per group and partition among `_kdr.checkpoints` records (in log order), and when
     the newest pass was made (None: none)."""
+    dated, newest = dated_checkpoints_in(records, flow)
+    groups = {group: [t for t, _ in checkpoints] for group, checkpoints in dated.items()}
+    return groups, newest
+
+
+def dated_checkpoints_in(
+    records: Iterable[Message], flow: str
+) -> tuple[dict[str, list[tuple[Translated, int]]], int | None]:
+    """checkpoints_in, with when each checkpoint was made (epoch ms)."""
     prefix, pass_key = f"{flow}/".encode(), flow.encode()
     latest: dict[bytes, dict[str, Any] | None] = {}
     newest = None
@@ -62,15 +71,15 @@ def checkpoints_in(records: Iterable[Message], flow: str) -> tuple[dict[str, lis
         elif key == pass_key and message.value() is not None:
             at_ms = json.loads(message.value())["at_ms"]
             newest = at_ms if newest is None else max(newest, at_ms)
-    groups: dict[str, list[Translated]] = {}
+    groups: dict[str, list[tuple[Translated, int]]] = {}
     for value in latest.values():
         if value is None:
             continue
         at_ms = value.pop("at_ms")
         group = value.pop("group")
-        groups.setdefault(group, []).append(Translated(**value))
+        groups.setdefault(group, []).append((Translated(**value), at_ms))
         newest = at_ms if newest is None else max(newest, at_ms)
-    return {g: sorted(ts, key=lambda t: (t.topic, t.partition)) for g, ts in sorted(groups.items())}, newest
+    return {g: sorted(ts, key=lambda t: (t[0].topic, t[0].partition)) for g, ts in sorted(groups.items())}, newest
 
 
 def translate_in_process(requests: list[PartitionRequest]) -> list[Translated]:
@@ -89,6 +98,26 @@ def checkpoint_groups(
     """Translate the committed offsets of the flow's groups from the source, keep them as checkpoints in the
     target with a lag snapshot of the flow (the RPO estimate should the source be lost), and return them.
     `translate` runs the per-partition requests: in Spark tasks (translate_offsets.py) or in process."""
+    groups = translate_from_source(topology, flow, pattern, translate, retries, unseen_from)
+    target_config = client_config(topology.cluster(flow.target))
+    write_checkpoints(target_config, flow.name, groups, int(time.time() * 1000))
+    try:
+        save_snapshot(target_config, flow_lag(topology, flow.name))
+    except LagError as exc:  # the checkpoints are what matters; the snapshot only refines a later RPO estimate
+        log.warning("lag snapshot of flow %s not saved: %s", flow.name, exc)
+    return groups
+
+
+def translate_from_source(
+    topology: Topology,
+    flow: Flow,
+    pattern: re.Pattern[str] | None,
+    translate: Callable[[list[PartitionRequest]], list[Translated]] = translate_in_process,
+    retries: int = 3,
+    unseen_from: Mapping[tuple[str, int], int] | None = None,
+) -> dict[str, list[Translated]]:
+    """The committed offsets of the flow's groups (those `pattern` fully matches, when given) read from the source
+    now and translated into the target, per group; nothing is written."""
     source = topology.cluster(flow.source)
     source_config, target_config = client_config(source), client_config(topology.cluster(flow.target))
     admin = AdminClient(source_config)
@@ -106,10 +135,4 @@ def checkpoint_groups(
         )
         ends = {(tp.topic, tp.partition): f.result(TIMEOUT_S).offset for tp, f in futures.items()}
     requests = plan_requests(committed, flow, source_config, target_config, cluster_id, ends, unseen_from)
-    groups = by_group(committed, translate(requests) if requests else [])
-    write_checkpoints(target_config, flow.name, groups, int(time.time() * 1000))
-    try:
-        save_snapshot(target_config, flow_lag(topology, flow.name))
-    except LagError as exc:  # the checkpoints are what matters; the snapshot only refines a later RPO estimate
-        log.warning("lag snapshot of flow %s not saved: %s", flow.name, exc)
-    return groups
+    return by_group(committed, translate(requests) if requests else [])
