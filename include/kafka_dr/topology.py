@@ -84,11 +84,36 @@ class Flow:
         return None if self.start in FLOW_STARTS else epoch_ms(self.start, f"flow {self.name} start")
 
     def destination_topic(self, topic: str) -> str:
-        """Name of `topic` in the target: the first rename regex that fully matches wins."""
+        """Name of `topic` in the target: the first rename regex that fully matches wins, its format given the topic
+        and the flow's source cluster (`{source}.{topic}` takes dc1's `orders` to `dc1.orders`, as MirrorMaker 2
+        names remote topics)."""
         for pattern, fmt in self.rename.items():
             if re.fullmatch(pattern, topic):
-                return fmt.format(topic=topic)
+                return fmt.format(topic=topic, source=self.source)
         return topic
+
+    def source_topic(self, dest_topic: str) -> str | None:
+        """The topic of the source that the flow copies into `dest_topic`, or None: the rename formats read backwards
+        (`{topic}.replica` takes `orders.replica` back to `orders`, `{source}.{topic}` takes `dc1.orders` back to
+        `orders` when the source is dc1), kept only when the filter selects the name and renames it to `dest_topic`.
+        Two names that would both land there refuse the topology."""
+        candidates = {dest_topic}
+        for key, fmt in self.rename.items():
+            pattern, has_topic = "", False
+            for literal, field_name, _, _ in string.Formatter().parse(fmt):
+                pattern += re.escape(literal)
+                if field_name == "source":
+                    pattern += re.escape(self.source)
+                elif field_name == "topic":
+                    pattern += "(?P=topic)" if has_topic else "(?P<topic>.+)"
+                    has_topic = True
+            match = re.fullmatch(pattern, dest_topic)
+            if match is not None:  # without {topic}, a plain name of a one-topic key
+                candidates.add(match.group("topic") if has_topic else (literal_topic(key) or dest_topic))
+        origins = sorted(t for t in candidates if self.topics.matches(t) and self.destination_topic(t) == dest_topic)
+        if len(origins) > 1:
+            raise TopologyError(f"flow {self.name} renames both {' and '.join(origins)} to {dest_topic}")
+        return origins[0] if origins else None
 
 
 def literal_topic(pattern: str) -> str | None:
@@ -305,37 +330,45 @@ class _Parser:
                 raise self.error(path, f"bad URL {item.strip()!r} (expected http(s)://host:port)")
         return text
 
-    def rename_format(self, value: Any, path: str, one_topic: bool = False) -> str:
-        """A format whose only placeholder is {topic}, producing a legal Kafka topic name; a plain name without the
-        placeholder only for a key that names `one_topic` (else several topics would land in one)."""
+    def rename_format(self, value: Any, path: str, source: str, one_topic: bool = False) -> str:
+        """A format whose only placeholders are {topic} and {source} (the flow's source cluster), producing a legal
+        Kafka topic name; a name without {topic} only for a key that names `one_topic` (else several topics would
+        land in one)."""
         fmt = self.string(value, path)
         try:
             parts = list(string.Formatter().parse(fmt))
         except ValueError as exc:
             raise self.error(path, f"bad format {fmt!r}: {exc}") from None
-        uses_topic = False
+        fixed, topics = "", 0  # the name's characters other than the topic's, and how many times the topic comes
         for literal, field_name, spec, conversion in parts:
-            if not _TOPIC_CHARS_RE.fullmatch(literal):
-                raise self.error(path, f"format {fmt!r} would make an illegal topic name (allowed: {_LEGAL_CHARS})")
+            fixed += literal
             if field_name is None:
                 continue
-            if field_name != "topic" or spec or conversion:
-                raise self.error(path, f"bad placeholder in {fmt!r}: only a plain {{topic}} is allowed")
-            uses_topic = True
-        if not uses_topic and not one_topic:
+            if field_name not in ("topic", "source") or spec or conversion:
+                raise self.error(path, f"bad placeholder in {fmt!r}: only a plain {{topic}} or {{source}} is allowed")
+            if field_name == "source":
+                fixed += source
+            else:
+                topics += 1
+        made = f"format {fmt!r}" + (f" with source {source!r}" if "{source}" in fmt else "")
+        if not _TOPIC_CHARS_RE.fullmatch(fixed):
+            raise self.error(path, f"{made} would make an illegal topic name (allowed: {_LEGAL_CHARS})")
+        if len(fixed) + topics > _MAX_TOPIC_LENGTH:
+            raise self.error(path, f"{made} would make topic names longer than {_MAX_TOPIC_LENGTH} characters")
+        if not topics and not one_topic:
             raise self.error(
                 path, f"format {fmt!r} must contain the {{topic}} placeholder (a plain name needs a one-topic key)"
             )
         return fmt
 
-    def rename(self, value: Any, path: str) -> dict[str, str]:
+    def rename(self, value: Any, path: str, source: str) -> dict[str, str]:
         if not isinstance(value, dict):
             raise self.error(path, f"must be a mapping of topic regex to format, got {_type_name(value)}")
         result = {}
         for key, fmt in value.items():
             key_path = f"{path}[{key!r}]"
             self.regex(key, key_path)
-            result[key] = self.rename_format(fmt, key_path, one_topic=literal_topic(key) is not None)
+            result[key] = self.rename_format(fmt, key_path, source, one_topic=literal_topic(key) is not None)
         return result
 
     def cluster(self, name: Any, value: Any) -> Cluster:
@@ -372,7 +405,7 @@ class _Parser:
             source=source,
             target=target,
             topics=self.filter(raw["topics"], f"{path}.topics", default_include=()),
-            rename=MappingProxyType(self.rename(raw.get("rename", {}), f"{path}.rename")),
+            rename=MappingProxyType(self.rename(raw.get("rename", {}), f"{path}.rename", source)),
             provenance=self.boolean(raw.get("provenance", True), f"{path}.provenance"),
             sync_topic_configs=self.boolean(raw.get("sync_topic_configs", True), f"{path}.sync_topic_configs"),
             groups=self.filter(raw.get("groups", {}), f"{path}.groups", default_include=(".*",)),

@@ -161,6 +161,24 @@ def test_demo_topology_copies_every_record_once_and_never_back(clusters, tmp_pat
     assert len(read_all(dc2, "_schemas")) == 1
 
 
+def test_a_rename_naming_the_source_lands_records_in_source_dot_topic(clusters, tmp_path):
+    dc1, dc2 = clusters["dc1"], clusters["dc2"]
+    create(dc1, "mm2-named", 2)
+    produce(dc1, "mm2-named", 200, 2, "m")
+    line = "  - {name: mm2-flow, source: dc1, target: dc2, topics: {include: ['mm2-.*']}, "
+    topology = write_topology(tmp_path / "mm2.yaml", clusters, line + "rename: {'.*': '{source}.{topic}'}}")
+    code, summary, err = run_in_process("replicate", "--topology", str(topology), "--flow", "mm2-flow")
+    assert code == 0, err[-3000:]
+    assert summary["records"] == 200
+    code, report, err = run_in_process("verify", "--topology", str(topology), "--flow", "mm2-flow")
+    assert code == 0, (report, err[-2000:])
+    assert report["missing"] == report["duplicated"] == report["mismatched"] == 0
+    copies = read_all(dc2, "dc1.mm2-named")
+    assert len(copies) == 200
+    assert {(hop.cluster_id, hop.topic) for m in copies for hop in hops(m.headers())} == {(dc1.cluster_id, "mm2-named")}
+    assert "mm2-named" not in AdminClient(dc2.config).list_topics(timeout=10).topics
+
+
 def test_chain_carries_one_provenance_entry_per_hop_and_refuses_the_cycle(clusters, tmp_path):
     a, b, c = clusters["dc1"], clusters["dc2"], clusters["dc3"]
     create(a, "chain", 1)

@@ -4,13 +4,10 @@ cluster."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-import pytest
-
-from kafka_dr.failback.resync import resync_flows, source_topic
-from kafka_dr.topology import Flow, TopologyError, load_topology
+from kafka_dr.failback.resync import resync_flows
+from kafka_dr.topology import load_topology
 
 CLUSTERS = 'clusters:\n  dc1: {bootstrap_servers: "127.0.0.1:1"}\n  dc2: {bootstrap_servers: "127.0.0.1:2"}\n'
 
@@ -62,31 +59,14 @@ def test_the_inverse_of_a_renaming_flow_renames_back(tmp_path: Path) -> None:
     assert [made.destination_topic(t) for t in ("orders.replica", "dc1.payments")] == ["orders", "payments"]
 
 
-@pytest.mark.parametrize(
-    ("rename", "dest", "origin"),
-    [
-        ({}, "orders", "orders"),
-        ({"orders": "{topic}.replica"}, "orders.replica", "orders"),
-        ({"orders": "{topic}.replica"}, "orders", None),  # orders is renamed, so no topic lands on its own name
-        ({".*": "{topic}-{topic}"}, "ab-ab", "ab"),
-        ({".*": "{topic}-{topic}"}, "ab-cd", None),
-        ({"orders": "orders_v2"}, "orders_v2", "orders"),  # a plain name for a one-topic key
-        ({".*": "x.{topic}"}, "x.refunds", None),  # the filter does not select refunds
-    ],
-)
-def test_source_topic_reads_the_rename_backwards(
-    tmp_path: Path, rename: dict[str, str], dest: str, origin: str | None
-) -> None:
-    assert source_topic(renaming_flow(tmp_path, rename), dest) == origin
-
-
-def test_two_topics_renamed_onto_one_name_refuse_the_inverse(tmp_path: Path) -> None:
-    flow = renaming_flow(tmp_path, {"a": "{topic}.x", "a\\.x": "a.x"})
-    with pytest.raises(TopologyError, match=r"^flow out renames both a and a\.x to a\.x$"):
-        source_topic(flow, "a.x")
-
-
-def renaming_flow(tmp_path: Path, rename: dict[str, str]) -> Flow:
-    include = ["orders", "ab", "a", "a\\.x"]
-    flows = f"  - {{name: out, source: dc1, target: dc2, topics: {{include: {json.dumps(include)}}}, "
-    return load_topology(topology(tmp_path, flows + f"rename: {json.dumps(rename)}}}\n")).flow("out")
+def test_the_inverse_of_a_flow_naming_its_source_renames_back(tmp_path: Path) -> None:
+    path = topology(
+        tmp_path,
+        "  - {name: out, source: dc1, target: dc2, topics: {include: ['.*']}, rename: {'.*': '{source}.{topic}'}}\n",
+    )
+    serving = ["dc1.orders", "dc1.payments", "orders", "dc2.orders", "_kdr.progress"]
+    derived, flows, inverse = resync_flows(path, "dc1", "dc2", serving, tmp_path / "d.yaml")
+    assert (flows, inverse) == (["out.failback"], ["out.failback"])
+    made = load_topology(derived).flow("out.failback")
+    assert [t for t in serving if made.topics.matches(t)] == ["dc1.orders", "dc1.payments"]
+    assert [made.destination_topic(t) for t in ("dc1.orders", "dc1.payments")] == ["orders", "payments"]

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from kafka_dr.health.rules import Slo
-from kafka_dr.topology import DEFAULT_TOPOLOGY, TopologyError, load_topology, parse_topology
+from kafka_dr.topology import DEFAULT_TOPOLOGY, Flow, TopologyError, load_topology, parse_topology
 
 DESIGN_TOPOLOGY: dict[str, Any] = {
     "clusters": {
@@ -138,6 +138,86 @@ def test_a_one_topic_key_may_rename_to_a_plain_name() -> None:
     data = mutated(lambda d: d["flows"][0].update(rename={"topic2": "orders", "topic1\\.v2": "v2"}))
     flow = parse_topology(data).flow("dc1-to-dc2")
     assert [flow.destination_topic(t) for t in ("topic2", "topic1.v2", "topic1xv2")] == ["orders", "v2", "topic1xv2"]
+
+
+def test_a_rename_may_name_the_source_cluster_as_mirrormaker_2_does() -> None:
+    def change(d: dict[str, Any]) -> None:
+        d["flows"][0].update(rename={"topic2": "{source}", ".*": "{source}.{topic}"})
+        d["flows"][1].update(rename={".*": "{source}.{topic}"})
+
+    topology = parse_topology(mutated(change))
+    forward, backward = topology.flow("dc1-to-dc2"), topology.flow("dc2-to-dc1")
+    assert [forward.destination_topic(t) for t in ("topic1", "topic2", "_schemas")] == [
+        "dc1.topic1",
+        "dc1",
+        "dc1._schemas",
+    ]
+    assert backward.destination_topic("topic1") == "dc2.topic1"
+    assert [forward.source_topic(t) for t in ("dc1.topic1", "dc1", "dc1._schemas")] == ["topic1", "topic2", "_schemas"]
+    assert backward.source_topic("dc2.topic1") == "topic1"
+    assert [forward.source_topic(t) for t in ("dc2.topic1", "topic1", "dc1.dc1.topic1")] == [None, None, None]
+
+
+def renaming_flow(rename: dict[str, str]) -> Flow:
+    """dc1-to-dc2 with `rename`, over the topics orders, ab, a and a.x."""
+    data = mutated(lambda d: d["flows"][0].update(topics={"include": ["orders", "ab", "a", "a\\.x"]}, rename=rename))
+    return parse_topology(data).flow("dc1-to-dc2")
+
+
+@pytest.mark.parametrize(
+    ("rename", "dest", "origin"),
+    [
+        ({}, "orders", "orders"),
+        ({"orders": "{topic}.replica"}, "orders.replica", "orders"),
+        ({"orders": "{topic}.replica"}, "orders", None),  # orders is renamed, so no topic lands on its own name
+        ({".*": "{topic}-{topic}"}, "ab-ab", "ab"),
+        ({".*": "{topic}-{topic}"}, "ab-cd", None),
+        ({"orders": "orders_v2"}, "orders_v2", "orders"),  # a plain name for a one-topic key
+        ({".*": "x.{topic}"}, "x.refunds", None),  # the filter does not select refunds
+        ({".*": "{source}.{topic}"}, "dc1.orders", "orders"),
+        ({".*": "{source}.{topic}"}, "dc2.orders", None),  # another cluster's name
+        ({".*": "{source}.{topic}.{source}"}, "dc1.ab.dc1", "ab"),
+        ({"orders": "{source}-orders"}, "dc1-orders", "orders"),  # a one-topic key without {topic}
+    ],
+)
+def test_source_topic_reads_the_rename_backwards(rename: dict[str, str], dest: str, origin: str | None) -> None:
+    flow = renaming_flow(rename)
+    assert flow.source_topic(dest) == origin
+    if origin is not None:
+        assert flow.destination_topic(origin) == dest
+
+
+def test_two_topics_renamed_onto_one_name_refuse_the_inverse() -> None:
+    flow = renaming_flow({"a": "{topic}.x", "a\\.x": "a.x"})
+    with pytest.raises(TopologyError, match=r"^flow dc1-to-dc2 renames both a and a\.x to a\.x$"):
+        flow.source_topic("a.x")
+
+
+def test_a_rename_longer_than_a_topic_name_is_refused(tmp_path: Path) -> None:
+    long = "d" * 248  # a legal cluster name, but with a dot and a topic a name of 250 characters
+
+    def change(d: dict[str, Any]) -> None:
+        d["clusters"][long] = d["clusters"].pop("dc1")
+        d["flows"][0].update(source=long, rename={".*": "{source}.{topic}"})
+        d["flows"][1].update(target=long)
+        d["schema_registry"]["primary"] = long
+
+    message = refused(tmp_path, mutated(change))
+    assert message.endswith(
+        f"flows[0].rename['.*']: format '{{source}}.{{topic}}' with source '{long}' would make topic names longer "
+        "than 249 characters"
+    )
+
+    def without_the_dot(d: dict[str, Any]) -> None:
+        change(d)
+        d["flows"][0].update(rename={".*": "{source}{topic}"})
+
+    flow = parse_topology(mutated(without_the_dot)).flow("dc1-to-dc2")
+    assert len(flow.destination_topic("a")) == 249  # the longest name the limit lets through
+    message = refused(tmp_path, mutated(lambda d: d["flows"][0].update(rename={"topic2": "x" * 250})))
+    assert message.endswith(
+        "flows[0].rename['topic2']: format '" + "x" * 250 + "' would make topic names longer than 249 characters"
+    )
 
 
 def test_filter_matches_full_names_and_never_internal_topics() -> None:

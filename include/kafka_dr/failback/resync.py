@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from ..topology import INTERNAL_TOPIC_PREFIX, Flow, TopologyError, literal_topic, load_topology
+from ..topology import INTERNAL_TOPIC_PREFIX, Flow, load_topology
 
 
 def resync_flows(
@@ -34,7 +34,7 @@ def resync_flows(
         for topic in sorted(serving_topics):
             if topic.startswith(INTERNAL_TOPIC_PREFIX) or any(b.topics.matches(topic) for b in back):
                 continue
-            origin = source_topic(flow, topic)
+            origin = flow.source_topic(topic)
             if origin is not None:
                 uncovered[topic] = origin
         if uncovered:
@@ -48,29 +48,6 @@ def resync_flows(
     derived_file.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     load_topology(derived_file)  # refused here, with its line, rather than by the job
     return derived_file, names, [f["name"] for f in inverses]
-
-
-def source_topic(flow: Flow, dest_topic: str) -> str | None:
-    """The topic of the flow's source that the flow copies into `dest_topic`, or None: the rename formats read
-    backwards (`{topic}.replica` takes `orders.replica` back to `orders`), kept only when the flow's filter selects
-    the name and renames it to `dest_topic`. Two names that would both land there refuse the topology."""
-    candidates = {dest_topic}
-    for key, fmt in flow.rename.items():
-        if "{topic}" not in fmt:  # a plain name for a one-topic key
-            if fmt == dest_topic:
-                candidates.add(literal_topic(key) or dest_topic)
-            continue
-        first, *rest = fmt.split("{topic}")
-        pattern = re.escape(first) + "".join(
-            ("(?P<topic>.+)" if i == 0 else "(?P=topic)") + re.escape(part) for i, part in enumerate(rest)
-        )
-        match = re.fullmatch(pattern, dest_topic)
-        if match is not None:
-            candidates.add(match.group("topic"))
-    origins = sorted(t for t in candidates if flow.topics.matches(t) and flow.destination_topic(t) == dest_topic)
-    if len(origins) > 1:
-        raise TopologyError(f"flow {flow.name} renames both {' and '.join(origins)} to {dest_topic}")
-    return origins[0] if origins else None
 
 
 def _inverse(flow: Flow, topics: dict[str, str]) -> dict[str, Any]:
