@@ -7,16 +7,19 @@ tested with the replicator elsewhere), so the test needs no Spark job.
 
 from __future__ import annotations
 
+import time
+from functools import partial
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 from support.kafka import commit_offsets, create_topic
 from support.stack import running_stack
 
 from kafka_dr.client_switch import switch
-from kafka_dr.follower import FollowingConsumer
+from kafka_dr.clients import read_committed
+from kafka_dr.follower import SWITCH_CHECK_S, FollowingConsumer, FollowingProducer
 from kafka_dr.replication.provenance import HEADER, Hop
 from kafka_dr.topology import load_topology
 
@@ -91,3 +94,41 @@ def read_until(
         if message is not None and message.error() is None:
             delivered.append((consumer.cluster, (message.value() or b"").decode()))
     raise AssertionError(f"{len(delivered)} of {count} records delivered: {delivered}")
+
+
+def test_a_following_producer_moves_with_its_alias_and_produces_again_what_its_old_cluster_never_acknowledged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """20 records queued while dc1 is down, the alias moved to dc2: they are produced there, before the 10 produced
+    after the move, and each of the 70 records is reported delivered once."""
+    monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
+    acknowledged: list[int] = []
+    with running_stack(tmp_path / "stack") as stack:
+        topology = load_topology(stack.write_topology("follower", extra=f"clients:\n  {ALIAS}: {{cluster: dc1}}\n"))
+        dc1, dc2 = ({"bootstrap.servers": stack.bootstrap(dc)} for dc in ("dc1", "dc2"))
+        for config in (dc1, dc2):
+            create_topic(config, TOPIC)
+        moves: list[tuple[str | None, str]] = []
+        producer = FollowingProducer(topology, ALIAS, on_move=lambda before, now: moves.append((before, now)))
+
+        def delivered(number: int, err: KafkaError | None, _message: object) -> None:
+            if err is None:
+                acknowledged.append(number)
+
+        def send(numbers: range) -> None:
+            for n in numbers:
+                producer.produce(TOPIC, value=str(n).encode(), partition=0, on_delivery=partial(delivered, n))
+
+        send(range(40))
+        assert producer.flush(30) == 0 and producer.cluster == "dc1"
+        stack.local.stop("dc1")  # the disaster: what is produced now is never acknowledged there
+        send(range(40, 60))
+        producer.poll(1.0)
+        switch(topology, [ALIAS], "dc2", "test")
+        time.sleep(SWITCH_CHECK_S)  # the producer looks at its alias at most once a second
+        send(range(60, 70))
+        assert producer.flush(60) == 0
+        in_dc2 = [int(m.value()) for m in read_committed(dc2, {(TOPIC, 0): (0, 30)}, 30)]
+    assert producer.cluster == "dc2" and moves == [(None, "dc1"), ("dc1", "dc2")]
+    assert producer.resent == 20 and in_dc2 == list(range(40, 70))
+    assert sorted(acknowledged) == list(range(70))

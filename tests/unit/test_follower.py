@@ -1,12 +1,15 @@
-"""FollowingConsumer's pure parts: a record's origin, and the per-origin memory that drops what was delivered."""
+"""FollowingConsumer's pure parts: a record's origin, the per-origin memory that drops what was delivered, and the
+topic names it subscribes to in each cluster."""
 
 from __future__ import annotations
 
 from support.fakes import FakeMessage
+from support.topology import write_topology
 
 from kafka_dr.failback.republish import REPUBLISHED_HEADER
-from kafka_dr.follower import DeliveredOrigins, origin_of
+from kafka_dr.follower import DeliveredOrigins, FollowingConsumer, origin_of
 from kafka_dr.replication.provenance import HEADER, Hop
+from kafka_dr.topology import load_topology
 
 
 def hop(cluster_id: str, topic: str, partition: int, offset: int) -> tuple[str, bytes]:
@@ -45,3 +48,19 @@ def test_delivered_origins_drop_what_was_delivered_per_origin_partition():
     # After a switch: the group resumes at a checkpoint behind what was delivered, in a cluster with its own records.
     read_again = [(dc1, 1), (dc1, 2), (dc2, 0), (dc1, 3), (dc2, 1), (dc2, 1)]
     assert [delivered.first_time(*record) for record in read_again] == [False, False, True, True, True, False]
+
+
+def test_a_consumer_subscribes_in_another_cluster_to_the_names_its_flows_give_the_copies_too(tmp_path):
+    topology = load_topology(
+        write_topology(
+            tmp_path / "t.yaml",
+            {"dc1": "127.0.0.1:1", "dc2": "127.0.0.1:2"},
+            '  - {name: out, source: dc1, target: dc2, topics: {include: ["orders", "refunds"]}, '
+            'rename: {"orders": "{source}.{topic}"}}\n'
+            "  - {name: back, source: dc2, target: dc1, topics: {include: [orders]}}",
+            extra="clients:\n  billing: {cluster: dc1, role: consumer}",
+        )
+    )
+    consumer = FollowingConsumer(topology, "billing", ["orders", "refunds", "audit"], {"group.id": "g"})
+    assert consumer.topics_in("dc1") == ["orders", "refunds", "audit"]  # home: the names as given
+    assert consumer.topics_in("dc2") == ["orders", "refunds", "audit", "dc1.orders"]  # the copies too; no duplicate

@@ -1,9 +1,10 @@
 """The demo's application: an Avro producer and a consumer group that follow their client aliases across a DR switch.
 
-Both ask `client_switch` where their alias points and reconnect when it moves, as an application of a kafka-dr
-deployment would. Every record carries the run id and a sequence number, so the consumer, not an assumption, tells
-how many records were lost or read twice:
-- the producer resends what its old cluster never acknowledged (idempotent producer, 10 s delivery timeout);
+Both are kafka_dr.follower's clients: they ask `client_switch` where their alias points and reconnect when it moves,
+as an application of a kafka-dr deployment would. Every record carries the run id and a sequence number, so the
+consumer, not an assumption, tells how many records were lost or read twice:
+- the producer is FollowingProducer: it produces again what its old cluster never acknowledged (idempotent
+  producer, 10 s delivery timeout), on the cluster its alias points at;
 - the consumer is kafka_dr.follower's FollowingConsumer: it resumes at the offsets the DAGs translated and drops,
   by provenance, the records it reads again there (counted apart: `dropped`), so each record reaches the
   application once.
@@ -19,13 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext, SerializationError
 
-from ..client_switch import active_cluster, client_config_for
-from ..follower import FollowingConsumer
+from ..follower import FollowingConsumer, FollowingProducer
 from ..schema_registry import client_settings
 from ..topology import Topology
 
@@ -33,7 +33,6 @@ TOPIC = "topic1"
 PRODUCER_ALIAS = "orders-producer"
 CONSUMER_ALIAS = "orders-consumer"
 GROUP = "kdr-demo-orders"
-OLD_CLUSTER_FLUSH_S = 3.0
 SCHEMA = """{"type": "record", "name": "Order", "namespace": "kafka_dr.demo", "fields": [
   {"name": "run", "type": "string"}, {"name": "seq", "type": "long"}, {"name": "amount", "type": "double"}]}"""
 
@@ -78,8 +77,6 @@ class DemoApplication:
         self._producing = threading.Event()
         self._running = threading.Event()
         self._assigned = threading.Event()
-        self._unacknowledged: list[int] = []
-        self._lock = threading.Lock()
         self._threads = [
             threading.Thread(target=self._consume, name="demo-consumer", daemon=True),
             threading.Thread(target=self._produce, name="demo-producer", daemon=True),
@@ -118,51 +115,37 @@ class DemoApplication:
         return SchemaRegistryClient(client_settings(self.topology, cluster))
 
     def _produce(self) -> None:
-        cluster, producer, serialize = None, None, None
-        seq = 0
+        producer = FollowingProducer(
+            self.topology,
+            PRODUCER_ALIAS,
+            {"message.timeout.ms": 10_000, "linger.ms": 5, "logger": self.client_log},
+            on_move=lambda before, now: self._moved("producer", now, before),
+        )
+        serializers: dict[str, AvroSerializer] = {}
         context = SerializationContext(TOPIC, MessageField.VALUE)
+        seq = 0
         while self._producing.is_set():
-            now = active_cluster(self.topology, PRODUCER_ALIAS)
-            if now != cluster:
-                if producer is not None:
-                    # A live old cluster acknowledges what is in flight (purged, a written record would be sent
-                    # twice); what a dead one never acknowledges comes back through `_delivered` and is resent.
-                    producer.flush(OLD_CLUSTER_FLUSH_S)
-                    producer.purge()
-                    producer.poll(0)
-                producer = Producer(
-                    {
-                        **client_config_for(PRODUCER_ALIAS, self.topology),
-                        "enable.idempotence": True,
-                        "message.timeout.ms": 10_000,
-                        "linger.ms": 5,
-                        "logger": self.client_log,
-                    }
-                )
-                serialize = AvroSerializer(self._registry(now), SCHEMA)
-                self._moved("producer", now, cluster)
-                cluster = now
-            assert producer is not None and serialize is not None
-            with self._lock:
-                resend, self._unacknowledged = self._unacknowledged, []
-            self.tally.resent += len(resend)
-            for number in [*resend, seq]:
-                value = serialize({"run": self.run, "seq": number, "amount": number * 1.5}, context)
-                producer.produce(TOPIC, key=str(number).encode(), value=value, on_delivery=self._delivered(number))
+            producer.poll(0)  # follows the alias
+            cluster = producer.cluster
+            assert cluster is not None
+            if cluster not in serializers:
+                serializers[cluster] = AvroSerializer(self._registry(cluster), SCHEMA)
+            value = serializers[cluster]({"run": self.run, "seq": seq, "amount": seq * 1.5}, context)
+            producer.produce(TOPIC, key=str(seq).encode(), value=value, on_delivery=self._delivered(seq))
             seq += 1
             deadline = time.monotonic() + 1 / self.rate
             while time.monotonic() < deadline:
                 producer.poll(max(deadline - time.monotonic(), 0))
-        if producer is not None:
-            producer.flush(15)
+            self.tally.resent = producer.resent
+        producer.flush(15)
+        self.tally.resent = producer.resent
 
     def _delivered(self, number: int) -> Callable[[KafkaError | None, Any], None]:
         def delivered(err: KafkaError | None, _: Any) -> None:
-            if err is None:
+            if err is None:  # FollowingProducer produces again what a cluster did not acknowledge
                 self.tally.acknowledged.add(number)
             else:
-                with self._lock:
-                    self._unacknowledged.append(number)
+                self.log(f"application producer: record {number} refused: {err.str()}")
 
         return delivered
 
