@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-# The tests' Spark drivers (spark-submit, the shared session, those the Airflow tests launch) live seconds and
-# only schedule Python tasks: the C1 compiler alone starts them on about a third less CPU than tiered C2.
+# The shared Spark session's driver (pyspark launches it, not kafka-dr's spark-submit command, which sets C1 itself:
+# kafka_dr.driver_jvm) lives for the tests and only schedules Python tasks: C1 alone starts it on less CPU.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
 
 AIRFLOW_HALF = ("airflow", "unit", "e2e")  # e2e: the browser test, a real Airflow of its own (about 200 s)

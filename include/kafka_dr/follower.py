@@ -179,9 +179,7 @@ class FollowingConsumer:
             consumer.close()
             raise RuntimeError(f"alias {self.alias!r}: cluster {now} did not answer: {e}") from None
         moved_in = self.cluster is not None
-        consumer.subscribe(
-            self.topics_in(now), on_assign=lambda c, partitions: self._assigned(c, partitions, moved_in)
-        )
+        consumer.subscribe(self.topics_in(now), on_assign=lambda c, partitions: self._assigned(c, partitions, moved_in))
         before, self.cluster, self._cluster_id, self._consumer = self.cluster, now, cluster_id, consumer
         if self.on_move is not None:
             self.on_move(before, now)
