@@ -196,8 +196,8 @@ class FollowingProducer:
     is in flight, then produces what it did not acknowledge to the new cluster, before any later record. A record
     no cluster acknowledged (timed out, purged at a switch) is produced again on the active cluster, so each one is
     acknowledged at least once: a failed cluster that wrote a record without acknowledging it, and replicated it,
-    holds it twice. `on_delivery` is called once per
-    record, with its acknowledgement or with an error no retry can mend (a record too large, a topic refused)."""
+    holds it twice. `on_delivery` is called once per record, with its acknowledgement or with an error no retry can
+    mend (a record too large, a topic refused)."""
 
     def __init__(
         self,
