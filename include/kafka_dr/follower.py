@@ -65,6 +65,23 @@ def _republished_origin(value: bytes | None) -> tuple[Origin, int]:
         raise ValueError(f"malformed {REPUBLISHED_HEADER} header {(value or b'')[:80]!r}") from None
 
 
+class AliasWatch:
+    """Where a client alias points, read at most once a SWITCH_CHECK_S (the following clients ask at every call)."""
+
+    def __init__(self, topology: Topology, alias: str) -> None:
+        self.topology = topology
+        self.alias = alias
+        self._checked = float("-inf")
+
+    def moved(self, current: str | None) -> str | None:
+        """The alias's active cluster when it is not `current` (None: not yet connected), else None."""
+        if time.monotonic() - self._checked < SWITCH_CHECK_S:
+            return None
+        self._checked = time.monotonic()
+        now = active_cluster(self.topology, self.alias)
+        return None if now == current else now
+
+
 class DeliveredOrigins:
     """The highest origin offset delivered per origin partition."""
 
@@ -107,7 +124,7 @@ class FollowingConsumer:
         self._cluster_id = ""
         self._consumer: Consumer | None = None
         self._delivered = DeliveredOrigins()
-        self._checked = float("-inf")
+        self._watch = AliasWatch(topology, alias)
 
     def poll(self, timeout: float) -> Message | None:
         """The next record not delivered before (an error event is returned as is), or None."""
@@ -162,12 +179,9 @@ class FollowingConsumer:
             self.on_assign()
 
     def _follow(self) -> None:
-        """Connect to the alias's active cluster when it moved (or on first use), at most once a SWITCH_CHECK_S."""
-        if time.monotonic() - self._checked < SWITCH_CHECK_S:
-            return
-        self._checked = time.monotonic()
-        now = active_cluster(self.topology, self.alias)
-        if now == self.cluster:
+        """Connect to the alias's active cluster when it moved (or on first use)."""
+        now = self._watch.moved(self.cluster)
+        if now is None:
             return
         if self._consumer is not None:
             # The old cluster may be gone: leaving its group could wait out the session timeout.
@@ -215,7 +229,7 @@ class FollowingProducer:
         self._producer: Producer | None = None
         self._unacknowledged: list[tuple[dict[str, Any], Callable[..., None] | None]] = []
         self._lock = threading.Lock()
-        self._checked = float("-inf")
+        self._watch = AliasWatch(topology, alias)
 
     def produce(self, topic: str, value: Any = None, key: Any = None, **kwargs: Any) -> None:
         """Producer.produce (partition, headers, timestamp, on_delivery...), to the alias's active cluster."""
@@ -267,12 +281,9 @@ class FollowingProducer:
             self._send(record, callback)
 
     def _follow(self) -> None:
-        """Connect to the alias's active cluster when it moved (or on first use), at most once a SWITCH_CHECK_S."""
-        if time.monotonic() - self._checked < SWITCH_CHECK_S:
-            return
-        self._checked = time.monotonic()
-        now = active_cluster(self.topology, self.alias)
-        if now == self.cluster:
+        """Connect to the alias's active cluster when it moved (or on first use)."""
+        now = self._watch.moved(self.cluster)
+        if now is None:
             return
         old = self._producer
         self._producer = Producer({**client_config_for(self.alias, self.topology), **self.config})
