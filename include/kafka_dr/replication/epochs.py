@@ -50,9 +50,10 @@ class Positions:
     def open_tasks(self, plan: Plan) -> list[CopyTask]:
         """The plan's ranges from where each stands, left open (continuous: copied as records arrive)."""
         return [
-            dataclasses.replace(t, start=self.next[key], end=None, dest_from=self.dest_from[key])
+            dataclasses.replace(
+                t, start=self.next[(t.topic, t.partition)], end=None, dest_from=self.dest_from[(t.topic, t.partition)]
+            )
             for t in plan.tasks
-            for key in [(t.topic, t.partition)]
         ]
 
     def update(self, results: list[CopyResult]) -> None:
