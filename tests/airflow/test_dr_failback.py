@@ -35,7 +35,7 @@ from kafka_dr.replication.copier import close_clients, copy_ranges
 from kafka_dr.replication.planner import FlowContext
 from kafka_dr.topology import load_topology
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.usefixtures("jobs_in_process")]
 
 
 def test_bad_params_fail_at_the_first_task_and_change_nothing(dags, own_stack, state, tmp_path):

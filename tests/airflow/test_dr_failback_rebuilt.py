@@ -31,7 +31,7 @@ from support.topology import restart_registry_command
 from kafka_dr.replication import replicators
 from kafka_dr.topology import load_topology
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.usefixtures("jobs_in_process")]
 FLOW = "rb-dc1-to-dc2"
 
 

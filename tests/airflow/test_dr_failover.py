@@ -30,7 +30,7 @@ from kafka_dr.spark_env import spark_env, spark_submit_command
 from kafka_dr.topology import load_topology
 from kafka_dr.translation.group_offsets import LIVE, translated_offsets
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.usefixtures("jobs_in_process")]
 USER_SCHEMA = json.dumps({"type": "record", "name": "User", "fields": [{"name": "name", "type": "string"}]})
 
 

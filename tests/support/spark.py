@@ -72,6 +72,28 @@ def run_in_process(job: str, *args: str) -> JobResult:
     return code, last_json_line(out.getvalue()), err.getvalue()
 
 
+def submit_in_process(operator: Any, name: str, args: list[str], env: dict[str, str]) -> int:
+    """SparkJobOperator.submit for dag.test() drills: the operator's job run to its end in this process on the
+    active Spark session, with the operator's environment, in place of a spark-submit JVM per task. The arguments,
+    exit code and --report summary are the job's own; the spark-submit command itself is proven by the tests that
+    keep it (tests/airflow/test_spark_submit_adapter.py, test_replication_operator.py, test_dags_across_processes.py,
+    test_secrets_end_to_end.py, test_spark_standalone.py)."""
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    try:
+        code, _, err = run_in_process(Path(operator.application).stem, *args)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        close_cached_clients()  # the next job may find a cluster stopped, wiped or restarted
+    if code != 0:
+        operator.log.error("%s exited %s: %s", name, code, err[-3000:])
+    return code
+
+
 _modules: dict[str, ModuleType] = {}
 
 

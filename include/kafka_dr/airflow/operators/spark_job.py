@@ -93,15 +93,22 @@ class SparkJobOperator(BaseOperator):
         """Submit the job to the end; returns its summary. `what` names the job in errors."""
         with tempfile.TemporaryDirectory(prefix="kdr-job-") as tmp:
             report = Path(tmp) / "summary.json"
-            self._spark = self.spark_hook(name, [*args, "--report", str(report)])
-            try:
-                self._spark.submit(self.application, env={**os.environ, **env})
-            except AirflowException:
-                raise _job_failed(what, exit_code(self._spark), report) from None  # its own error is in its summary
+            code = self.submit(name, [*args, "--report", str(report)], env)
+            if code != 0:
+                raise _job_failed(what, code, report)  # its own error is in its summary
             summary = _read_summary(report)
         if summary is None:
             raise AirflowException(f"{what}: {Path(self.application).name} exited 0 without writing its summary")
         return summary
+
+    def submit(self, name: str, args: list[str], env: dict[str, str]) -> int | None:
+        """spark-submit the job with `args` to its end through the provider; its exit code (None: unknown)."""
+        self._spark = self.spark_hook(name, args)
+        try:
+            self._spark.submit(self.application, env={**os.environ, **env})
+        except AirflowException:
+            return exit_code(self._spark) or None  # failed, even when the provider saw exit code 0 (cluster mode)
+        return 0
 
     def run_in_python(self, args: list[str], env: dict[str, str], what: str) -> dict[str, Any]:
         """The job run by plain Python, for a run that starts no Spark context (e.g. applying offsets already
