@@ -21,7 +21,6 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from .health.rules import Slo
 from .paths import DEFAULT_TOPOLOGY as DEFAULT_TOPOLOGY  # re-exported: the topology's users look here
 from .paths import default_topology
 from .times import epoch_ms
@@ -148,6 +147,17 @@ class ClientAlias:
     name: str
     cluster: str  # home cluster: where it connects until a failover moves it
     role: str  # producer, consumer or both: a planned failover moves producers first
+
+
+@dataclass(frozen=True)
+class Slo:
+    """The topology's `health:` section: limits that make a flow ERR when passed (None: not checked; health/rules.py
+    applies them)."""
+
+    max_lag_records: int | None = None
+    max_lag_seconds: float | None = None
+    max_heartbeat_latency_ms: float | None = None
+    max_checkpoint_age_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kafka_dr.health.rules import Slo
-from kafka_dr.topology import DEFAULT_TOPOLOGY, Flow, TopologyError, load_topology, parse_topology
+from kafka_dr.topology import DEFAULT_TOPOLOGY, Flow, Slo, TopologyError, load_topology, parse_topology
 
 DESIGN_TOPOLOGY: dict[str, Any] = {
     "clusters": {
