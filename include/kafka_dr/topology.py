@@ -139,6 +139,10 @@ FLOW_STARTS = ("earliest", "latest")  # or an ISO time: the first offset at or a
 
 CLIENT_ROLES = ("producer", "consumer", "both")
 
+# schema_registry.restart_command's placeholders: the cluster whose registry restarts, that registry's URL (the first
+# of its list), the bootstrap servers of the store it is pointed at, and its leader eligibility (true or false).
+RESTART_PLACEHOLDERS = ("cluster", "registry_url", "kafkastore", "leader_eligible")
+
 
 @dataclass(frozen=True)
 class ClientAlias:
@@ -495,19 +499,16 @@ class _Parser:
         return Slo(**limits)
 
     def restart_command(self, value: Any, path: str) -> str:
-        """A command template whose only placeholders are {cluster}, {kafkastore} and {leader_eligible}."""
+        """A command template whose only placeholders are RESTART_PLACEHOLDERS."""
         template = self.string(value, path)
         try:
             fields = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
         except ValueError as exc:
             raise self.error(path, f"bad template {template!r}: {exc}") from None
-        unknown = fields - {"cluster", "kafkastore", "leader_eligible"}
+        unknown = fields - set(RESTART_PLACEHOLDERS)
         if unknown:
-            raise self.error(
-                path,
-                f"unknown placeholder {{{sorted(unknown)[0]}}} (allowed: {{cluster}}, "
-                "{kafkastore}, {leader_eligible})",
-            )
+            allowed = ", ".join(f"{{{name}}}" for name in RESTART_PLACEHOLDERS)
+            raise self.error(path, f"unknown placeholder {{{sorted(unknown)[0]}}} (allowed: {allowed})")
         return template
 
     def client(self, name: Any, value: Any, clusters: Mapping[str, Cluster]) -> ClientAlias:
