@@ -37,6 +37,7 @@ test: lint
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache  # the layers (pyproject.toml [tool.importlinter]), about 1.5 s
 
 format: venv
 	$(BIN)/ruff format .
