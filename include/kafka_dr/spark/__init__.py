@@ -6,5 +6,6 @@
 - session.py: the job's Spark context, started beside the driver's planning and stopped at the end;
 - installed_pyspark.py and daemon.py: pyspark imported from its installed files in the driver and the workers.
 
-It depends on the core (topology, clients, replication's errors), never the reverse.
+It depends on the core (topology, clients, replication's errors), never the reverse: only the Airflow side and the
+local stack import it (pyproject.toml's import contracts).
 """
