@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 # The shared Spark session's driver (pyspark launches it, not kafka-dr's spark-submit command, which sets C1 itself:
-# kafka_dr.driver_jvm) lives for the tests and only schedules Python tasks: C1 alone starts it on less CPU.
+# kafka_dr.spark.driver_jvm) lives for the tests and only schedules Python tasks: C1 alone starts it on less CPU.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
 
 

@@ -26,7 +26,7 @@ from kafka_dr.local.stack import LocalStack
 from kafka_dr.replication import replicators
 from kafka_dr.replication.copier import close_clients, copy_ranges
 from kafka_dr.replication.planner import FlowContext
-from kafka_dr.spark_env import spark_env, spark_submit_command
+from kafka_dr.spark.submit import spark_env, spark_submit_command
 from kafka_dr.topology import load_topology
 from kafka_dr.translation.group_offsets import LIVE, translated_offsets
 

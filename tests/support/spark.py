@@ -3,7 +3,7 @@ summary line, --report) or in this process on one Spark session shared by the wh
 a JVM and Python workers' start-up (8-15 s) per job run.
 
 Both run the job's own `main`, so error mapping and the summary are the same; in process, the job finds the
-shared session active and leaves it running (kafka_dr.jobs.start_spark).
+shared session active and leaves it running (kafka_dr.spark.session.start_spark).
 
 `standalone_spark` is a real Spark cluster (a standalone master and worker from the installed pyspark) and
 `python_without_kafka_dr` a Python for its executors that has the dependencies but not the project.
@@ -29,7 +29,7 @@ from typing import Any
 
 from kafka_dr.paths import SPARK_JOBS
 from kafka_dr.replication.copier import close_clients
-from kafka_dr.spark_env import spark_env, spark_submit_command
+from kafka_dr.spark.submit import spark_env, spark_submit_command
 from kafka_dr.translation.offsets import close_readers
 
 from .ports import free_ports

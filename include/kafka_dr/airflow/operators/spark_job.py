@@ -19,8 +19,8 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseHook, BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
-from ...driver_jvm import with_driver_jvm
-from ...spark_env import is_local, package_zip
+from ...spark.driver_jvm import with_driver_jvm
+from ...spark.submit import is_local, package_zip
 from ...topology import Topology
 from ..hooks.kafka_cluster import clusters_env
 from ..hooks.spark_submit import exit_code, master
@@ -78,7 +78,7 @@ class SparkJobOperator(BaseOperator):
         spark_master = master(hook)
         self.log.info("Spark master %s (%s)", spark_master, why)
         if self.py_files is None and not is_local(spark_master):
-            # Executors of a cluster are other processes: they get the package the driver runs (spark_env).
+            # Executors of a cluster are other processes: they get the package the driver runs (package_zip).
             package = str(package_zip())
             self.log.info("kafka_dr shipped to the executors as --py-files %s", package)
             hook = self._hook(conn_id, name, args, package)
