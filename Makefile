@@ -24,8 +24,8 @@ $(STAMP): requirements.txt pyproject.toml
 	# files with its own older copy: put the full pyspark back on top.
 	$(BIN)/pip install -q --no-deps --force-reinstall $$(grep '^pyspark==' requirements.txt)
 	$(BIN)/pip install -q --no-deps -e .
-	# The Spark driver's class archive (kafka_dr/driver_jvm.py): every job's Spark context starts faster.
-	$(BIN)/python -m kafka_dr.driver_jvm
+	# The Spark driver's class archive (kafka_dr/spark/class_archive.py): every job's Spark context starts faster.
+	$(BIN)/python -m kafka_dr.spark.class_archive
 	touch $(STAMP)
 
 demo: venv
@@ -37,6 +37,7 @@ test: lint
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache  # the layers (pyproject.toml [tool.importlinter]), about 1.5 s
 
 format: venv
 	$(BIN)/ruff format .

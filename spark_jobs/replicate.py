@@ -30,12 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from kafka_dr.clients import client_config
-from kafka_dr.jobs import SparkStart, add_force_args, force_copy, job_main
 from kafka_dr.replication.copier import CopyResult, CopyTask, copy_ranges, open_clients
 from kafka_dr.replication.epochs import CopyEpochs, Discovery, Epoch
 from kafka_dr.replication.fencing import FlowClaim
 from kafka_dr.replication.heartbeat import HeartbeatTask
 from kafka_dr.replication.planner import FlowContext, Plan
+from kafka_dr.spark.job import add_force_args, force_copy, job_main
+from kafka_dr.spark.session import SparkStart
 from kafka_dr.topology import Flow, Topology
 from kafka_dr.translation.checkpoints import CheckpointTask
 

@@ -22,7 +22,7 @@ from kafka_dr.replication import replicators
 from kafka_dr.replication.provenance import hops
 from kafka_dr.topology import load_topology
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.usefixtures("jobs_in_process")]
 
 
 def test_three_planned_failover_and_failback_cycles_lose_nothing_and_duplicate_nothing(

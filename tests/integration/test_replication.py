@@ -35,7 +35,7 @@ from kafka_dr.replication.copier import copy_ranges
 from kafka_dr.replication.lag import flow_lag, load_snapshot
 from kafka_dr.replication.planner import FlowContext
 from kafka_dr.replication.provenance import HEADER, hops
-from kafka_dr.spark_env import spark_env, spark_submit_command
+from kafka_dr.spark.submit import spark_env, spark_submit_command
 from kafka_dr.topology import load_topology
 from kafka_dr.translation.checkpoints import load_checkpoints
 
