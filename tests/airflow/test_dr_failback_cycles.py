@@ -1,5 +1,5 @@
 """Three planned failover and failback cycles in a row with dag.test() on an embedded stack of their own, in a module
-of their own so that the test halves stay even (tests/conftest.py `BROKER_HALF`)."""
+of their own so that xdist can run it beside the other failback drills (tests/conftest.py hands out files)."""
 
 from __future__ import annotations
 
