@@ -111,7 +111,7 @@ def test_every_step_run_is_in_the_report_in_the_order_the_steps_run() -> None:
         handle_unreplicated={
             "action": "republish",
             "republished": 2,
-            "flows_moved": {"f orders[0]": 10000},
+            "flows_moved": {"f orders[0]": 10_000},
             "step": step,
         },
         registry_back={"skipped": "no primary", "step": step},
@@ -129,7 +129,7 @@ def test_every_step_run_is_in_the_report_in_the_order_the_steps_run() -> None:
         "switch_consumers",
         "verify",
     ]
-    assert body["unreplicated"]["republished"] == 2 and body["unreplicated"]["flows_moved"] == {"f orders[0]": 9}
+    assert body["unreplicated"]["republished"] == 2 and body["unreplicated"]["flows_moved"] == {"f orders[0]": 10_000}
     assert "step" not in body["unreplicated"] and body["rto_seconds"] == 6.5
     assert body["resynced"] == {"records": None, "flows": ["b"], "inverse_flows": [], "forced": None}
 
