@@ -1,9 +1,18 @@
-"""What the DR phases' plan objects share: reading one back from the plain dict it travels as between tasks (XCom)."""
+"""What the DR phases' plan objects share: the check of a choice they are made from, and reading one back from the
+plain dict it travels as between tasks (XCom)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
+
+
+def choice(name: str, value: Any, allowed: Iterable[str]) -> str:
+    """Param `name`'s `value`, one of `allowed`; else ValueError with one line."""
+    allowed = tuple(allowed)
+    if value not in allowed:
+        raise ValueError(f"param {name}: must be one of {', '.join(allowed)}, got {value!r}")
+    return value
 
 
 def fields_of(data: Any, what: str, *required: str) -> Mapping[str, Any]:

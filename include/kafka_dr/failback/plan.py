@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from ..failover.plan import FailoverPlan
-from ..plans import fields_of
+from ..plans import choice, fields_of
 from ..topology import Topology
 
 MODES = ("data_kept", "data_lost")
@@ -44,9 +44,8 @@ class FailbackPlan:
         topo.cluster(str(serving))
         if restored == serving:
             raise ValueError(f"params restored_cluster and serving_cluster are both {restored!r}")
-        for name, value, allowed in (("mode", mode, MODES), ("unreplicated", unreplicated, ACTIONS)):
-            if value not in allowed:
-                raise ValueError(f"param {name}: must be one of {', '.join(allowed)}, got {value!r}")
+        choice("mode", mode, MODES)
+        choice("unreplicated", unreplicated, ACTIONS)
         if not any({f.source, f.target} == {restored, serving} for f in topo.flows):
             raise ValueError(f"no flow between {restored} and {serving} either way: there is nothing to fail back")
 

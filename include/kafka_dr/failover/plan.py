@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..plans import fields_of
+from ..plans import choice, fields_of
 from ..topology import Topology
 from ..translation.offsets import parse_reset_time
 
@@ -50,8 +50,7 @@ class FailoverPlan:
         topo.cluster(str(target))
         if failed == target:
             raise ValueError(f"params failed_cluster and target_cluster are both {failed!r}")
-        if mode not in MODES:
-            raise ValueError(f"param mode: must be one of {', '.join(MODES)}, got {mode!r}")
+        choice("mode", mode, MODES)
         if reset_to_datetime is not None:
             parse_reset_time(reset_to_datetime)
         flows = tuple(f.name for f in topo.flows if f.source == failed and f.target == target)
