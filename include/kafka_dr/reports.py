@@ -9,6 +9,15 @@ from datetime import datetime
 from typing import Any
 
 
+def run_start(run_started: datetime | None, validated: Mapping[str, Any] | None) -> datetime:
+    """The run's start as Airflow recorded it, else its validation step's start; ValueError without either."""
+    if run_started is not None:
+        return run_started
+    if not validated or not validated.get("started"):
+        raise ValueError("report: the run has no recorded start and its validation no step")
+    return datetime.fromisoformat(validated["started"])
+
+
 def rto_seconds(run_started: datetime, clients_switched: Mapping[str, Any] | None) -> float | None:
     """Seconds from the run's start to the end of the step that switched the clients; None when that step
     never ended, because then the clients were not switched."""

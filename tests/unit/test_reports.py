@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from kafka_dr.reports import rto_seconds, step_seconds, step_table
+import pytest
+
+from kafka_dr.reports import rto_seconds, run_start, step_seconds, step_table
 
 RUN_START = datetime(2026, 3, 1, 10, 0, 0, tzinfo=UTC)
 
@@ -31,3 +33,10 @@ def test_step_table_has_a_row_per_step_with_empty_cells_for_what_is_unknown() ->
     table = step_table({"validate": {"started": at(0.5), "ended": at(1.0)}, "translate": {"seconds": 4.25}})
     assert table[:3] == ["", "| step | started | ended | seconds |", "|---|---|---|---|"]
     assert table[3:] == [f"| validate | {at(0.5)} | {at(1.0)} | 0.5 |", "| translate |  |  | 4.25 |"]
+
+
+def test_a_run_starts_when_airflow_recorded_it_else_when_it_was_validated() -> None:
+    assert run_start(RUN_START, {"started": at(0.5)}) == RUN_START
+    assert run_start(None, {"started": at(0.5), "ended": at(1.0)}) == datetime.fromisoformat(at(0.5))
+    with pytest.raises(ValueError, match="report: the run has no recorded start and its validation no step"):
+        run_start(None, None)

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from ..failover.report import failover_page, with_exact_rpo
-from ..reports import cell, rto_seconds, step_table
+from ..reports import cell, rto_seconds, run_start, step_table
 from ..state import subdir
 from ..topology import INTERNAL_TOPIC_PREFIX
 from .plan import FailbackPlan, FailbackRun
@@ -21,7 +21,7 @@ def failback_report(
 ) -> dict[str, Any]:
     """The JSON body of a dr_failback report. Steps not run yet are absent, and so are their figures (None).
     Without a recorded start the run counts from its validation's start (plan.step)."""
-    start = run_started or datetime.fromisoformat((plan.step or {})["started"])
+    start = run_start(run_started, plan.step)
     back = run.prepare_switch_back
     return {
         "dag_id": dag_id,

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from ..reports import rto_seconds, step_table
+from ..reports import rto_seconds, run_start, step_table
 from .plan import FailoverPlan, FailoverRun
 from .rpo import LagReading, rpo
 
@@ -36,7 +36,7 @@ def failover_report(
     """The JSON body of a dr_failover report. `lag` is each failed flow's reading and `producers_first` the aliases
     this run moved before the lag drained. Without a recorded start the run counts from its validation's start
     (plan.step)."""
-    start = run_started or datetime.fromisoformat((plan.step or {})["started"])
+    start = run_start(run_started, plan.step)
     switched = run.switch_consumers or {}
     steps = {"validate": plan.step, **run.steps()}
     steps.update({f"translate_offsets {t.get('flow')}": _translation_step(t) for t in run.translations})
