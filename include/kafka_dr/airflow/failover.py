@@ -23,7 +23,7 @@ from ..failover.switch import EVERY_ROLE, PRODUCERS, move_reason, moved_by, swit
 from ..replication.replicators import ReplicatorError
 from ..schema_redirect.steps import take_over
 from ..schema_registry import RegistryError
-from ..topology import TopologyError, load_topology
+from ..topology import Topology, TopologyError, load_topology
 from . import topology_path
 from .common import groups_param, timed, write_report
 from .hooks.kafka_cluster import ClusterUnreachable, KafkaClusterHook
@@ -167,5 +167,5 @@ def failover_report(plan: dict[str, Any], results: dict[str, Any]) -> dict[str, 
     return write_report(dag_id, run_id, body, report.failover_page(body))
 
 
-def _config(topo: Any, cluster: str) -> dict[str, Any]:
+def _config(topo: Topology, cluster: str) -> dict[str, Any]:
     return KafkaClusterHook(cluster, topology=topo).client_config()
