@@ -95,7 +95,7 @@ with DAG(
     each = resync_kwargs(back)
     resynced = ReplicationOperator.partial(task_id="resync", mode="bounded").expand_kwargs(each)
     mark = mark_restored_ends(back)
-    producers = switch_producers(back)
+    producers = switch_producers(back["failover"])  # the switch back is a planned failover in reverse
     caught_up = ReplicationOperator.partial(task_id="resync_catch_up", mode="bounded").expand_kwargs(each)
     drained = ReplicationLagSensor.partial(
         task_id="lag_zero", max_records=0, poke_interval=2, timeout=600
@@ -105,7 +105,7 @@ with DAG(
         translate_back_kwargs(back, mark)
     )
     registry = registry_back(plan)
-    consumers = switch_consumers(back)
+    consumers = switch_consumers(back["failover"])
     resumed = ReplicationOperator.partial(task_id="flows_resumed", mode="continuous").expand_kwargs(resume_kwargs(plan))
     flows_verified = VerifyFlowOperator.partial(task_id="verify_flows").expand_kwargs(
         verify_kwargs(plan, back, measured)

@@ -4,7 +4,7 @@
         [--topics REGEX] [--target-topic FORMAT] [--dry-run] [--report FILE]
 
 The driver resolves the window per source partition (offsetsForTimes, or the offsets given) and refuses targets that
-would take the copies out of order (kafka_dr.replication.backfill); one Spark task per partition reads what the target
+would take the copies out of order (kafka_dr.backfill.window); one Spark task per partition reads what the target
 holds of the window; copy tasks (the copier, under the flow `<flow>.backfill`) copy the runs it lacks, at most one task
 per core; one verify task per partition then checks every source record of the window is there exactly once.
 --dry-run plans only and changes nothing. The JSON summary (`window`, `copied`, `already_present`, `unavailable`,
@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import IsolationLevel
 
-from kafka_dr.clients import end_offsets
-from kafka_dr.replication.backfill import (
+from kafka_dr.backfill.window import (
     BackfillError,
     PresenceTask,
     Window,
@@ -31,6 +30,7 @@ from kafka_dr.replication.backfill import (
     parse_window,
     prepare,
 )
+from kafka_dr.clients import end_offsets
 from kafka_dr.replication.copier import CopyTask, copy_ranges
 from kafka_dr.replication.fencing import writer_groups
 from kafka_dr.replication.internal import ensure_internal_topics

@@ -14,6 +14,7 @@ from airflow.sdk import DAG, task
 
 from kafka_dr.airflow.common import timed, write_report
 from kafka_dr.airflow.failover import stop_replication
+from kafka_dr.failover.plan import FailoverPlan
 
 
 def move(plan: dict[str, Any], roles: tuple[str, ...] = ("consumer",)) -> dict[str, Any]:
@@ -42,7 +43,8 @@ def test_a_timed_task_is_the_task_it_was() -> None:
 
 
 def test_dr_failover_tasks_time_their_step() -> None:
-    result = stop_replication.function({"stop_flows": [], "mode": "disaster"})
+    plan = FailoverPlan("t.yaml", "dc1", "dc2", "disaster", ".*", flows=("f",), stop_flows=())
+    result = stop_replication.function(plan.to_dict())
     assert result["replicators"] == {} and set(result["step"]) == {"started", "ended"}
 
 

@@ -3,10 +3,17 @@ the serving cluster's own records out of them, and offsets the client never deli
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from support.fakes import FakeMessage
 
-from kafka_dr.failback.unreplicated import UnreplicatedRange, unreplicated_ranges
+from kafka_dr.failback.plan import FailbackPlan
+from kafka_dr.failback.republish import handle
+from kafka_dr.failback.unreplicated import Unreplicated, UnreplicatedRange, unreplicated_of, unreplicated_ranges
+from kafka_dr.replication.planner import Lost
 from kafka_dr.replication.provenance import HEADER, Hop
+from kafka_dr.topology import Topology, load_topology
 
 SERVING = "dc2-id"
 
@@ -60,3 +67,39 @@ def test_partitions_are_kept_apart_and_sorted() -> None:
 
 def test_nothing_past_the_position_is_nothing_unreplicated() -> None:
     assert ranges() == []
+
+
+def test_what_never_left_comes_back_from_the_report_fields_with_its_ranges() -> None:
+    ranges_ = (UnreplicatedRange("f", "orders", 0, 9998, 9999, 2), UnreplicatedRange("f", "orders", 1, 5, 5, 1))
+    found = Unreplicated("dc1", "dc2", ("f",), ranges_, (Lost("orders", 1, 0, 5),))
+    fields = found.to_dict()
+    assert fields["deleted_before_copied"] == [{"topic": "orders", "partition": 1, "from_offset": 0, "to_offset": 4}]
+    again = Unreplicated.from_dict("dc1", "dc2", fields)
+    assert (again.flows, again.ranges, again.records, again.per_topic) == (("f",), ranges_, 3, {"orders": 3})
+
+
+PLAN = FailbackPlan("t.yaml", "dc1", "dc1-id", "dc2", "data_lost", "republish", ".*", False, ("f",), ())
+
+
+@pytest.fixture
+def topology(tmp_path: Path) -> Topology:
+    """Two clusters nobody listens on: nothing here may reach them."""
+    path = tmp_path / "t.yaml"
+    path.write_text('clusters:\n  dc1: {bootstrap_servers: "127.0.0.1:1"}\n  dc2: {bootstrap_servers: "127.0.0.1:2"}\n')
+    return load_topology(path)
+
+
+def test_a_cluster_that_lost_its_data_has_nothing_to_measure(topology: Topology) -> None:
+    assert unreplicated_of(topology, PLAN) == {
+        "records": None,
+        "per_topic": {},
+        "ranges": [],
+        "note": "dc1 lost its data: what never left it is gone, the failover report's estimate stands",
+    }
+
+
+def test_no_range_never_left_is_nothing_to_republish(topology: Topology) -> None:
+    assert handle(topology, PLAN, {"records": None, "per_topic": {}, "ranges": []}) == {
+        "action": "republish",
+        "records": 0,
+    }

@@ -1,5 +1,6 @@
 """Airflow parts of kafka-dr in the provider layout (hooks, operators, sensors, triggers) plus the plain
-tasks the DAGs wire together. Kafka logic stays in kafka_dr.replication; these only adapt it to Airflow."""
+tasks the DAGs wire together. Kafka logic stays in the core (kafka_dr.replication and a package per DR phase:
+bringup, health, failover, schema_redirect, failback, backfill); these only adapt it to Airflow."""
 
 from __future__ import annotations
 

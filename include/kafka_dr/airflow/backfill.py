@@ -1,5 +1,6 @@
 """Tasks of the dr_backfill DAG: validate the params (the window: params, else the run's data interval) before
-anything changes, then report. The copy and the window's verification are BackfillOperator's."""
+anything changes, then report. The copy and the window's verification are BackfillOperator's; the backfill itself
+is kafka_dr.backfill (no Airflow there)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from typing import Any
 from airflow.sdk import get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 
-from .. import reports
+from ..backfill import report
+from ..backfill.plan import BackfillPlan
+from ..backfill.window import BackfillError
 from ..clients import ClientConfigError
-from ..replication.backfill import BackfillError, parse_window, prepare
 from ..replication.planner import UnreachableError
 from ..topology import TopologyError, load_topology
 from . import topology_path
@@ -22,8 +24,8 @@ from .hooks.kafka_cluster import KafkaClusterHook
 @timed
 def validate_backfill(params: dict[str, Any] | None = None) -> dict[str, Any]:
     """Check every param and the window against the source (offsets past the end, topics outside the flow, a target
-    that would take the copies out of order); returns the backfill's arguments. A run without window params takes
-    its data interval (Airflow's own backfill re-runs past hours this way)."""
+    that would take the copies out of order); returns the backfill's arguments (BackfillPlan). A run without window
+    params takes its data interval (Airflow's own backfill re-runs past hours this way)."""
     params = params or {}
     context = get_current_context()
     try:
@@ -36,23 +38,20 @@ def validate_backfill(params: dict[str, Any] | None = None) -> dict[str, Any]:
         offsets = params.get("offsets") or None
         if not (start or end or offsets):
             start, end = context["data_interval_start"].isoformat(), context["data_interval_end"].isoformat()
-        window = parse_window(start, end, offsets)
-        dry_run = boolean_param(params, "dry_run", default=False)
-        prepared = prepare(topo, flow, window, params.get("topics") or None, params.get("target_topic") or None, 1)
-        prepared.context.close()
+        plan = BackfillPlan.build(
+            topo,
+            str(path),
+            flow,
+            start,
+            end,
+            offsets,
+            params.get("topics") or None,
+            params.get("target_topic") or None,
+            boolean_param(params, "dry_run", default=False),
+        )
     except (TopologyError, ClientConfigError, BackfillError, UnreachableError, ValueError) as exc:
         raise AirflowFailException(str(exc)) from None
-    return {
-        "topology": str(path),
-        "flow": flow.name,
-        "topics": params.get("topics") or None,
-        "window_start": start,
-        "window_end": end,
-        "offsets": window.to_dict()["offsets"] if window.offsets is not None else None,
-        "target_topic": params.get("target_topic") or None,
-        "dry_run": dry_run,
-        "target_topics": sorted({w.dest_topic for w in prepared.windows}),
-    }
+    return plan.to_dict()
 
 
 @task
@@ -60,5 +59,5 @@ def backfill_report(plan: dict[str, Any], summary: dict[str, Any]) -> dict[str, 
     """The report DESIGN.md fixes (window, copied, already_present, unavailable, verify) as JSON and a page."""
     context = get_current_context()
     dag_id, run_id = context["dag"].dag_id, context["run_id"]
-    body = reports.backfill_report(plan, summary, dag_id=dag_id, run_id=run_id)
-    return write_report(dag_id, run_id, body, reports.backfill_page(body))
+    body = report.backfill_report(BackfillPlan.from_dict(plan), summary, dag_id=dag_id, run_id=run_id)
+    return write_report(dag_id, run_id, body, report.backfill_page(body))

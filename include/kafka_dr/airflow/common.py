@@ -67,14 +67,6 @@ def selected_flows(params: Mapping[str, Any], purpose: str | None = None) -> tup
     return path, topo, selected
 
 
-def choice_param(params: Mapping[str, Any], name: str, allowed: Iterable[str]) -> str:
-    """Param `name`, one of `allowed`; else ValueError with one line."""
-    value, allowed = params.get(name), tuple(allowed)
-    if value not in allowed:
-        raise ValueError(f"param {name}: must be one of {', '.join(allowed)}, got {value!r}")
-    return value
-
-
 def boolean_param(params: Mapping[str, Any], name: str, default: bool | None = None) -> bool:
     """Param `name`, true or false (`default` when absent and one is given); else ValueError with one line."""
     value = params.get(name, default)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from confluent_kafka import IsolationLevel, Message, Producer
@@ -24,12 +24,24 @@ from ..clients import client_config, end_offsets, init_transactions, read_commit
 from ..replication.internal import PROGRESS, ensure_internal_topics, partition_key, put_records, read_records
 from ..replication.resume import Progress
 from ..topology import Topology
+from .plan import FailbackPlan
 from .unreplicated import Unreplicated, UnreplicatedRange
 
 log = logging.getLogger(__name__)
 
 REPUBLISHED_HEADER = "__kdr_republished"
 READ_TIMEOUT_S = 300.0
+
+
+def handle(topology: Topology, plan: FailbackPlan, unreplicated: Mapping[str, Any]) -> dict[str, Any]:
+    """What the plan's action does with the records that never left (`unreplicated`: the measure's fields):
+    republish them, or leave them unread (discard); either way the flows out move past the originals."""
+    if not unreplicated.get("ranges"):
+        return {"action": plan.unreplicated, "records": 0}
+    found = Unreplicated.from_dict(plan.restored, plan.serving, unreplicated)
+    republished = republish(topology, found) if plan.unreplicated == "republish" else 0
+    moved = skip_originals(topology, found)
+    return {"action": plan.unreplicated, "records": found.records, "republished": republished, "flows_moved": moved}
 
 
 def republish(topology: Topology, found: Unreplicated) -> int:

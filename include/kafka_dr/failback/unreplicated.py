@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from confluent_kafka import KafkaException, Message
 
@@ -21,6 +22,7 @@ from ..clients import error_text, read_committed
 from ..replication.planner import FlowContext, Lost, UnreachableError
 from ..replication.provenance import ProvenanceError, blocked, hops
 from ..topology import INTERNAL_TOPIC_PREFIX, Topology
+from .plan import FailbackPlan
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +78,22 @@ class Unreplicated:
                 for d in self.deleted
             ],
         }
+
+    @classmethod
+    def from_dict(cls, restored: str, serving: str, data: Mapping[str, Any]) -> Unreplicated:
+        """What `to_dict` wrote, ranges included; what retention deleted is not read back (nothing is done with it
+        but reporting)."""
+        ranges = tuple(UnreplicatedRange(**r) for r in data.get("ranges") or [])
+        return cls(restored, serving, tuple(data.get("flows") or []), ranges, ())
+
+
+def unreplicated_of(topology: Topology, plan: FailbackPlan) -> dict[str, Any]:
+    """The report's `unreplicated` fields of the failback: measured when the restored cluster kept its data; when it
+    lost it, what never left it is gone with it, and the failover report's estimate stands. Raises MeasureError."""
+    if plan.mode == "data_lost":
+        note = f"{plan.restored} lost its data: what never left it is gone, the failover report's estimate stands"
+        return {"records": None, "per_topic": {}, "ranges": [], "note": note}
+    return measure(topology, plan.restored, plan.serving).to_dict()
 
 
 def measure(topology: Topology, restored: str, serving: str, timeout: float = READ_TIMEOUT_S) -> Unreplicated:

@@ -1,4 +1,4 @@
-"""Backfill a window of one flow with spark_jobs/backfill.py (kafka_dr.replication.backfill says what it copies)."""
+"""Backfill a window of one flow with spark_jobs/backfill.py (kafka_dr.backfill.window says what it copies)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Backfill: copy exactly the source records of a window that a target topic lacks, then verify the window.
+"""What a backfill copies: exactly the source records of a window that a target topic lacks.
 
 A window is a time range (start inclusive, end exclusive, resolved per partition with offsetsForTimes, as
 `kafka-consumer-groups --to-datetime` does) or offset ranges per partition. The copies are made by the copier under
@@ -26,12 +26,12 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from ..clients import read_partition
+from ..replication.internal import HEARTBEATS
+from ..replication.planner import FlowContext
+from ..replication.provenance import copied_from
+from ..replication.resume import resume_offset
 from ..times import epoch_ms
 from ..topology import INTERNAL_TOPIC_PREFIX, Flow, TopicFilter, Topology
-from .internal import HEARTBEATS
-from .planner import FlowContext
-from .provenance import copied_from
-from .resume import resume_offset
 
 BACKFILL_SUFFIX = ".backfill"  # the copier's flow name for a backfill of flow F: F.backfill
 _TOPIC_NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")

@@ -1,0 +1,92 @@
+"""A dr_backfill run's plan, checked by validation against the source; it travels to the backfill job's operator
+and the report as a plain dict (XCom), whose keys the DAG's templates read."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..plans import fields_of
+from ..topology import Flow, Topology
+from .window import parse_window, prepare
+
+
+@dataclass(frozen=True)
+class BackfillPlan:
+    """Backfill `flow`'s window (window_start / window_end as ISO times, or `offsets` {"topic:partition": [first,
+    last]}) of the topics matching `topics` into `target_topics` (named by the `target_topic` format, else the
+    flow's rename). `step`: when validation ran (`timed`), for the report."""
+
+    topology: str
+    flow: str
+    topics: str | None
+    window_start: str | None
+    window_end: str | None
+    offsets: Mapping[str, list[int]] | None
+    target_topic: str | None
+    dry_run: bool
+    target_topics: tuple[str, ...]
+    step: Mapping[str, Any] | None = None
+
+    @classmethod
+    def build(
+        cls,
+        topo: Topology,
+        topology_file: str,
+        flow: Flow,
+        window_start: str | None,
+        window_end: str | None,
+        offsets: str | Mapping[str, Any] | None,
+        topics: str | None,
+        target_topic: str | None,
+        dry_run: bool,
+    ) -> BackfillPlan:
+        """The window checked against the source (offsets past the end, topics outside the flow, a target that would
+        take the copies out of order: kafka_dr.backfill.window.prepare). Raises BackfillError, UnreachableError or
+        TopologyError with one line."""
+        window = parse_window(window_start, window_end, offsets)
+        prepared = prepare(topo, flow, window, topics, target_topic, 1)
+        prepared.context.close()
+        return cls(
+            topology_file,
+            flow.name,
+            topics,
+            window_start,
+            window_end,
+            window.to_dict()["offsets"] if window.offsets is not None else None,
+            target_topic,
+            dry_run,
+            tuple(sorted({w.dest_topic for w in prepared.windows})),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {
+            "topology": self.topology,
+            "flow": self.flow,
+            "topics": self.topics,
+            "window_start": self.window_start,
+            "window_end": self.window_end,
+            "offsets": None if self.offsets is None else {k: list(v) for k, v in self.offsets.items()},
+            "target_topic": self.target_topic,
+            "dry_run": self.dry_run,
+            "target_topics": list(self.target_topics),
+        }
+        return data if self.step is None else {**data, "step": dict(self.step)}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> BackfillPlan:
+        """The plan `to_dict` made (with the "step" `timed` adds); ValueError naming what is missing."""
+        data = fields_of(data, "backfill plan", "topology", "flow", "dry_run", "target_topics")
+        return cls(
+            data["topology"],
+            data["flow"],
+            data.get("topics"),
+            data.get("window_start"),
+            data.get("window_end"),
+            data.get("offsets"),
+            data.get("target_topic"),
+            data["dry_run"],
+            tuple(data["target_topics"]),
+            data.get("step"),
+        )

@@ -1,0 +1,95 @@
+"""The dr_failover report (DESIGN.md "Reports"): the plan, what the steps returned and the lag readings in, the JSON
+body and its Markdown page out. Nothing here talks to Airflow or Kafka, so its rules are unit-tested with hand-built
+inputs (tests/unit/test_failover_report.py)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from ..reports import rto_seconds, run_start, step_table
+from .plan import FailoverPlan, FailoverRun
+from .rpo import LagReading, rpo
+
+
+def group_summary(translations: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Groups translated, applied and left alone (with the reason), over the per-flow translation summaries."""
+    return {
+        "translated": sum(t.get("group_count", 0) for t in translations),
+        "applied": sorted(g for t in translations for g in t.get("applied", [])),
+        "skipped": [s for t in translations for s in t.get("skipped", [])],
+    }
+
+
+def failover_report(
+    plan: FailoverPlan,
+    run: FailoverRun,
+    lag: Mapping[str, LagReading],
+    *,
+    dag_id: str,
+    run_id: str,
+    run_started: datetime | None,
+    producers_first: Sequence[str],
+) -> dict[str, Any]:
+    """The JSON body of a dr_failover report. `lag` is each failed flow's reading and `producers_first` the aliases
+    this run moved before the lag drained. Without a recorded start the run counts from its validation's start
+    (plan.step)."""
+    start = run_start(run_started, plan.step)
+    switched = run.switch_consumers or {}
+    steps = {"validate": plan.step, **run.steps()}
+    steps.update({f"translate_offsets {t.get('flow')}": _translation_step(t) for t in run.translations})
+    return {
+        "dag_id": dag_id,
+        "run_id": run_id,
+        "failed_cluster": plan.failed,
+        "target_cluster": plan.target,
+        "mode": plan.mode,
+        "run_started": start.isoformat(),
+        "rpo": rpo(lag),
+        "rto_seconds": rto_seconds(start, switched.get("step")),
+        "groups": group_summary(run.translations),
+        "schema_registry": run.schema_registry,
+        "clients": {"producers_first": list(producers_first), "moved": switched.get("moved", [])},
+        "steps": steps,
+    }
+
+
+def failover_page(body: Mapping[str, Any]) -> str:
+    """The Markdown page beside the JSON: RPO and RTO first, for the person who ran the failover."""
+    rpo_ = body["rpo"]
+    rpo_text = "unknown" if rpo_["records"] is None else f"{rpo_['records']} records"
+    rpo_kind = "exact" if rpo_["exact"] else "estimate from the last lag measurement"
+    lines = [
+        f"# Failover {body['failed_cluster']} -> {body['target_cluster']} ({body['mode']})",
+        "",
+        f"- run `{body['run_id']}`, started {body['run_started']}",
+        f"- **RPO: {rpo_text}** ({rpo_kind})"
+        + "".join(f"; {topic}: {n}" for topic, n in sorted(rpo_["per_topic"].items())),
+        f"- **RTO: {body['rto_seconds']} s** (trigger to clients switched)",
+    ]
+    exact = rpo_.get("exact_after_failback")
+    if exact is not None:
+        lines.append(f"- exact RPO measured by failback `{exact['failback_run']}`: {exact['records']} records")
+    lines += [
+        f"- groups translated: {body['groups']['translated']}, applied: {len(body['groups']['applied'])}, "
+        f"left alone: {len(body['groups']['skipped'])}",
+    ]
+    lines += [f"  - {s['group']}: {s['reason']}" for s in body["groups"]["skipped"]]
+    lines += [
+        f"- schema registry: {json.dumps(body['schema_registry'], default=str)}",
+        f"- clients moved: {', '.join(body['clients']['producers_first'] + body['clients']['moved']) or 'none'}",
+    ]
+    return "\n".join(lines + step_table(body["steps"])) + "\n"
+
+
+def with_exact_rpo(failover: Mapping[str, Any], unreplicated: Mapping[str, Any], failback_run: str) -> dict[str, Any]:
+    """A failover report body with the exact RPO a later failback measured beside its own estimate."""
+    exact = {"records": unreplicated["records"], "per_topic": unreplicated["per_topic"], "failback_run": failback_run}
+    return {**failover, "rpo": {**failover["rpo"], "exact_after_failback": exact}}
+
+
+def _translation_step(summary: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A translation's step: the operator's start and end when it recorded them, else the job's own seconds."""
+    return summary.get("step") or {"seconds": summary.get("seconds")}
