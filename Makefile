@@ -7,6 +7,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+PACKAGES := -r requirements.txt pip setuptools -c constraints.txt
 PYSPARK := $$(grep '^pyspark==' requirements.txt)
 
 # uv installs the venv: several times faster than pip here (README: "Two commands on a fresh machine"). It is
@@ -36,11 +37,13 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml
 		{ apt-get update -q && apt-get install -y -q chromium chromium-driver; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -c constraints.txt uv
-	$(UV) install -q -r requirements.txt pip setuptools -c constraints.txt
+	@# From uv's cache alone first: an index that answers without HTTP cache headers (this machine's does) makes
+	@# uv online fetch pyspark's source archive again and rebuild it at every install. Online when anything is missing.
+	$(UV) install -q --offline $(PACKAGES) 2>/dev/null || $(UV) install -q $(PACKAGES)
 	# The Spark provider pulls in pyspark-client, which overwrites pyspark's Python
-	# files with its own older copy: put the full pyspark back on top.
+	# files with its own older copy: put the full pyspark back on top (just cached by uv).
 	$(UV) uninstall -q pyspark
-	$(UV) install -q --no-deps $(PYSPARK)
+	$(UV) install -q --offline --no-deps $(PYSPARK)
 	$(UV) install -q --no-deps -e .
 	# The Spark driver's class archive (kafka_dr/driver_jvm.py): every job's Spark context starts faster.
 	$(BIN)/python -m kafka_dr.driver_jvm
