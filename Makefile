@@ -45,8 +45,8 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml
 	$(UV) uninstall -q pyspark
 	$(UV) install -q --offline --no-deps $(PYSPARK)
 	$(UV) install -q --no-deps -e .
-	# The Spark driver's class archive (kafka_dr/driver_jvm.py): every job's Spark context starts faster.
-	$(BIN)/python -m kafka_dr.driver_jvm
+	# The Spark driver's class archive (kafka_dr/spark/class_archive.py): every job's Spark context starts faster.
+	$(BIN)/python -m kafka_dr.spark.class_archive
 	touch $(STAMP)
 
 # constraints.txt from the venv as it is now, the editable kafka-dr left out. To change a pin: edit requirements.txt,
@@ -69,6 +69,7 @@ test: lint
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache  # the layers (pyproject.toml [tool.importlinter]), about 1.5 s
 
 format: venv
 	$(BIN)/ruff format .

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import IsolationLevel
 
 from kafka_dr.clients import end_offsets
-from kafka_dr.jobs import BadInput, job_main, start_spark
 from kafka_dr.replication.backfill import (
     BackfillError,
     PresenceTask,
@@ -36,6 +35,8 @@ from kafka_dr.replication.copier import CopyTask, copy_ranges
 from kafka_dr.replication.fencing import writer_groups
 from kafka_dr.replication.internal import ensure_internal_topics
 from kafka_dr.replication.verify import VerifyTask, verify_partition
+from kafka_dr.spark.job import BadInput, job_main
+from kafka_dr.spark.session import start_spark
 from kafka_dr.topology import Flow, Topology
 
 if TYPE_CHECKING:

@@ -18,7 +18,6 @@ scales out with --master. The JSON summary is the last line of standard output a
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import functools
 import logging
 import os
@@ -27,22 +26,22 @@ import socket
 import sys
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from kafka_dr.clients import client_config
-from kafka_dr.jobs import SparkStart, add_force_args, force_copy, job_main
-from kafka_dr.replication.copier import CopyResult, CopyTask, FencedError, copy_ranges, open_clients
-from kafka_dr.replication.fencing import FlowClaim, writer_groups
-from kafka_dr.replication.heartbeat import HeartbeatSender
+from kafka_dr.replication.copier import CopyResult, CopyTask, copy_ranges, open_clients
+from kafka_dr.replication.epochs import CopyEpochs, Discovery, Epoch
+from kafka_dr.replication.fencing import FlowClaim
+from kafka_dr.replication.heartbeat import HeartbeatTask
 from kafka_dr.replication.planner import FlowContext, Plan
+from kafka_dr.spark.job import add_force_args, force_copy, job_main
+from kafka_dr.spark.session import SparkStart
 from kafka_dr.topology import Flow, Topology
-from kafka_dr.translation.checkpoints import checkpoint_groups
+from kafka_dr.translation.checkpoints import CheckpointTask
 
 log = logging.getLogger("kafka_dr.replicate")
 COPY_ERRORS = ("FencedError", "CopyError", "ProvenanceError", "KafkaException")  # what copy tasks raise
-FENCED_RETRIES = 5  # epochs in a row whose writers an older replicator fenced, before giving up
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -113,6 +112,13 @@ class Summary:
             if r.last_offset is not None:
                 entry["last_offset"] = r.last_offset
 
+    def add_epoch(self, epoch: Epoch) -> None:
+        """One copy job: the discovery rounds applied before it, then its results."""
+        for plan in epoch.plans:
+            self.add_plan(plan)
+        self.copy_seconds += epoch.seconds
+        self.add(epoch.results)
+
     def add_plan(self, plan: Plan) -> None:
         """What a planning round found: records lost before they were copied, topics created."""
         self.lost += [
@@ -151,7 +157,6 @@ class Summary:
 
 PROGRESS_INTERVAL_S = 1.0  # continuous: durable progress (and the source group's commit) about once a second
 COMMIT_INTERVAL_S = 0.05  # continuous: longest a copy waits for its transaction to commit (read_committed readers)
-LAST_PASS_WAIT_S = 10.0  # a stopping run waits this long for the checkpoint pass under way before its last one
 
 
 def run(
@@ -162,24 +167,17 @@ def run(
     stop: threading.Event | None = None,
 ) -> dict[str, Any]:
     """Replicate `flow` and return the summary: one bounded run, or continuous until `stop` is set (after the
-    epoch under way)."""
+    epoch under way). As MirrorMaker 2 splits its source, checkpoint and heartbeat tasks: the copy epochs
+    (replication.epochs), group-offset checkpoints (translation.checkpoints) and heartbeats (replication.heartbeat);
+    this orchestrates them."""
     summary = Summary(flow.name, args.mode)
     continuous = args.mode == "continuous"
     force = force_copy(args)  # before anything connects: a bad override is bad input
     stop = stop or threading.Event()
-    # Discovery (topic sync, new partitions) and heartbeats run beside the copies, so that neither
-    # adds its round trips to the replication latency.
-    discoverer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kdr-discovery")
     context = FlowContext(topology, flow, retries=args.retries)
-    heartbeats = threading.Thread(
-        target=_send_heartbeats, args=(context, args.heartbeat_interval, stop), name="kdr-heartbeats", daemon=True
-    )
-    checkpoints = threading.Thread(
-        target=_checkpoint_groups,
-        args=(topology, flow, args.checkpoint_interval, stop),
-        name="kdr-checkpoints",
-        daemon=True,
-    )
+    heartbeats = HeartbeatTask(context.source_config, flow.name, args.heartbeat_interval, stop)
+    checkpoints = CheckpointTask(topology, flow, args.checkpoint_interval, stop)
+    discovery = Discovery(functools.partial(context.plan, force=force), args.discover_interval) if continuous else None
     copy = functools.partial(
         _copy_groups,
         run_for=args.epoch if continuous else None,
@@ -193,135 +191,39 @@ def run(
             context.target_config,
             {"host": socket.gethostname(), "pid": os.getpid(), "started_at": summary.started},
         )
-        fenced_retries = 0
         plan = context.plan(force=force)
         summary.add_plan(plan)
         spark.warmed()  # the context and its workers came up while the driver planned
         spark_context = spark.context()
         summary.spark_startup = spark.startup_seconds()
-        positions = {(t.topic, t.partition): t.start for t in plan.tasks}
-        dest_ends = {(t.topic, t.partition): t.dest_from for t in plan.tasks}  # where each take-over reads from
-        discovery: Future | None = None
-        next_discovery = time.monotonic() + args.discover_interval
+
+        def run_job(groups: list[list[CopyTask]]) -> list[CopyResult]:
+            return spark_context.parallelize(groups, len(groups)).mapPartitions(copy).collect()
+
+        epochs = CopyEpochs(flow.name, flow.target, plan, claim, run_job, spark_context.defaultParallelism, discovery)
         if continuous:
             heartbeats.start()
-            if args.checkpoint_interval > 0:
-                checkpoints.start()
+            checkpoints.start()
         while True:
-            if continuous:
-                if discovery is not None and discovery.done():
-                    plan = _merge(discovery.result(), positions, dest_ends)
-                    summary.add_plan(plan)
-                    discovery, next_discovery = None, time.monotonic() + args.discover_interval
-                if discovery is None and time.monotonic() >= next_discovery:
-                    discovery = discoverer.submit(context.plan, dict(positions), force)
-                work = [
-                    dataclasses.replace(
-                        t,
-                        start=positions[(t.topic, t.partition)],
-                        end=None,
-                        dest_from=dest_ends[(t.topic, t.partition)],
-                    )
-                    for t in plan.tasks
-                ]
-            else:
-                work = [t for t in plan.tasks if t.end > t.start]
-            copy_started = time.monotonic()
-            # At most one task per core: a task copies its group of ranges with one consumer, and owns the
-            # writer slots of its ranges.
-            groups = writer_groups(work, spark_context.defaultParallelism)
-            if not claim.holds():
-                raise FencedError(
-                    f"flow {flow.name}: fenced out of {flow.target} by a newer replicator of this flow; this one stops"
-                )
-            try:
-                results = spark_context.parallelize(groups, len(groups)).mapPartitions(copy).collect() if work else []
-            except Exception as exc:
-                # An older replicator, not yet aware of this one's claim, fenced these writers back: copy again
-                # (the tasks take over from the destination) while the claim holds.
-                if "FencedError: " not in str(exc) or fenced_retries == FENCED_RETRIES or not claim.holds():
-                    raise
-                fenced_retries += 1
-                log.warning("flow %s: an older replicator of this flow was still writing; fencing it out", flow.name)
-                continue
-            fenced_retries = 0
-            job_seconds = time.monotonic() - copy_started
-            summary.copy_seconds += job_seconds
-            summary.add(results)
-            positions.update({(r.topic, r.partition): r.next for r in results})
-            dest_ends.update({(r.topic, r.partition): r.dest_end for r in results})
-            if work:
-                log.info(
-                    "flow %s: %s %d copied %d records (%d filtered) across %d partitions in %.2fs (tasks "
-                    "copying %.2fs)",
-                    flow.name,
-                    "epoch" if continuous else "batch",
-                    summary.batches,
-                    sum(r.records for r in results),
-                    sum(r.filtered for r in results),
-                    len(work),
-                    job_seconds,
-                    max(r.seconds for r in results),
-                )
+            epoch = epochs.next()
+            summary.add_epoch(epoch)
             if not continuous or stop.is_set():
-                if continuous and args.checkpoint_interval > 0:
-                    # A last pass after the last epoch: a stopped flow's target keeps the state at its stop (a
-                    # planned failover stops the flow back; a later disaster's RPO starts from this snapshot),
-                    # not one up to `checkpoint_interval` older. The periodic pass under way ends first.
-                    checkpoints.join(LAST_PASS_WAIT_S)
-                    if not checkpoints.is_alive():
-                        _checkpoint_pass(topology, flow)
+                if continuous:
+                    checkpoints.last_pass()
                 return summary.to_dict("done")
-            if not work:
+            if not epoch.ranges:
                 stop.wait(1.0)
     finally:
         stop.set()
-        discoverer.shutdown(wait=True, cancel_futures=True)
+        if discovery is not None:
+            discovery.close()
         context.close()
-
-
-def _send_heartbeats(context: FlowContext, interval: float, stop: threading.Event) -> None:
-    sender: HeartbeatSender | None = None
-    while True:
-        try:
-            sender = sender or HeartbeatSender(context.source_config, context.flow.name)
-            sender.send()
-        except Exception as exc:  # noqa: BLE001 - an outage must not stop replication; the lag sensor sees it
-            log.warning("heartbeat not sent: %s", exc)
-        if stop.wait(interval):
-            return
-
-
-def _checkpoint_groups(topology: Topology, flow: Flow, interval: float, stop: threading.Event) -> None:
-    """While both sides are up, keep the flow's translated group offsets (and a lag snapshot) in the target,
-    so that a disaster failover finds them there: a first pass at start, then every `interval` seconds (and a
-    last one when the run ends cleanly, `run`)."""
-    while True:
-        _checkpoint_pass(topology, flow)
-        if stop.wait(interval):
-            return
-
-
-def _checkpoint_pass(topology: Topology, flow: Flow) -> None:
-    try:
-        groups = checkpoint_groups(topology, flow, None, retries=1)
-        log.info("flow %s: checkpointed %d groups", flow.name, len(groups))
-    except Exception as exc:  # noqa: BLE001 - a source outage must not stop replication; the last ones stay
-        log.warning("flow %s: group offsets not checkpointed: %s", flow.name, exc)
 
 
 def _copy_groups(groups, **kwargs) -> list[CopyResult]:
     """One Spark task: the ranges of its writer group (mapPartitions hands over a one-group iterator)."""
     tasks: list[CopyTask] = [task for group in groups for task in group]
     return copy_ranges(tasks, **kwargs)
-
-
-def _merge(discovered: Plan, positions: dict[tuple[str, int], int], dest_ends: dict[tuple[str, int], int]) -> Plan:
-    """A discovery round's plan, keeping the positions copied meanwhile for partitions already known."""
-    for task in discovered.tasks:
-        positions.setdefault((task.topic, task.partition), task.start)
-        dest_ends.setdefault((task.topic, task.partition), task.dest_from)
-    return discovered
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,7 +31,8 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from kafka_dr.clients import client_config
-from kafka_dr.jobs import BadInput, SparkStart, job_main
+from kafka_dr.spark.job import BadInput, job_main
+from kafka_dr.spark.session import SparkStart
 from kafka_dr.topology import Flow, Topology
 from kafka_dr.translation.checkpoints import checkpoint_groups, load_checkpoints
 from kafka_dr.translation.groups import apply_offsets, select_groups

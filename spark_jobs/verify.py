@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
-from kafka_dr.jobs import BadInput, add_force_args, force_copy, job_main, start_spark
 from kafka_dr.replication.planner import FlowContext
 from kafka_dr.replication.provenance import ForceCopy
 from kafka_dr.replication.verify import VerifyTask, verify_partition
+from kafka_dr.spark.job import BadInput, add_force_args, force_copy, job_main
+from kafka_dr.spark.session import start_spark
 from kafka_dr.topology import Flow, Topology
 
 if TYPE_CHECKING:

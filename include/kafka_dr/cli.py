@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 from kafka_dr.clients import ClientConfigError
 from kafka_dr.local.broker.security import SASL_MECHANISMS, SECURITY_PROTOCOLS, USERS_ENV
 from kafka_dr.local.config import SecurityConfig, StackConfig, StackInputError, check_bootstrap_servers
-from kafka_dr.local.stack import LocalStack, StackError
+from kafka_dr.local.stack import LocalStack, StackError, recorded_data_dir
 from kafka_dr.paths import LOCAL_DATA_DIR, default_topology
 from kafka_dr.replication.replicators import ReplicatorError
 from kafka_dr.topology import TopologyError, load_topology
@@ -53,13 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     data_dir = _Parser(add_help=False)
-    data_dir.add_argument(
-        "--data-dir",
-        type=Path,
-        default=LOCAL_DATA_DIR,
-        metavar="DIR",
-        help=f"where the local stack keeps data, logs and pid files (default: {LOCAL_DATA_DIR})",
-    )
+    _data_dir_option(data_dir)
     local = commands.add_parser("local", help="run the embedded two-DC stack (brokers and schema registries)")
     actions = local.add_subparsers(dest="action", required=True, metavar="ACTION")
 
@@ -115,8 +109,14 @@ def _parser() -> argparse.ArgumentParser:
             )
         action.set_defaults(run=_dc_action)
 
-    registry = actions.add_parser(
-        "restart-registry", parents=[data_dir], help="restart a DC's schema registry, e.g. on its own store"
+    registry = actions.add_parser("restart-registry", help="restart a DC's schema registry, e.g. on its own store")
+    stack_of = registry.add_mutually_exclusive_group()
+    _data_dir_option(stack_of)
+    stack_of.add_argument(
+        "--registry-url",
+        metavar="URL",
+        help="instead of --data-dir: the stack last brought up with a registry at URL, wherever its data dir "
+        "(the schema redirect's restart, include/topology.yaml)",
     )
     registry.add_argument("dc", metavar="DC")
     registry.add_argument(
@@ -205,6 +205,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.set_defaults(run=_demo)
     return parser
+
+
+def _data_dir_option(parser: argparse._ActionsContainer) -> None:  # a parser or a group of its options
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=LOCAL_DATA_DIR,
+        metavar="DIR",
+        help=f"where the local stack keeps data, logs and pid files (default: {LOCAL_DATA_DIR})",
+    )
 
 
 def _ports(text: str) -> tuple[int, int]:
@@ -305,7 +315,9 @@ def _dc_action(args: argparse.Namespace) -> int:
 
 
 def _restart_registry(args: argparse.Namespace) -> int:
-    stack = LocalStack(args.data_dir)
+    # The schema redirect names the registry by its URL: it runs in an Airflow task, whose working directory is not
+    # the terminal's that ran `kafka-dr local up --data-dir DIR` (which records DIR for its registries' URLs).
+    stack = LocalStack(recorded_data_dir(args.registry_url) if args.registry_url else args.data_dir)
     stack.config.dc(args.dc)
     store = args.kafkastore
     if store is not None and store in [dc.name for dc in stack.config.dcs]:

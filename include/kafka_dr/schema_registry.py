@@ -20,7 +20,6 @@ import json
 import os
 import shlex
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -29,18 +28,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .clients import env_name
-from .local.stack import recorded_data_dir
 from .topology import Topology
 
 TIMEOUT_S = 5.0
 RETRY_S = 0.1  # between checks of a restarted registry: it is ready when it answers, not after a fixed delay
 PROBE_SUBJECT = "_kdr-redirect-probe-value"
-DEFAULT_RESTART = (
-    f"{shlex.quote(sys.executable)} -m kafka_dr.cli local restart-registry {{cluster}} --data-dir {{data_dir}} "
-    "--kafkastore {kafkastore} --leader-eligible {leader_eligible}"
-)
-"""The local stack's own restart, on the stack last brought up with that registry, wherever it was (`{data_dir}`);
-production sets schema_registry.restart_command (systemd, docker compose...)."""
 
 
 class RegistryError(RuntimeError):
@@ -133,12 +125,16 @@ class Redirect:
 
 
 def restart_command(topology: Topology, registry: str, store: str, leader_eligible: bool) -> list[str]:
-    template = topology.schema_registry_restart or DEFAULT_RESTART
+    """The topology's schema_registry.restart_command for `registry` (the deployment's own: systemd, docker compose,
+    the local stack's `kafka-dr local restart-registry` in include/topology.yaml); none is one line."""
+    template = topology.schema_registry_restart
+    if template is None:
+        raise RegistryError(f"the topology has no schema_registry.restart_command to restart the {registry} registry")
     values = {
         "cluster": registry,
+        "registry_url": first_url(topology.cluster(registry).schema_registry or ""),
         "kafkastore": topology.cluster(store).bootstrap_servers,
         "leader_eligible": "true" if leader_eligible else "false",
-        "data_dir": str(recorded_data_dir(first_url(topology.cluster(registry).schema_registry or ""))),
     }
     return [part.format(**values) for part in shlex.split(template)]  # no shell: values cannot inject
 

@@ -21,7 +21,6 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from .health.rules import Slo
 from .paths import DEFAULT_TOPOLOGY as DEFAULT_TOPOLOGY  # re-exported: the topology's users look here
 from .paths import default_topology
 from .times import epoch_ms
@@ -140,6 +139,10 @@ FLOW_STARTS = ("earliest", "latest")  # or an ISO time: the first offset at or a
 
 CLIENT_ROLES = ("producer", "consumer", "both")
 
+# schema_registry.restart_command's placeholders: the cluster whose registry restarts, that registry's URL (the first
+# of its list), the bootstrap servers of the store it is pointed at, and its leader eligibility (true or false).
+RESTART_PLACEHOLDERS = ("cluster", "registry_url", "kafkastore", "leader_eligible")
+
 
 @dataclass(frozen=True)
 class ClientAlias:
@@ -148,6 +151,17 @@ class ClientAlias:
     name: str
     cluster: str  # home cluster: where it connects until a failover moves it
     role: str  # producer, consumer or both: a planned failover moves producers first
+
+
+@dataclass(frozen=True)
+class Slo:
+    """The topology's `health:` section: limits that make a flow ERR when passed (None: not checked; health/rules.py
+    applies them)."""
+
+    max_lag_records: int | None = None
+    max_lag_seconds: float | None = None
+    max_heartbeat_latency_ms: float | None = None
+    max_checkpoint_age_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -485,19 +499,16 @@ class _Parser:
         return Slo(**limits)
 
     def restart_command(self, value: Any, path: str) -> str:
-        """A command template whose only placeholders are {cluster}, {kafkastore} and {leader_eligible}."""
+        """A command template whose only placeholders are RESTART_PLACEHOLDERS."""
         template = self.string(value, path)
         try:
             fields = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
         except ValueError as exc:
             raise self.error(path, f"bad template {template!r}: {exc}") from None
-        unknown = fields - {"cluster", "kafkastore", "leader_eligible"}
+        unknown = fields - set(RESTART_PLACEHOLDERS)
         if unknown:
-            raise self.error(
-                path,
-                f"unknown placeholder {{{sorted(unknown)[0]}}} (allowed: {{cluster}}, "
-                "{kafkastore}, {leader_eligible})",
-            )
+            allowed = ", ".join(f"{{{name}}}" for name in RESTART_PLACEHOLDERS)
+            raise self.error(path, f"unknown placeholder {{{sorted(unknown)[0]}}} (allowed: {allowed})")
         return template
 
     def client(self, name: Any, value: Any, clusters: Mapping[str, Cluster]) -> ClientAlias:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from support.airflow import DagRunResult, configure_environment, execution_api, migrate_db, run_dag
+from support.spark import submit_in_process
 from support.stack import Stack, running_stack
 
 from kafka_dr.local.stack import LocalStack
@@ -47,6 +48,15 @@ def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A test's own KDR_STATE_DIR: tracked replicators, client aliases and reports start empty."""
     monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
     return tmp_path / "state"
+
+
+@pytest.fixture
+def jobs_in_process(spark: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The DAG's bounded Spark jobs run in this process on the session's Spark (support.spark.submit_in_process):
+    for the dag.test() drills, which are about the DAG and the data, not spark-submit (8-15 s of JVM a task)."""
+    from kafka_dr.airflow.operators.spark_job import SparkJobOperator  # not at import: AIRFLOW_HOME is set first
+
+    monkeypatch.setattr(SparkJobOperator, "submit", submit_in_process)
 
 
 @pytest.fixture(scope="module")

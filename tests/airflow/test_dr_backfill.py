@@ -18,7 +18,7 @@ from kafka_dr.clients import read_committed
 from kafka_dr.replication.provenance import hops
 from kafka_dr.topology import load_topology
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.usefixtures("jobs_in_process")]
 PER_HOUR = 40
 
 

@@ -22,9 +22,9 @@ from support.drills import (
     high_watermarks,
     produce,
     read_and_commit,
+    run_job,
     send,
     states_of,
-    subprocess_run,
     values_of,
     write_topology,
 )
@@ -35,7 +35,7 @@ from kafka_dr.replication.copier import close_clients, copy_ranges
 from kafka_dr.replication.planner import FlowContext
 from kafka_dr.topology import load_topology
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.usefixtures("jobs_in_process")]
 
 
 def test_bad_params_fail_at_the_first_task_and_change_nothing(dags, own_stack, state, tmp_path):
@@ -84,7 +84,7 @@ def test_white_paper_failback_report_dry_run_then_republish(dags, own_stack, sta
     produce(dc1.broker_address, "orders", 9_998, 2)  # never replicated
     group = ConsumerGroupTopicPartitions("billing", [TopicPartition("orders", 0, 8_000)])
     admin.alter_consumer_group_offsets([group])["billing"].result(15)
-    subprocess_run("translate_offsets", "--topology", str(topology), "--flow", "wp-dc1-to-dc2")
+    run_job("translate_offsets", "--topology", str(topology), "--flow", "wp-dc1-to-dc2")
     own_stack.stop("dc1")  # the disaster
     assert fail_over(dags, topology, "disaster", groups="billing").state == DagRunState.SUCCESS
     produce(dc2.broker_address, "orders", 10_000, 500)  # the business goes on in dc2
@@ -221,7 +221,7 @@ clients:
         context.close()
     close_clients()
     read_before = read_and_commit(dc2.broker_address, "app2", "topic1")  # app2 read everything in dc2
-    subprocess_run("translate_offsets", "--topology", str(path), "--flow", "aa-dc2-to-dc1")  # checkpoints in dc1
+    run_job("translate_offsets", "--topology", str(path), "--flow", "aa-dc2-to-dc1")  # checkpoints in dc1
     own_stack.wipe("dc2")  # the loss
     failover = dags["dr_failover"].test(
         run_conf={

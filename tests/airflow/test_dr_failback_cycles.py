@@ -1,5 +1,5 @@
 """Three planned failover and failback cycles in a row with dag.test() on an embedded stack of their own, in a module
-of their own so that the test halves stay even (tests/conftest.py `BROKER_HALF`)."""
+of their own so that xdist can run it beside the other failback drills (tests/conftest.py hands out files)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from kafka_dr.replication import replicators
 from kafka_dr.replication.provenance import hops
 from kafka_dr.topology import load_topology
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.usefixtures("jobs_in_process")]
 
 
 def test_three_planned_failover_and_failback_cycles_lose_nothing_and_duplicate_nothing(

@@ -21,9 +21,9 @@ from support.drills import (
     fail_over,
     produce,
     read_and_commit,
+    run_job,
     send,
     states_of,
-    subprocess_run,
     values_of,
 )
 from support.topology import restart_registry_command
@@ -31,7 +31,7 @@ from support.topology import restart_registry_command
 from kafka_dr.replication import replicators
 from kafka_dr.topology import load_topology
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.usefixtures("jobs_in_process")]
 FLOW = "rb-dc1-to-dc2"
 
 
@@ -72,7 +72,7 @@ schema_registry: {{primary: dc1, restart_command: {json.dumps(restart_registry_c
     produce(dc1.broker_address, "orders", 0, 100)
     copy_flow(topology, FLOW)  # dc2 holds orders.replica and _schemas, copies naming dc1's cluster id
     assert len(read_and_commit(dc1.broker_address, "billing", "orders", limit=60)) == 60
-    subprocess_run("translate_offsets", "--topology", str(path), "--flow", FLOW)  # billing's checkpoints in dc2
+    run_job("translate_offsets", "--topology", str(path), "--flow", FLOW)  # billing's checkpoints in dc2
     dc1_id = admin.describe_cluster().result(10).cluster_id
     own_stack.wipe("dc1", keep_cluster_id=True)  # lost, to be rebuilt under the same id
     failover = fail_over(dags, path, "disaster", "billing")

@@ -19,18 +19,18 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-from support.drills import committed, fail_over, produce, read_rest, states_of, subprocess_run, write_topology
+from support.drills import committed, fail_over, produce, read_rest, run_job, states_of, write_topology
 
 from kafka_dr import client_switch
 from kafka_dr.local.stack import LocalStack
 from kafka_dr.replication import replicators
 from kafka_dr.replication.copier import close_clients, copy_ranges
 from kafka_dr.replication.planner import FlowContext
-from kafka_dr.spark_env import spark_env, spark_submit_command
+from kafka_dr.spark.submit import spark_env, spark_submit_command
 from kafka_dr.topology import load_topology
 from kafka_dr.translation.group_offsets import LIVE, translated_offsets
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.usefixtures("jobs_in_process")]
 USER_SCHEMA = json.dumps({"type": "record", "name": "User", "fields": [{"name": "name", "type": "string"}]})
 
 
@@ -149,7 +149,7 @@ def test_white_paper_disaster_failover(dags, own_stack, state, tmp_path):
     admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions("billing", [TopicPartition("orders", 0, 8_000)])])[
         "billing"
     ].result(15)
-    checkpoint = subprocess_run("translate_offsets", "--topology", str(topology), "--flow", "wp-dc1-to-dc2")
+    checkpoint = run_job("translate_offsets", "--topology", str(topology), "--flow", "wp-dc1-to-dc2")
     assert checkpoint["groups"]["billing"][0]["dest_offset"] == 8_000
     live = translated_offsets("billing", "dc2", loaded, source=LIVE)  # what an application asks while dc1 answers
     assert [(p.topic, p.partition, p.offset) for p in live.partitions] == [("orders", 0, 8_000)]

@@ -11,7 +11,7 @@ from airflow.utils.state import DagRunState
 from support.drills import FLEET_PARTITIONS, FLEET_TOPIC, checkpointed_fleet, fail_over, resumed_offsets, states_of
 from support.fleet import ground_truth
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.usefixtures("jobs_in_process")]
 GROUPS = 1000
 
 

@@ -21,7 +21,7 @@ from support.stack import Stack
 
 from kafka_dr.replication import replicators
 from kafka_dr.replication.lag import flow_lag
-from kafka_dr.spark_env import spark_env, spark_submit_command
+from kafka_dr.spark.submit import spark_env, spark_submit_command
 from kafka_dr.state import report_path
 from kafka_dr.topology import load_topology
 

@@ -21,7 +21,7 @@ from kafka_dr.topology import load_topology
 from kafka_dr.translation.checkpoints import checkpoint_groups
 from kafka_dr.translation.offsets import close_readers
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.usefixtures("jobs_in_process")]
 
 TOPIC, PARTITIONS, FLOW = "following", 2, "wp-dc1-to-dc2"
 APPLIED, SELF = "follow-applied", "follow-self"  # the DAGs apply offsets for the first only

@@ -2,7 +2,7 @@
 `spark_default` connection pointing at it, and executors whose Python has the jobs' dependencies but not kafka_dr,
 in a work folder outside the project. Replication, offset translation, verify and backfill each run there as an
 application of the cluster; they can only succeed if the operators ship the package to the executors
-(--py-files, kafka_dr.spark_env.package_zip).
+(--py-files, kafka_dr.spark.submit.package_zip).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from kafka_dr.airflow.operators.backfill import BackfillOperator
 from kafka_dr.airflow.operators.replication import ReplicationOperator
 from kafka_dr.airflow.operators.translation import TranslateOffsetsOperator
 from kafka_dr.airflow.operators.verify import VerifyFlowOperator
-from kafka_dr.spark_env import spark_env, spark_submit_command
+from kafka_dr.spark.submit import spark_env, spark_submit_command
 
 if TYPE_CHECKING:
     from support.stack import Stack

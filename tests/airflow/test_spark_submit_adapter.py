@@ -15,7 +15,7 @@ from airflow.sdk.exceptions import AirflowException
 
 from kafka_dr.airflow.hooks.spark_submit import exit_code, submit_command
 from kafka_dr.airflow.operators.spark_job import SparkJobOperator
-from kafka_dr.driver_jvm import DRIVER_OPTIONS, with_driver_jvm
+from kafka_dr.spark.driver_jvm import DRIVER_OPTIONS, with_driver_jvm
 
 PROVIDER = f"apache-airflow-providers-apache-spark {version('apache-airflow-providers-apache-spark')}"
 ADAPTER = "include/kafka_dr/airflow/hooks/spark_submit.py"
@@ -41,7 +41,7 @@ def test_build_spark_submit_command_keeps_its_signature() -> None:
 
 
 def test_the_command_for_a_local_2_connection() -> None:
-    driver_options = with_driver_jvm()[DRIVER_OPTIONS]  # the operators add them (kafka_dr.driver_jvm)
+    driver_options = with_driver_jvm()[DRIVER_OPTIONS]  # the operators add them (kafka_dr.spark.driver_jvm)
     assert submit_command(hook(), "job.py") == [
         "spark-submit",
         "--master",

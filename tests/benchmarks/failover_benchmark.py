@@ -44,7 +44,7 @@ from support.stack import running_stack
 
 from kafka_dr.replication import replicators
 from kafka_dr.reports import step_seconds
-from kafka_dr.spark_env import spark_env, spark_submit_command
+from kafka_dr.spark.submit import spark_env, spark_submit_command
 
 # On the way to the clients' switch, in run order; the lag gate is the planned mode's wait, counted apart.
 OWN_STEPS = (

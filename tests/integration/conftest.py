@@ -1,5 +1,5 @@
-"""Fixtures of the integration tests: embedded brokers on free ports, and one Spark session for the jobs run in
-process.
+"""Fixtures of the integration tests: embedded brokers on free ports (the Spark session for the jobs run in process
+is tests/conftest.py's `spark`).
 
 `broker_pair` gives two independent single-broker clusters (dc1, dc2) for the whole session, which is what most
 replication tests need; tests that only need brokers avoid the cost of the full local stack (registries
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 from support.servers import FAST_GROUPS, BrokerPair, start_brokers, stop_all
-from support.spark import close_cached_clients, local_session
+from support.spark import close_cached_clients
 
 
 @pytest.fixture(scope="session")
@@ -24,13 +24,3 @@ def broker_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPair
     finally:
         close_cached_clients()
         stop_all(brokers.values())
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[object]:
-    """One local[2] Spark session for every job the integration tests run in process (support.spark)."""
-    session = local_session()
-    try:
-        yield session
-    finally:
-        session.stop()

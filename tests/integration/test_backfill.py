@@ -1,19 +1,18 @@
-"""The backfill job on embedded brokers: a flow started at `latest` after three hours of records, then hour 2
-backfilled into `{topic}.backfill` exactly once (a rerun copies nothing), the flow's own destination refused, a dry
-run that changes nothing, a window partly deleted by retention, and bad windows refused with one line."""
+"""The backfill job on the session's embedded brokers: a flow started at `latest` after three hours of records, then
+hour 2 backfilled into `{topic}.backfill` exactly once (a rerun copies nothing), the flow's own destination refused, a
+dry run that changes nothing, a window partly deleted by retention, and bad windows refused with one line."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from support.kafka import HOUR_MS, create_topic, high_watermarks, hourly_records, iso
-from support.servers import FAST_GROUPS, BrokerProcess, start_brokers, stop_all
-from support.spark import close_cached_clients, run_in_process
+from support.servers import BrokerProcess
+from support.spark import run_in_process
 from support.topology import write_topology
 
 from kafka_dr.clients import read_committed
@@ -24,13 +23,8 @@ PER_HOUR = 100  # records per hour, over 2 partitions
 
 
 @pytest.fixture(scope="module")
-def clusters(tmp_path_factory) -> Iterator[dict[str, BrokerProcess]]:
-    brokers = start_brokers(tmp_path_factory.mktemp("backfill"), "dc1", "dc2", configs=FAST_GROUPS)
-    try:
-        yield brokers
-    finally:
-        close_cached_clients()
-        stop_all(brokers.values())
+def clusters(broker_pair) -> dict[str, BrokerProcess]:
+    return {"dc1": broker_pair.dc1, "dc2": broker_pair.dc2}
 
 
 def backfill(topology: Path, *args: str) -> tuple[int, dict, str]:

@@ -8,6 +8,7 @@ tested with the replicator elsewhere), so the test needs no Spark job.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 from support.kafka import commit_offsets, create_topic
-from support.stack import running_stack
+from support.stack import Stack, running_stack
 
 from kafka_dr.client_switch import switch
 from kafka_dr.clients import read_committed
@@ -26,9 +27,17 @@ from kafka_dr.topology import load_topology
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 TOPIC, GROUP, ALIAS = "fc-orders", "fc-billing", "fc-consumer"
+PRODUCED = "fp-orders"  # the producer test's topic
 LOCAL_DC1, LOCAL_DC2 = 30, 10
 DELIVERED_IN_DC1 = 20
 CHECKPOINT = 12  # the group's translated offset in dc2: 8 records behind what it delivered in dc1
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """One stack for the module; the producer test stops dc1 and starts it again."""
+    with running_stack(tmp_path_factory.mktemp("follower")) as running:
+        yield running
 
 
 def produce(bootstrap: str, values: list[str], headers: list[list[tuple[str, bytes]]] | None = None) -> None:
@@ -39,40 +48,39 @@ def produce(bootstrap: str, values: list[str], headers: list[list[tuple[str, byt
 
 
 def test_a_following_consumer_moves_with_its_alias_and_delivers_each_record_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    stack: Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
-    with running_stack(tmp_path / "stack") as stack:
-        topology = load_topology(stack.write_topology("follower", extra=f"clients:\n  {ALIAS}: {{cluster: dc1}}\n"))
-        dc1, dc2 = ({"bootstrap.servers": stack.bootstrap(dc)} for dc in ("dc1", "dc2"))
-        admin = AdminClient(dc1)  # held: a handle destroyed before the result fails the call
-        dc1_id = admin.describe_cluster(request_timeout=10).result().cluster_id
-        for config in (dc1, dc2):
-            create_topic(config, TOPIC)
-        produce(dc1["bootstrap.servers"], [f"dc1-{i}" for i in range(LOCAL_DC1)])
-        # dc2: dc1's records as a flow copies them (same offsets), then records produced in dc2 after the switch.
-        copies = [[(HEADER, Hop(dc1_id, TOPIC, 0, i, 0).encode())] for i in range(LOCAL_DC1)]
-        produce(dc2["bootstrap.servers"], [f"dc1-{i}" for i in range(LOCAL_DC1)], copies)
-        produce(dc2["bootstrap.servers"], [f"dc2-{i}" for i in range(LOCAL_DC2)])
-        commit_offsets(dc2, GROUP, {(TOPIC, 0): CHECKPOINT})
+    topology = load_topology(stack.write_topology("consumer", extra=f"clients:\n  {ALIAS}: {{cluster: dc1}}\n"))
+    dc1, dc2 = ({"bootstrap.servers": stack.bootstrap(dc)} for dc in ("dc1", "dc2"))
+    admin = AdminClient(dc1)  # held: a handle destroyed before the result fails the call
+    dc1_id = admin.describe_cluster(request_timeout=10).result().cluster_id
+    for config in (dc1, dc2):
+        create_topic(config, TOPIC)
+    produce(dc1["bootstrap.servers"], [f"dc1-{i}" for i in range(LOCAL_DC1)])
+    # dc2: dc1's records as a flow copies them (same offsets), then records produced in dc2 after the switch.
+    copies = [[(HEADER, Hop(dc1_id, TOPIC, 0, i, 0).encode())] for i in range(LOCAL_DC1)]
+    produce(dc2["bootstrap.servers"], [f"dc1-{i}" for i in range(LOCAL_DC1)], copies)
+    produce(dc2["bootstrap.servers"], [f"dc2-{i}" for i in range(LOCAL_DC2)])
+    commit_offsets(dc2, GROUP, {(TOPIC, 0): CHECKPOINT})
 
-        moves: list[tuple[str | None, str]] = []
-        consumer = FollowingConsumer(
-            topology,
-            ALIAS,
-            [TOPIC],
-            {"group.id": GROUP, "auto.offset.reset": "earliest"},
-            on_move=lambda before, now: moves.append((before, now)),
-        )
-        delivered: list[tuple[str | None, str]] = []  # (cluster read from, value)
-        try:
-            read_until(consumer, delivered, DELIVERED_IN_DC1)
-            assert consumer.cluster == "dc1"
-            switch(topology, [ALIAS], "dc2", "test")
-            read_until(consumer, delivered, LOCAL_DC1 + LOCAL_DC2)
-            assert consumer.cluster == "dc2"
-        finally:
-            consumer.close()
+    moves: list[tuple[str | None, str]] = []
+    consumer = FollowingConsumer(
+        topology,
+        ALIAS,
+        [TOPIC],
+        {"group.id": GROUP, "auto.offset.reset": "earliest"},
+        on_move=lambda before, now: moves.append((before, now)),
+    )
+    delivered: list[tuple[str | None, str]] = []  # (cluster read from, value)
+    try:
+        read_until(consumer, delivered, DELIVERED_IN_DC1)
+        assert consumer.cluster == "dc1"
+        switch(topology, [ALIAS], "dc2", "test")
+        read_until(consumer, delivered, LOCAL_DC1 + LOCAL_DC2)
+        assert consumer.cluster == "dc2"
+    finally:
+        consumer.close()
     assert [value for _, value in delivered] == [f"dc1-{i}" for i in range(LOCAL_DC1)] + [
         f"dc2-{i}" for i in range(LOCAL_DC2)
     ]
@@ -97,17 +105,17 @@ def read_until(
 
 
 def test_a_following_producer_moves_with_its_alias_and_produces_again_what_its_old_cluster_never_acknowledged(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    stack: Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """20 records queued while dc1 is down, the alias moved to dc2: they are produced there, before the 10 produced
     after the move, and each of the 70 records is reported delivered once."""
     monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
     acknowledged: list[int] = []
-    with running_stack(tmp_path / "stack") as stack:
+    try:
         topology = load_topology(stack.write_topology("follower", extra=f"clients:\n  {ALIAS}: {{cluster: dc1}}\n"))
         dc1, dc2 = ({"bootstrap.servers": stack.bootstrap(dc)} for dc in ("dc1", "dc2"))
         for config in (dc1, dc2):
-            create_topic(config, TOPIC)
+            create_topic(config, PRODUCED)
         moves: list[tuple[str | None, str]] = []
         producer = FollowingProducer(topology, ALIAS, on_move=lambda before, now: moves.append((before, now)))
 
@@ -117,7 +125,7 @@ def test_a_following_producer_moves_with_its_alias_and_produces_again_what_its_o
 
         def send(numbers: range) -> None:
             for n in numbers:
-                producer.produce(TOPIC, value=str(n).encode(), partition=0, on_delivery=partial(delivered, n))
+                producer.produce(PRODUCED, value=str(n).encode(), partition=0, on_delivery=partial(delivered, n))
 
         send(range(40))
         assert producer.flush(30) == 0 and producer.cluster == "dc1"
@@ -128,7 +136,9 @@ def test_a_following_producer_moves_with_its_alias_and_produces_again_what_its_o
         time.sleep(SWITCH_CHECK_S)  # the producer looks at its alias at most once a second
         send(range(60, 70))
         assert producer.flush(60) == 0
-        in_dc2 = [int(m.value()) for m in read_committed(dc2, {(TOPIC, 0): (0, 30)}, 30)]
+        in_dc2 = [int(m.value()) for m in read_committed(dc2, {(PRODUCED, 0): (0, 30)}, 30)]
+    finally:
+        stack.local.start("dc1")  # back with its data (start starts only what is stopped)
     assert producer.cluster == "dc2" and moves == [(None, "dc1"), ("dc1", "dc2")]
     assert producer.resent == 20 and in_dc2 == list(range(40, 70))
     assert sorted(acknowledged) == list(range(70))

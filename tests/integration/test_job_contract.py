@@ -1,4 +1,4 @@
-"""The DESIGN.md job contract, shared by the three Spark jobs through kafka_dr.jobs.job_main: a malformed
+"""The DESIGN.md job contract, shared by the three Spark jobs through kafka_dr.spark.job.job_main: a malformed
 client settings variable is bad input (exit 2), named in the JSON summary that ends standard output and
 fills --report, and its value (a secret) is shown nowhere. No broker is needed: the settings are read
 before any connection. Real spark-submit processes: this is the command-line contract. And a job run in
@@ -13,8 +13,8 @@ from pyspark.sql import SparkSession
 from support.spark import run_in_process, submit_in_background
 from support.topology import write_topology
 
-from kafka_dr.driver_jvm import archive_path
-from kafka_dr.spark_env import spark_env, submit_command
+from kafka_dr.spark.driver_jvm import archive_path
+from kafka_dr.spark.submit import spark_env, submit_command
 
 JOBS = ("replicate", "translate_offsets", "verify")
 SECRET = "hunter2"
@@ -60,7 +60,7 @@ def test_malformed_cluster_settings_are_bad_input_named_without_their_value(tmp_
 
 
 def test_a_job_run_in_process_leaves_the_callers_spark_session_running(spark, broker_pair, tmp_path):
-    """kafka_dr.jobs stops only a Spark session it started: the tests' shared session outlives each job."""
+    """kafka_dr.spark.session stops only a Spark session it started: the tests' shared session outlives each job."""
     topology = write_topology(
         tmp_path / "topology.yaml",
         {"dc1": broker_pair.dc1.bootstrap, "dc2": broker_pair.dc2.bootstrap},
@@ -76,7 +76,7 @@ def test_a_job_run_in_process_leaves_the_callers_spark_session_running(spark, br
 
 PROBE_APP = """
 import json
-from kafka_dr.jobs import start_spark
+from kafka_dr.spark.session import start_spark
 context = start_spark("probe")
 import pyspark  # as the jobs do, after start_spark
 workers = context.parallelize(range(2), 2).map(lambda _: __import__("pyspark").__file__).collect()
@@ -88,7 +88,7 @@ context.stop()
 
 def test_a_jobs_driver_and_workers_start_from_compiled_pyspark_and_the_tuned_driver_jvm(tmp_path):
     """Under spark-submit, a job's driver and its local workers import the installed pyspark, not its zip
-    (spark_env.prefer_installed_pyspark, kafka_dr.spark_daemon), and the driver JVM has driver_jvm's options: C1
+    (kafka_dr.spark.installed_pyspark, kafka_dr.spark.daemon), and the driver JVM has driver_jvm's options: C1
     only, and the installation's class archive, which `make venv` made."""
     app = tmp_path / "probe.py"
     app.write_text(PROBE_APP)
@@ -97,5 +97,6 @@ def test_a_jobs_driver_and_workers_start_from_compiled_pyspark_and_the_tuned_dri
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert ".zip" not in found["driver"] and not any(".zip" in path for path in found["workers"]), found
     archive = archive_path()
-    assert archive is not None and archive.exists(), "no class archive: `make venv` runs python -m kafka_dr.driver_jvm"
+    no_archive = "no class archive: `make venv` runs python -m kafka_dr.spark.class_archive"
+    assert archive is not None and archive.exists(), no_archive
     assert "-XX:TieredStopAtLevel=1" in found["jvm"] and f"-XX:SharedArchiveFile={archive}" in found["jvm"], found

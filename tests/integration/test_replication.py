@@ -32,10 +32,11 @@ from support.topology import write_topology as write_clusters_topology
 from kafka_dr.clients import next_batch
 from kafka_dr.replication import activity, replicators
 from kafka_dr.replication.copier import copy_ranges
+from kafka_dr.replication.internal import PROGRESS, latest_value, owner_key
 from kafka_dr.replication.lag import flow_lag, load_snapshot
 from kafka_dr.replication.planner import FlowContext
 from kafka_dr.replication.provenance import HEADER, hops
-from kafka_dr.spark_env import spark_env, spark_submit_command
+from kafka_dr.spark.submit import spark_env, spark_submit_command
 from kafka_dr.topology import load_topology
 from kafka_dr.translation.checkpoints import load_checkpoints
 
@@ -431,6 +432,7 @@ def test_two_replicators_of_one_flow_raced_on_purpose_copy_each_record_once(clus
     )  # not through the tracker
     try:
         wait_for_copies(dc2, "raced", 1, timeout=180)  # the first one copies
+        first_claim = latest_value(dc2.config, PROGRESS, owner_key("race-flow"))  # written at each of its epochs
         assert not replicators.is_running("race-flow")  # this host's tracker cannot see it...
         replicators.start("race-flow", command, env=spark_env())  # ...so a second one starts
         produce(dc1, "raced", 20_000, 4, "r2")  # while both run
@@ -446,7 +448,12 @@ def test_two_replicators_of_one_flow_raced_on_purpose_copy_each_record_once(clus
         assert other_host.returncode == 1, summary
         assert "fenced out of dc2 by a newer replicator of this flow" in summary["error"]
         deadline = time.monotonic() + 120
-        while flow_lag(load_topology(topology), "race-flow").total_records:
+        # Caught up, and running epochs (its own claim written): the first may have copied everything before it was
+        # fenced, while the second was still starting Spark, which no window of `activity` can see.
+        while (
+            flow_lag(load_topology(topology), "race-flow").total_records
+            or latest_value(dc2.config, PROGRESS, owner_key("race-flow")) == first_claim
+        ):
             assert replicators.is_running("race-flow"), replicators.last_error("race-flow")
             assert time.monotonic() < deadline, "the second replicator did not catch up within 120 s"
             time.sleep(1)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from support.kafka import commit_offsets, committed_offsets, create_topic
-from support.servers import FAST_GROUPS, BrokerProcess, start_brokers, stop_all
+from support.servers import BrokerProcess
 from support.spark import close_cached_clients, job_module, run_in_process
 from support.topology import write_topology as write_clusters_topology
 
@@ -112,11 +112,10 @@ def consume_rest(broker: BrokerProcess, group: str, topic: str) -> list:
     return out
 
 
-def test_white_paper_failover_translates_exactly_from_checkpoints(tmp_path):
+def test_white_paper_failover_translates_exactly_from_checkpoints(broker_pair, tmp_path):
     """10,000 records in dc1, 9,998 replicated, a group at 8,000; dc1 lost: the group resumes in dc2 at
     origin offset 8,000 and reads exactly the 1,998 replicated records that follow; RPO = 2."""
-    brokers = start_brokers(tmp_path, "dc1", "dc2", configs=FAST_GROUPS)  # its own: dc1 is lost
-    dc1, dc2 = brokers["dc1"], brokers["dc2"]
+    dc1, dc2 = broker_pair.dc1, broker_pair.dc2
     try:
         topology = write_topology(
             tmp_path / "t.yaml", dc1, dc2, "  - {name: wp, source: dc1, target: dc2, topics: {include: ['orders']}}\n"
@@ -144,7 +143,8 @@ def test_white_paper_failover_translates_exactly_from_checkpoints(tmp_path):
         assert snapshot is not None and snapshot.total_records == 2  # the RPO estimate once dc1 is gone
     finally:
         close_cached_clients()
-        stop_all(brokers.values())
+        if not dc1.running():
+            dc1.start()  # back with its data, for the tests after this one
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 local mode, and DAG runs with every task in a process of its own.
 
 Airflow reads its configuration when first imported, so `configure_environment` runs before any test module
-imports airflow (tests/airflow/conftest.py calls it at import; kafka_dr.local and kafka_dr.spark_env do not
+imports airflow (tests/airflow/conftest.py calls it at import; kafka_dr.local and kafka_dr.spark.submit do not
 import airflow).
 """
 
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from kafka_dr.paths import PROJECT_ROOT
-from kafka_dr.spark_env import spark_env
+from kafka_dr.spark.submit import spark_env
 
 from .ports import free_port
 

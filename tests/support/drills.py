@@ -1,7 +1,7 @@
 """What the failover and failback DAG tests share: a topology over the local stack with the white paper's flow and
 client aliases, producing and reading records, a group's committed offsets and reads as an application does, high
 watermarks, in-process copies of a flow, DAG runs through dag.test() and their task states, and a Spark job that must
-succeed."""
+succeed (in process)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from kafka_dr.translation.offsets import close_readers
 from .fleet import GroupOffsets, commit_random_groups, fill
 from .kafka import committed_offsets, create_topic
 from .kafka import high_watermarks as partition_ends
-from .spark import submit
+from .spark import close_cached_clients, run_in_process
 from .topology import restart_registry_command
 
 
@@ -87,8 +87,12 @@ def states_of(run: Any) -> dict[str, Any]:
     return {ti.task_id: ti.state for ti in run.get_task_instances()}
 
 
-def subprocess_run(job: str, *args: str) -> dict[str, Any]:
-    code, summary, err = submit(job, *args)
+def run_job(job: str, *args: str) -> dict[str, Any]:
+    """The Spark job's summary, run in this process on the session's Spark (the `spark` fixture); it must succeed."""
+    try:
+        code, summary, err = run_in_process(job, *args)
+    finally:
+        close_cached_clients()
     assert code == 0 and summary, err[-3000:]
     return summary
 

@@ -3,7 +3,7 @@ summary line, --report) or in this process on one Spark session shared by the wh
 a JVM and Python workers' start-up (8-15 s) per job run.
 
 Both run the job's own `main`, so error mapping and the summary are the same; in process, the job finds the
-shared session active and leaves it running (kafka_dr.jobs.start_spark).
+shared session active and leaves it running (kafka_dr.spark.session.start_spark).
 
 `standalone_spark` is a real Spark cluster (a standalone master and worker from the installed pyspark) and
 `python_without_kafka_dr` a Python for its executors that has the dependencies but not the project.
@@ -29,7 +29,7 @@ from typing import Any
 
 from kafka_dr.paths import SPARK_JOBS
 from kafka_dr.replication.copier import close_clients
-from kafka_dr.spark_env import spark_env, spark_submit_command
+from kafka_dr.spark.submit import spark_env, spark_submit_command
 from kafka_dr.translation.offsets import close_readers
 
 from .ports import free_ports
@@ -70,6 +70,28 @@ def run_in_process(job: str, *args: str) -> JobResult:
         code = job_module(job).main(list(args))
     print(f"{job} {' '.join(args)} (in process): exit {code} in {time.monotonic() - started:.1f}s")
     return code, last_json_line(out.getvalue()), err.getvalue()
+
+
+def submit_in_process(operator: Any, name: str, args: list[str], env: dict[str, str]) -> int:
+    """SparkJobOperator.submit for dag.test() drills: the operator's job run to its end in this process on the
+    active Spark session, with the operator's environment, in place of a spark-submit JVM per task. The arguments,
+    exit code and --report summary are the job's own; the spark-submit command itself is proven by the tests that
+    keep it (tests/airflow/test_spark_submit_adapter.py, test_replication_operator.py, test_dags_across_processes.py,
+    test_secrets_end_to_end.py, test_spark_standalone.py)."""
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    try:
+        code, _, err = run_in_process(Path(operator.application).stem, *args)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        close_cached_clients()  # the next job may find a cluster stopped, wiped or restarted
+    if code != 0:
+        operator.log.error("%s exited %s: %s", name, code, err[-3000:])
+    return code
 
 
 _modules: dict[str, ModuleType] = {}

@@ -1,13 +1,18 @@
 """`_kdr.checkpoints` as the health check reads it: a pass of the checkpointer counts even when the flow's source
-had no group to translate (else max_checkpoint_age_s would say "no checkpoint yet" forever)."""
+had no group to translate (else max_checkpoint_age_s would say "no checkpoint yet" forever). And the checkpoint task
+of a continuous replicator: when it passes, and that a failed pass does not end it."""
 
 from __future__ import annotations
 
 import json
+import logging
+import threading
+import time
+import types
 
 from support.fakes import FakeMessage
 
-from kafka_dr.translation.checkpoints import checkpoint_key, checkpoints_in
+from kafka_dr.translation.checkpoints import CheckpointTask, checkpoint_key, checkpoints_in
 
 CHECKPOINT = {
     "topic": "t",
@@ -37,3 +42,70 @@ def test_other_flows_passes_and_group_checkpoints_keep_their_meaning() -> None:
     ]
     groups, newest = checkpoints_in(records, "f")
     assert list(groups) == ["g"] and newest == 3_000
+
+
+class Passes:
+    """Stands in for checkpoint_groups: counts passes; the ones listed in `failing` raise; each waits for `gate`."""
+
+    def __init__(self, failing: tuple[int, ...] = (), gate: threading.Event | None = None) -> None:
+        self.calls: list[dict] = []
+        self.failing, self.gate = failing, gate
+
+    def __call__(self, topology, flow, pattern, retries: int) -> dict:
+        self.calls.append({"pattern": pattern, "retries": retries})
+        if self.gate is not None:
+            self.gate.wait(5)
+        if len(self.calls) in self.failing:
+            raise RuntimeError("source cluster dc1 unreachable after 1 attempt")
+        return {"billing": []}
+
+
+FLOW = types.SimpleNamespace(name="f")
+
+
+def test_the_checkpoint_task_passes_at_start_then_every_interval_and_outlives_failed_passes(caplog) -> None:
+    caplog.set_level(logging.INFO, logger="kafka_dr.translation.checkpoints")
+    stop, passes = threading.Event(), Passes(failing=(2,))
+    task = CheckpointTask(None, FLOW, 0.01, stop, passes)  # type: ignore[arg-type]
+    task.start()
+    deadline = time.monotonic() + 5
+    while len(passes.calls) < 4:
+        assert time.monotonic() < deadline, f"{len(passes.calls)} passes in 5 s"
+        time.sleep(0.01)
+    stop.set()
+    task.thread.join(5)
+    assert not task.thread.is_alive()
+    assert passes.calls[0] == {"pattern": None, "retries": 1}  # every group of the flow, one attempt per pass
+    assert "flow f: group offsets not checkpointed: source cluster dc1 unreachable after 1 attempt" in caplog.text
+    assert "flow f: checkpointed 1 groups" in caplog.text
+
+
+def test_no_interval_no_checkpoint_task_and_no_last_pass() -> None:
+    passes = Passes()
+    task = CheckpointTask(None, FLOW, 0, threading.Event(), passes)  # type: ignore[arg-type]
+    task.start()
+    task.last_pass()
+    assert passes.calls == [] and not task.thread.is_alive()
+
+
+def test_the_last_pass_comes_after_the_pass_under_way() -> None:
+    stop, gate = threading.Event(), threading.Event()
+    passes = Passes(gate=gate)
+    task = CheckpointTask(None, FLOW, 3600, stop, passes)  # type: ignore[arg-type]
+    task.start()
+    stop.set()  # the run stopped while its first pass is under way
+    threading.Timer(0.05, gate.set).start()
+    task.last_pass(wait=5)
+    assert len(passes.calls) == 2 and not task.thread.is_alive()
+
+
+def test_no_last_pass_while_the_pass_under_way_outlasts_the_wait() -> None:
+    stop, gate = threading.Event(), threading.Event()
+    passes = Passes(gate=gate)
+    task = CheckpointTask(None, FLOW, 3600, stop, passes)  # type: ignore[arg-type]
+    task.start()
+    stop.set()
+    task.last_pass(wait=0.05)
+    assert len(passes.calls) == 1  # the pass under way is the last one
+    gate.set()
+    task.thread.join(5)

@@ -3,6 +3,7 @@ provenance hop it appends, and how records and end-of-partition events move a ra
 
 from __future__ import annotations
 
+import json
 import types
 
 import pytest
@@ -11,6 +12,7 @@ from support.fakes import FakeMessage, FakeProducer, eof_event
 
 from kafka_dr.replication import copier
 from kafka_dr.replication.copier import CopyError, CopyResult, CopyTask, _copy, _Partition, _Writer
+from kafka_dr.replication.internal import PROGRESS
 from kafka_dr.replication.provenance import HEADER, ForceCopy, Hop, hop_prefix
 
 SRC, DST = "srcCluster", "dstCluster"
@@ -72,7 +74,7 @@ def test_record_is_copied_unchanged_into_the_same_partition_with_one_hop_appende
     assert copy.on_delivery is callback
     r = part.result
     assert (part.position, r.records, r.bytes, r.filtered, r.first_offset, r.last_offset) == (8, 1, 8, 0, 7, 7)
-    assert (part.chunk_first, part.since_checkpoint, part.writer.dirty) == (7, 1, True)
+    assert (part.since_progress, part.writer.dirty) == (1, True)
 
 
 def test_existing_hops_are_kept_and_the_new_hop_comes_last() -> None:
@@ -115,13 +117,13 @@ def test_record_whose_provenance_names_the_target_cluster_and_topic_is_filtered(
     assert [p.headers[0] for p in produced] == [hop(DST, "orders", 0, 7), hop("otherCluster", DEST, 0, 8)]
     r = part.result
     assert (part.position, r.records, r.filtered, r.first_offset, r.last_offset) == (14, 2, 2, 12, 13)
-    assert part.since_checkpoint == 2
+    assert part.since_progress == 2
 
 
 def test_filtered_records_alone_move_the_position_but_copy_nothing() -> None:
     part = partition(start=0)
     assert run(part, [record(0, headers=[hop(DST, DEST, 0, 1)]), record(1, headers=[hop(DST, DEST, 0, 2)])]) == []
-    assert (part.position, part.result.filtered, part.result.first_offset, part.chunk_first) == (2, 2, None, None)
+    assert (part.position, part.result.filtered, part.result.first_offset, part.since_progress) == (2, 2, None, 0)
     assert not part.writer.dirty
 
 
@@ -264,4 +266,40 @@ def test_a_writer_fenced_while_recording_progress_stops_with_the_fenced_line() -
     target = types.SimpleNamespace(get_watermark_offsets=lambda tp, timeout: (0, 5))
     clients = copier._Clients(consumer=None, target=target, reader=None, admin=None)  # type: ignore[arg-type]
     with pytest.raises(copier.FencedError, match="^flow flow: fenced out of dc2 by a newer replicator of this flow"):
-        copier._checkpoint(clients, [part], {0: part.writer}, final=False)
+        copier._record_progress(clients, [part], {0: part.writer}, final=False)
+
+
+class TransactionalProducer(FakeProducer):
+    """A writer that also counts its transactions."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.transactions: list[str] = []
+
+    def commit_transaction(self, timeout: float) -> None:
+        self.transactions.append("commit")
+
+    def begin_transaction(self) -> None:
+        self.transactions.append("begin")
+
+
+def test_progress_is_one_record_per_moved_partition_in_the_transaction_of_its_copies() -> None:
+    moved, idle = partition(start=3), partition(start=0, number=4)
+    moved.writer = idle.writer = _Writer(0, TransactionalProducer())
+    run(moved, [record(3), record(4)])
+    commits: list[tuple] = []
+    clients = copier._Clients(
+        consumer=types.SimpleNamespace(commit=lambda offsets, asynchronous: commits.append((offsets, asynchronous))),
+        target=types.SimpleNamespace(get_watermark_offsets=lambda tp, timeout: (0, 12)),
+        reader=None,
+        admin=None,
+    )  # type: ignore[arg-type]
+    copier._record_progress(clients, [moved, idle], {0: moved.writer}, final=True)
+    producer = moved.writer.producer
+    recorded = [p for p in producer.produced if p.topic != DEST]
+    assert [(p.topic, p.key, json.loads(p.value)) for p in recorded] == [
+        (PROGRESS, b"flow/orders/3", {"next": 5, "dest_topic": DEST, "dest_next": 12, "source_cluster": SRC})
+    ]  # nothing else: no offset syncs, and nothing for the partition that did not move
+    assert producer.transactions == ["commit", "begin"]
+    assert [(tp.topic, tp.partition, tp.offset) for tp in commits[0][0]] == [(TOPIC, 3, 5)] and commits[0][1] is False
+    assert (moved.recorded, moved.result.next, moved.since_progress, moved.writer.dirty) == (5, 5, 0, False)

@@ -1,5 +1,5 @@
-"""What a job's Spark driver starts with: the driver JVM's start-up options (kafka_dr.driver_jvm) and pyspark
-imported from its installed files rather than its zip (spark_env.prefer_installed_pyspark). The real spark-submit
+"""What a job's Spark driver starts with: the driver JVM's start-up options (kafka_dr.spark.driver_jvm) and pyspark
+imported from its installed files rather than its zip (kafka_dr.spark.installed_pyspark). The real spark-submit
 is in tests/integration/test_job_contract.py."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from kafka_dr import driver_jvm
-from kafka_dr.spark_env import prefer_installed_pyspark, spark_submit_command
+from kafka_dr.spark import driver_jvm
+from kafka_dr.spark.installed_pyspark import prefer_installed_pyspark
+from kafka_dr.spark.submit import spark_submit_command
 
 
 def test_the_driver_gets_c1_only_and_maps_the_archive_when_it_exists(tmp_path, monkeypatch):

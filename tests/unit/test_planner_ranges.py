@@ -14,7 +14,7 @@ from kafka_dr.replication import planner
 from kafka_dr.replication.internal import HEARTBEATS, PROGRESS, partition_key
 from kafka_dr.replication.planner import FlowContext, Lost
 from kafka_dr.replication.provenance import HEADER, ForceCopy, Hop
-from kafka_dr.replication.resume import Checkpoint
+from kafka_dr.replication.resume import Progress
 from kafka_dr.topology import Cluster, Flow, TopicFilter
 
 SRC, DST = "srcCluster", "dstCluster"
@@ -109,33 +109,33 @@ def test_ranges_start_at_resume_or_log_start_and_end_at_the_read_committed_end(r
     assert (task.provenance, task.force, task.from_ms, task.to_ms) == (True, None, None, None)
 
 
-def test_checkpoint_of_the_flow_bounds_the_resume(reader, monkeypatch) -> None:
+def test_progress_of_the_flow_bounds_the_resume(reader, monkeypatch) -> None:
     reader.add(
         PROGRESS,
         0,
         [
             FakeMessage(
-                PROGRESS, 0, 0, partition_key("dc1-to-dc2", "orders", 0), Checkpoint(21, "dc1.orders", 1).to_json()
+                PROGRESS, 0, 0, partition_key("dc1-to-dc2", "orders", 0), Progress(21, "dc1.orders", 1).to_json()
             ),
             FakeMessage(
-                PROGRESS, 0, 1, partition_key("other-flow", "orders", 0), Checkpoint(90, "dc1.orders", 0).to_json()
+                PROGRESS, 0, 1, partition_key("other-flow", "orders", 0), Progress(90, "dc1.orders", 0).to_json()
             ),
         ],
     )
     reader.add("dc1.orders", 0, copies("dc1.orders", 0, "orders", [20, 21, 22]))
     source = Source({("orders", 0): (0, 50)})
     plan = context(reader, source, {("dc1.orders", 0): (3, 3)}, monkeypatch).plan()
-    assert ranges(plan) == {("orders", 0): ("dc1.orders", 23, 50, 3)}  # the copy of 22 came after the checkpoint
-    assert reader.assignments[-1] == ("dc1.orders", 0, 1)  # read from the checkpoint's destination offset on
+    assert ranges(plan) == {("orders", 0): ("dc1.orders", 23, 50, 3)}  # the copy of 22 came after the progress record
+    assert reader.assignments[-1] == ("dc1.orders", 0, 1)  # read from the progress record's destination offset on
 
 
-def test_checkpoint_past_the_destination_high_watermark_is_ignored(reader, monkeypatch) -> None:
+def test_progress_past_the_destination_high_watermark_is_ignored(reader, monkeypatch) -> None:
     reader.add(
         PROGRESS,
         0,
         [
             FakeMessage(
-                PROGRESS, 0, 0, partition_key("dc1-to-dc2", "orders", 0), Checkpoint(400, "dc1.orders", 300).to_json()
+                PROGRESS, 0, 0, partition_key("dc1-to-dc2", "orders", 0), Progress(400, "dc1.orders", 300).to_json()
             )
         ],
     )
@@ -145,17 +145,13 @@ def test_checkpoint_past_the_destination_high_watermark_is_ignored(reader, monke
     assert ranges(plan) == {("orders", 0): ("dc1.orders", 2, 500, 2)}
 
 
-def test_checkpoint_under_an_open_destination_transaction_is_used(reader, monkeypatch) -> None:
-    # Destination high watermark 6, stable end 4: the checkpoint at 6 was committed with copies that another
+def test_progress_under_an_open_destination_transaction_is_used(reader, monkeypatch) -> None:
+    # Destination high watermark 6, stable end 4: the progress record at 6 was committed with copies that another
     # producer's open transaction still hides from read_committed.
     reader.add(
         PROGRESS,
         0,
-        [
-            FakeMessage(
-                PROGRESS, 0, 0, partition_key("dc1-to-dc2", "orders", 0), Checkpoint(6, "dc1.orders", 6).to_json()
-            )
-        ],
+        [FakeMessage(PROGRESS, 0, 0, partition_key("dc1-to-dc2", "orders", 0), Progress(6, "dc1.orders", 6).to_json())],
     )
     reader.add("dc1.orders", 0, copies("dc1.orders", 0, "orders", [0, 1, 2, 3]))
     source = Source({("orders", 0): (0, 9)})

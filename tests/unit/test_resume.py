@@ -1,4 +1,4 @@
-"""Where a flow resumes (resume.py): the destination log is the truth, a checkpoint only bounds the search."""
+"""Where a flow resumes (resume.py): the destination log is the truth, a progress record only bounds the search."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from support.fakes import FakeConsumer, FakeMessage
 from kafka_dr.replication import resume
 from kafka_dr.replication.internal import PROGRESS, owner_key, partition_key
 from kafka_dr.replication.provenance import HEADER, Hop
-from kafka_dr.replication.resume import Checkpoint, last_copy, read_checkpoints, resume_offset
+from kafka_dr.replication.resume import Progress, last_copy, read_progress, resume_offset
 
 SRC = "srcCluster"
 DEST, PARTITION = "dc1.orders", 0
@@ -39,61 +39,61 @@ def destination(*messages: FakeMessage, low: int | None = None, high: int | None
     return FakeConsumer().add(DEST, PARTITION, messages, low=low, high=high)
 
 
-def resume_at(consumer: FakeConsumer, checkpoint: Checkpoint | None = None, high_watermark: int | None = None):
-    return resume_offset(consumer, DEST, PARTITION, SRC, "orders", checkpoint, high_watermark, timeout=1)
+def resume_at(consumer: FakeConsumer, progress: Progress | None = None, high_watermark: int | None = None):
+    return resume_offset(consumer, DEST, PARTITION, SRC, "orders", progress, high_watermark, timeout=1)
 
 
 def starts(consumer: FakeConsumer) -> list[int]:
     return [offset for _topic, _partition, offset in consumer.assignments]
 
 
-def test_checkpoint_within_the_log_bounds_the_search_and_later_copies_are_found() -> None:
+def test_progress_within_the_log_bounds_the_search_and_later_copies_are_found() -> None:
     consumer = destination(*(copy(d, 100 + d) for d in range(10)))  # origin 100..109 at 0..9
-    assert resume_at(consumer, Checkpoint(next=106, dest_topic=DEST, dest_next=6)) == 110
-    assert starts(consumer) == [6]  # read from the checkpoint on, not from the start
+    assert resume_at(consumer, Progress(next=106, dest_topic=DEST, dest_next=6)) == 110
+    assert starts(consumer) == [6]  # read from the progress record on, not from the start
 
 
-def test_checkpoint_next_wins_over_the_last_copy_when_records_after_it_were_filtered() -> None:
+def test_progress_next_wins_over_the_last_copy_when_records_after_it_were_filtered() -> None:
     consumer = destination(*(copy(d, 100 + d) for d in range(10)))
-    assert resume_at(consumer, Checkpoint(next=150, dest_topic=DEST, dest_next=10)) == 150
-    assert resume_at(consumer, Checkpoint(next=150, dest_topic=DEST, dest_next=7)) == 150
+    assert resume_at(consumer, Progress(next=150, dest_topic=DEST, dest_next=10)) == 150
+    assert resume_at(consumer, Progress(next=150, dest_topic=DEST, dest_next=7)) == 150
     assert starts(consumer) == [7]  # dest_next at the end: nothing to read
 
 
-def test_checkpoint_without_later_copies_of_this_origin() -> None:
+def test_progress_without_later_copies_of_this_origin() -> None:
     consumer = destination(copy(0, 40), copy(1, 41), local(2), copy(3, 7, partition=1), copy(4, 9, cluster="x"))
-    assert resume_at(consumer, Checkpoint(next=42, dest_topic=DEST, dest_next=2)) == 42
+    assert resume_at(consumer, Progress(next=42, dest_topic=DEST, dest_next=2)) == 42
     assert starts(consumer) == [2]
 
 
 @pytest.mark.parametrize("dest_next", [3, 9])  # the log's low and end offsets are both inside
-def test_checkpoint_at_the_edges_of_the_log_is_used(dest_next: int) -> None:
+def test_progress_at_the_edges_of_the_log_is_used(dest_next: int) -> None:
     consumer = destination(*(copy(d, d) for d in range(3, 9)), high=9)
-    assert resume_at(consumer, Checkpoint(next=500, dest_topic=DEST, dest_next=dest_next)) == 500
+    assert resume_at(consumer, Progress(next=500, dest_topic=DEST, dest_next=dest_next)) == 500
 
 
-def test_checkpoint_beyond_the_high_watermark_is_ignored_after_the_topic_was_recreated() -> None:
+def test_progress_beyond_the_high_watermark_is_ignored_after_the_topic_was_recreated() -> None:
     consumer = destination(copy(0, 0), copy(1, 1), copy(2, 2), local(3))  # the re-created topic, copied again
-    assert resume_at(consumer, Checkpoint(next=5000, dest_topic=DEST, dest_next=4000), high_watermark=4) == 3
-    assert resume_at(consumer, Checkpoint(next=5000, dest_topic=DEST, dest_next=5)) == 3  # stable end is the ceiling
+    assert resume_at(consumer, Progress(next=5000, dest_topic=DEST, dest_next=4000), high_watermark=4) == 3
+    assert resume_at(consumer, Progress(next=5000, dest_topic=DEST, dest_next=5)) == 3  # stable end is the ceiling
 
 
-def test_checkpoint_below_an_open_transaction_counts_up_to_the_high_watermark() -> None:
-    # stable end 4, high watermark 6 (another producer's transaction open): the checkpoint at 6 was committed with
+def test_progress_below_an_open_transaction_counts_up_to_the_high_watermark() -> None:
+    # stable end 4, high watermark 6 (another producer's transaction open): the record at 6 was committed with
     # its copies, which read_committed cannot see yet.
     consumer = destination(copy(0, 0), copy(1, 1), copy(2, 2), copy(3, 3))
-    assert resume_at(consumer, Checkpoint(next=6, dest_topic=DEST, dest_next=6), high_watermark=6) == 6
-    assert resume_at(consumer, Checkpoint(next=6, dest_topic=DEST, dest_next=7), high_watermark=6) == 4
+    assert resume_at(consumer, Progress(next=6, dest_topic=DEST, dest_next=6), high_watermark=6) == 6
+    assert resume_at(consumer, Progress(next=6, dest_topic=DEST, dest_next=7), high_watermark=6) == 4
 
 
-def test_checkpoint_below_the_log_start_is_ignored() -> None:
+def test_progress_below_the_log_start_is_ignored() -> None:
     consumer = destination(copy(5, 15), copy(6, 16), low=5)  # retention deleted 0..4
-    assert resume_at(consumer, Checkpoint(next=12, dest_topic=DEST, dest_next=2)) == 17
+    assert resume_at(consumer, Progress(next=12, dest_topic=DEST, dest_next=2)) == 17
 
 
-def test_checkpoint_of_another_destination_topic_is_ignored() -> None:
+def test_progress_of_another_destination_topic_is_ignored() -> None:
     consumer = destination(copy(0, 20), copy(1, 21))
-    assert resume_at(consumer, Checkpoint(next=99, dest_topic="renamed.orders", dest_next=1)) == 22
+    assert resume_at(consumer, Progress(next=99, dest_topic="renamed.orders", dest_next=1)) == 22
 
 
 def test_backward_scan_reads_doubling_windows_until_a_copy(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -144,9 +144,9 @@ def test_empty_destination_gives_none_without_reading() -> None:
     assert consumer.assignments == []
 
 
-def test_stale_checkpoint_then_scan_finds_nothing() -> None:
+def test_stale_progress_then_scan_finds_nothing() -> None:
     consumer = destination(local(0), local(1))
-    assert resume_at(consumer, Checkpoint(next=80, dest_topic=DEST, dest_next=50), high_watermark=2) is None
+    assert resume_at(consumer, Progress(next=80, dest_topic=DEST, dest_next=50), high_watermark=2) is None
 
 
 def test_last_copy_only_looks_inside_the_range() -> None:
@@ -157,7 +157,7 @@ def test_last_copy_only_looks_inside_the_range() -> None:
     assert last_copy(consumer, DEST, PARTITION, 0, 8, ("x", "orders", 0), timeout=1) is None
 
 
-def test_checkpoints_last_value_per_key_wins_and_tombstones_remove() -> None:
+def test_progress_last_value_per_key_wins_and_tombstones_remove() -> None:
     a, b, c = (partition_key("flow", "orders", p) for p in (0, 1, 2))
 
     def entry(offset: int, key: bytes | None, value: dict | None) -> FakeMessage:
@@ -169,7 +169,7 @@ def test_checkpoints_last_value_per_key_wins_and_tombstones_remove() -> None:
         [
             entry(3, a, {"next": 10, "dest_topic": DEST, "dest_next": 8}),
             entry(4, b, {"next": 1, "dest_topic": DEST, "dest_next": 1}),
-            entry(5, owner_key("flow"), {"owner": "driver-1"}),  # a claim record, not a checkpoint
+            entry(5, owner_key("flow"), {"owner": "driver-1"}),  # a claim record, not progress
             entry(6, a, {"next": 20, "dest_topic": DEST, "dest_next": 17}),
             entry(7, None, {"next": 0, "dest_topic": DEST, "dest_next": 0}),  # no key: skipped
             entry(8, b, None),
@@ -178,27 +178,27 @@ def test_checkpoints_last_value_per_key_wins_and_tombstones_remove() -> None:
         low=3,
         high=11,
     )  # a compacted log ending with transaction markers
-    assert read_checkpoints(consumer, timeout=1) == {
-        "flow/orders/0": Checkpoint(20, DEST, 17),
-        "flow/orders/2": Checkpoint(3, "x", 2),
+    assert read_progress(consumer, timeout=1) == {
+        "flow/orders/0": Progress(20, DEST, 17),
+        "flow/orders/2": Progress(3, "x", 2),
     }
 
 
-def test_checkpoints_of_an_empty_progress_topic() -> None:
+def test_progress_of_an_empty_progress_topic() -> None:
     consumer = FakeConsumer().add(PROGRESS, 0, [], low=12, high=12)
-    assert read_checkpoints(consumer, timeout=1) == {}
+    assert read_progress(consumer, timeout=1) == {}
     assert consumer.assignments == []
 
 
-def test_a_checkpoint_of_another_source_cluster_is_ignored_and_one_of_this_one_kept() -> None:
-    """A source rebuilt after a loss has a new id: offsets checkpointed for the old one would skip its records."""
+def test_progress_of_another_source_cluster_is_ignored_and_one_of_this_one_kept() -> None:
+    """A source rebuilt after a loss has a new id: offsets recorded for the old one would skip its records."""
     consumer = destination(copy(0, 40, cluster="oldCluster"), copy(1, 41, cluster="oldCluster"))
-    lost = Checkpoint(next=42, dest_topic=DEST, dest_next=2, source_cluster="oldCluster")
+    lost = Progress(next=42, dest_topic=DEST, dest_next=2, source_cluster="oldCluster")
     assert resume_at(consumer, lost) is None  # nothing copied from this source yet: it starts at its beginning
-    assert resume_at(destination(copy(0, 5)), Checkpoint(9, DEST, 1, SRC)) == 9
+    assert resume_at(destination(copy(0, 5)), Progress(9, DEST, 1, SRC)) == 9
 
 
-def test_checkpoints_keep_their_source_cluster_through_progress() -> None:
-    written = Checkpoint(9, DEST, 1, SRC)
+def test_progress_records_keep_their_source_cluster() -> None:
+    written = Progress(9, DEST, 1, SRC)
     consumer = FakeConsumer().add(PROGRESS, 0, [FakeMessage(PROGRESS, 0, 0, b"f/orders/0", written.to_json())])
-    assert read_checkpoints(consumer) == {"f/orders/0": written}
+    assert read_progress(consumer) == {"f/orders/0": written}

@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kafka_dr.health.rules import Slo
-from kafka_dr.topology import DEFAULT_TOPOLOGY, Flow, TopologyError, load_topology, parse_topology
+from kafka_dr.topology import DEFAULT_TOPOLOGY, Flow, Slo, TopologyError, load_topology, parse_topology
 
 DESIGN_TOPOLOGY: dict[str, Any] = {
     "clusters": {
@@ -73,7 +72,9 @@ def mutated(change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
 def test_default_file_is_the_replicator_demo_topology() -> None:
     assert Path(__file__).resolve().parents[2] / "include" / "topology.yaml" == DEFAULT_TOPOLOGY
     topology = load_topology(DEFAULT_TOPOLOGY)
-    assert dataclasses.replace(topology, clients={}) == parse_topology(DESIGN_TOPOLOGY, source="design")
+    local = dataclasses.replace(topology, clients={}, schema_registry_restart=None)
+    assert local == parse_topology(DESIGN_TOPOLOGY, source="design")
+    assert (topology.schema_registry_restart or "").startswith("kafka-dr local restart-registry ")  # the local stack's
     assert {a.name: (a.cluster, a.role) for a in topology.clients.values()} == {
         "orders-producer": ("dc1", "producer"),
         "orders-consumer": ("dc1", "consumer"),

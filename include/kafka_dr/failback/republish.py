@@ -5,7 +5,7 @@ back will read next, with key, value, headers and timestamp kept and a `__kdr_re
 original (cluster id, topic, partition, offset). Each partition's copies and a marker in the restored cluster's
 `_kdr.progress` go in one transaction, so a retried run republishes nothing twice.
 
-`skip_originals` (after republish, or for `discard`): a checkpoint of the flow in the serving cluster's
+`skip_originals` (after republish, or for `discard`): a progress record of the flow in the serving cluster's
 `_kdr.progress` whose next offset is past the last original, so the flow, once resumed, copies neither the originals
 (republished, or left unread by choice) nor anything before them again. Nothing is deleted anywhere.
 """
@@ -22,7 +22,7 @@ from confluent_kafka.admin import AdminClient
 
 from ..clients import client_config, end_offsets, init_transactions, read_committed
 from ..replication.internal import PROGRESS, ensure_internal_topics, partition_key, put_records, read_records
-from ..replication.resume import Checkpoint
+from ..replication.resume import Progress
 from ..topology import Topology
 from .unreplicated import Unreplicated, UnreplicatedRange
 
@@ -87,8 +87,8 @@ def skip_originals(topology: Topology, found: Unreplicated) -> dict[str, int]:
         for (_, topic, partition), partition_ranges in ranges.items():
             after = max(r.to_offset for r in partition_ranges) + 1
             dest = flow.destination_topic(topic)
-            checkpoint = Checkpoint(after, dest, dest_ends[(dest, partition)], source_cluster)
-            records.append((partition_key(flow.name, topic, partition), checkpoint.to_dict()))
+            progress = Progress(after, dest, dest_ends[(dest, partition)], source_cluster)
+            records.append((partition_key(flow.name, topic, partition), progress.to_dict()))
             moved[f"{flow.name} {topic}[{partition}]"] = after
         put_records(serving, PROGRESS, records)
     return moved

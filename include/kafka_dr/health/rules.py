@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
+from ..topology import Slo
+
 WINDOW = 10
 """Samples per partition the evaluator looks at: the last 10, as Burrow's default window."""
 
@@ -123,16 +125,6 @@ class PartitionStatus:
             d.get("reason", ""),
             None if gap is None else (gap[0], gap[1]),
         )
-
-
-@dataclass(frozen=True)
-class Slo:
-    """The topology's `health:` section: limits that make a flow ERR when passed (None: not checked)."""
-
-    max_lag_records: int | None = None
-    max_lag_seconds: float | None = None
-    max_heartbeat_latency_ms: float | None = None
-    max_checkpoint_age_s: float | None = None
 
 
 @dataclass(frozen=True)

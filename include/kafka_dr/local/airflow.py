@@ -27,7 +27,7 @@ from typing import Any
 
 from .. import processes
 from ..paths import PROJECT_ROOT, TOPOLOGY_ENV, state_dir
-from ..spark_env import spark_env
+from ..spark.submit import spark_env
 from ..topology import Topology
 from .config import HOST
 from .stack import StackError

@@ -552,8 +552,9 @@ class LocalStack:
 
 
 def record_data_dir(data_dir: Path, registry_urls: list[str]) -> None:
-    """Which stack serves each registry URL, for commands started elsewhere: the schema redirect's default restart
-    runs in an Airflow task whose working directory is not the terminal's (STATE_DIR/local-stacks.json)."""
+    """Which stack serves each registry URL, for commands started elsewhere: the local topology's schema redirect
+    restart (`kafka-dr local restart-registry --registry-url`) runs in an Airflow task whose working directory is not
+    the terminal's (STATE_DIR/local-stacks.json)."""
     path = state_dir() / "local-stacks.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     with processes.locked(path):

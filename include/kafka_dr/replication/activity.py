@@ -1,6 +1,6 @@
 """Whether anything still copies a flow, seen from its target alone: no tracker, any host.
 
-Every running replicator appends to `_kdr.progress` in its target: its copy tasks a checkpoint per
+Every running replicator appends to `_kdr.progress` in its target: its copy tasks a progress record per
 partition about once a second while records (or the driver's heartbeats) flow, its driver a claim
 record at every epoch even when nothing flows. Records of a flow appended during a window longer
 than an epoch, committed or not, mean some replicator of it still runs.

@@ -13,7 +13,7 @@ No gap, no duplicate, and never two writers: each destination partition is writt
 slot's transactional producer (fencing.py). Opening it fences out any older replicator of the flow,
 on any host; the task then takes over from what the destination holds (a copy committed by another
 writer since the planned position moves the start), and copies are committed in transactions, with
-their progress records (`_kdr.progress`, offset syncs) inside the same transaction. A crash or a
+their progress records (`_kdr.progress`) inside the same transaction. A crash or a
 fence aborts the open transaction, so the destination only ever holds a prefix of what was read,
 and the next run resumes from the destination (resume.py). Consumers of copies must read with
 isolation.level=read_committed (librdkafka's default) to skip aborted ones. The source consumer
@@ -37,9 +37,9 @@ from confluent_kafka.admin import AdminClient
 
 from ..clients import end_offsets, init_transactions, next_batch
 from .fencing import is_fenced, transactional_id, writer_slot
-from .internal import OFFSET_SYNCS, PROGRESS, partition_key
+from .internal import PROGRESS, partition_key
 from .provenance import HEADER, ForceCopy, blocked, hop_prefix, hops
-from .resume import Checkpoint, last_copy
+from .resume import Progress, last_copy
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ BOUNDED_COMMIT_INTERVAL_S = 5.0  # bounded copies: longest a transaction stays o
 
 
 class CopyError(RuntimeError):
-    """A range could not be copied; nothing past the last checkpoint was recorded as done."""
+    """A range could not be copied; nothing past the last progress record was recorded as done."""
 
 
 class FencedError(CopyError):
@@ -75,7 +75,7 @@ class CopyTask:
     force: ForceCopy | None = None
     from_ms: int | None = None  # copy only records with from_ms <= timestamp < to_ms
     to_ms: int | None = None
-    checkpoint_every: int = 50_000  # copies of one partition between durable checkpoints
+    progress_every: int = 50_000  # copies of one partition between durable progress records
     dest_from: int = 0  # destination offset from which copies past `start` would lie (what the planner read to)
 
 
@@ -92,8 +92,6 @@ class CopyResult:
     first_offset: int | None = None
     last_offset: int | None = None
     seconds: float = 0.0
-    checkpoints: list[int] = field(default_factory=list)  # source positions made durable
-    dest_watermarks: list[int] = field(default_factory=list)  # destination end at the start and each checkpoint
     dest_end: int = 0  # destination committed end when the task finished: where the next take-over looks from
 
     def to_dict(self) -> dict[str, Any]:
@@ -162,7 +160,7 @@ def open_clients(flow: str, source_config: dict[str, Any], target_config: dict[s
 
 def _commit_failed(err: KafkaError | None, _partitions: list[TopicPartition]) -> None:
     if err is not None:
-        log.warning("flow group commit failed (the next checkpoint commits again): %s", err.str())
+        log.warning("flow group commit failed (the next progress record commits again): %s", err.str())
 
 
 def close_clients() -> None:
@@ -191,9 +189,8 @@ class _Partition:
     prefix: bytes  # provenance hop up to the origin offset
     writer: _Writer
     position: int  # next source offset to copy
-    recorded: int  # position of the last durable checkpoint
-    chunk_first: int | None = None  # source offset of the first copy since that checkpoint
-    since_checkpoint: int = 0
+    recorded: int  # position of the last durable progress record
+    since_progress: int = 0  # copies since that record
 
     @property
     def done(self) -> bool:
@@ -208,7 +205,7 @@ def copy_ranges(
 ) -> list[CopyResult]:
     """Copy a group of ranges of one flow. Bounded ranges end at their end offset; open ranges are
     copied for `run_for` seconds. Copies become visible (their transaction commits) every
-    `commit_interval` seconds; progress is recorded every `checkpoint_every` copies of a partition,
+    `commit_interval` seconds; progress is recorded every `progress_every` copies of a partition,
     every `progress_interval` seconds if given, and at the end."""
     tasks = list(tasks)
     if not tasks:
@@ -257,16 +254,16 @@ def copy_ranges(
                 consumer.incremental_unassign([TopicPartition(*key) for key in finished])
                 for key in finished:
                     del active[key]
-            due = any(p.since_checkpoint >= p.task.checkpoint_every for p in active.values())
+            due = any(p.since_progress >= p.task.progress_every for p in active.values())
             if next_progress is not None and now >= next_progress:
                 due, next_progress = True, now + progress_interval
             if due:
-                _checkpoint(clients, parts, writers, final=False)
+                _record_progress(clients, parts, writers, final=False)
                 next_commit = now + commit_interval
             elif now >= next_commit:
                 _commit(clients, writers.values(), first)
                 next_commit = now + commit_interval
-        _checkpoint(clients, parts, writers, final=True)
+        _record_progress(clients, parts, writers, final=True)
         ends = end_offsets(
             clients.admin, [(p.task.dest_topic, p.task.partition) for p in parts], IsolationLevel.READ_COMMITTED
         )
@@ -340,7 +337,6 @@ def _take_over(parts: list[_Partition], clients: _Clients) -> None:
         time.sleep(0.05)
     for p in parts:
         key = (p.task.dest_topic, p.task.partition)
-        p.result.dest_watermarks.append(high[key])
         if stable[key] <= p.task.dest_from:
             continue
         last = last_copy(
@@ -408,14 +404,12 @@ def _copy(messages: list[Message], active: dict[tuple[str, int], _Partition], ca
             headers.append((HEADER, part.prefix + b"%d" % offset + copied_at))
         value, key_bytes = message.value(), message.key()
         _produce(part.writer, task, key_bytes, value, headers, timestamp, callback)
-        if part.chunk_first is None:
-            part.chunk_first = offset
         if result.first_offset is None:
             result.first_offset = offset
         result.last_offset = offset
         result.records += 1
         result.bytes += (len(value) if value else 0) + (len(key_bytes) if key_bytes else 0)
-        part.since_checkpoint += 1
+        part.since_progress += 1
 
 
 def _produce(writer: _Writer, task: CopyTask, key, value, headers, timestamp: int, callback) -> None:
@@ -444,14 +438,13 @@ def _produce(writer: _Writer, task: CopyTask, key, value, headers, timestamp: in
             refreshed = True
 
 
-def _checkpoint(clients: _Clients, parts: list[_Partition], writers: dict[int, _Writer], final: bool) -> None:
-    """Record every copy so far for each partition that moved, in the transaction of its copies: destination
-    progress and offset sync; commit; then the flow's consumer group on the source (for lag tools only, so
-    it is committed without waiting except at the end: a commit queues behind the consumer's pending fetch).
+def _record_progress(clients: _Clients, parts: list[_Partition], writers: dict[int, _Writer], final: bool) -> None:
+    """Record every copy so far for each partition that moved, in the transaction of its copies: its
+    `_kdr.progress` record; commit; then the flow's consumer group on the source (for lag tools only, so it is
+    committed without waiting except at the end: a commit queues behind the consumer's pending fetch).
 
-    The destination high watermark after the flush bounds every later copy from below, so it is
-    the checkpoint's search start; the previous one bounds this chunk's first copy, which makes
-    the offset-sync pair (source offset, destination offset to scan from)."""
+    The destination high watermark after the flush bounds every later copy from below, so it is where a
+    resume searches from (resume.py)."""
     moved = [p for p in parts if p.position > p.recorded]
     if not moved:
         _commit(clients, writers.values(), parts[0].task)
@@ -460,28 +453,24 @@ def _checkpoint(clients: _Clients, parts: list[_Partition], writers: dict[int, _
     moved_writers = {p.writer.slot: p.writer for p in moved}.values()
     _in_parallel([lambda w=w: _flush(w.producer, clients, task) for w in moved_writers], task)
     for p in moved:
-        task, result = p.task, p.result
-        key = partition_key(task.flow, task.topic, task.partition)
-        dest_next = _dest_end(task, clients)
+        task = p.task
+        progress = Progress(p.position, task.dest_topic, _dest_end(task, clients), task.source_cluster_id)
         p.writer.dirty = True
-        records = [(PROGRESS, Checkpoint(p.position, task.dest_topic, dest_next, task.source_cluster_id).to_json())]
-        if p.chunk_first is not None:
-            sync = {"source": p.chunk_first, "dest": result.dest_watermarks[-1], "dest_topic": task.dest_topic}
-            records.append((OFFSET_SYNCS, json.dumps(sync).encode()))
-        for topic, value in records:  # a fenced producer raises here too: the same one-line FencedError
-            produce = functools.partial(
-                p.writer.producer.produce, topic, key=key, value=value, on_delivery=clients.failed
-            )
-            _transactional(produce, task)
-        result.dest_watermarks.append(dest_next)
+        produce = functools.partial(  # a fenced producer raises here too: the same one-line FencedError
+            p.writer.producer.produce,
+            PROGRESS,
+            key=partition_key(task.flow, task.topic, task.partition),
+            value=progress.to_json(),
+            on_delivery=clients.failed,
+        )
+        _transactional(produce, task)
     _commit(clients, writers.values(), task)
     clients.consumer.commit(
         offsets=[TopicPartition(p.task.topic, p.task.partition, p.position) for p in moved], asynchronous=not final
     )
     for p in moved:
         p.result.next = p.recorded = p.position
-        p.result.checkpoints.append(p.position)
-        p.chunk_first, p.since_checkpoint = None, 0
+        p.since_progress = 0
 
 
 def _commit(clients: _Clients, writers: Iterable[_Writer], task: CopyTask) -> None:

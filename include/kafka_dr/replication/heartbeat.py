@@ -3,13 +3,17 @@ so the end-to-end latency of a flow can be measured even when no data is flowing
 same with its heartbeats topic).
 
 Record: key = flow name (utf-8), value JSON {"flow", "id", "created_ms"}, timestamp = created_ms.
+A continuous replicator sends them with a `HeartbeatTask` (MirrorMaker 2's heartbeat task).
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -19,6 +23,8 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from ..clients import error_text
 from .internal import HEARTBEATS, ensure_internal_topics
 from .provenance import ProvenanceError, hops
+
+log = logging.getLogger(__name__)
 
 WINDOW = 1_000
 """Records read back from the end of each heartbeat partition when waiting starts: the copy may already
@@ -83,6 +89,38 @@ class HeartbeatSender:
             reason = errors[0].str() if errors else f"not acknowledged within {self.timeout:g} s"
             raise HeartbeatError(f"heartbeat of flow {self.flow} not written to {HEARTBEATS} on {self.where}: {reason}")
         return heartbeat
+
+
+class HeartbeatTask:
+    """A heartbeat of `flow` into its source every `interval` seconds until `stop` is set, on a daemon thread beside
+    the copies. An outage is logged and the next heartbeat tried again, never raised: replication goes on, and the
+    lag sensor sees the missing heartbeats."""
+
+    def __init__(
+        self,
+        source_config: dict[str, Any],
+        flow: str,
+        interval: float,
+        stop: threading.Event,
+        sender: Callable[[dict[str, Any], str], HeartbeatSender] = HeartbeatSender,
+    ) -> None:
+        self.source_config, self.flow, self.interval, self.stop = source_config, flow, interval, stop
+        self.make_sender = sender
+        self.thread = threading.Thread(target=self.run, name="kdr-heartbeats", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def run(self) -> None:
+        sender: HeartbeatSender | None = None
+        while True:
+            try:
+                sender = sender or self.make_sender(self.source_config, self.flow)
+                sender.send()
+            except Exception as exc:  # noqa: BLE001 - an outage must not stop replication; the lag sensor sees it
+                log.warning("heartbeat not sent: %s", exc)
+            if self.stop.wait(self.interval):
+                return
 
 
 def send_heartbeat(source_config: dict[str, Any], flow: str, timeout: float = 10.0) -> Heartbeat:

@@ -2,8 +2,8 @@
 
 They live in the target cluster of a flow, so that they survive the loss of the source:
 - `_kdr.progress`: per flow and source partition, the next source offset copied and the
-  destination offset reached (compacted; a checkpoint that bounds the resume search);
-- `_kdr.offset-syncs`: source offset -> destination offset pairs (one per copied chunk);
+  destination offset reached (compacted; it only bounds the resume search, resume.py), and each
+  replicator driver's claim on its flow;
 - `_kdr.checkpoints`: translated consumer-group offsets (written by offset translation);
 - `_kdr.heartbeats`: heartbeat records; the one internal topic a flow copies, so that the
   end-to-end latency can be measured from the provenance of the copies;
@@ -24,14 +24,12 @@ from ..clients import read_committed
 from ..topology import INTERNAL_TOPIC_PREFIX
 
 PROGRESS = f"{INTERNAL_TOPIC_PREFIX}progress"
-OFFSET_SYNCS = f"{INTERNAL_TOPIC_PREFIX}offset-syncs"
 CHECKPOINTS = f"{INTERNAL_TOPIC_PREFIX}checkpoints"
 HEARTBEATS = f"{INTERNAL_TOPIC_PREFIX}heartbeats"
 HEALTH = f"{INTERNAL_TOPIC_PREFIX}health"
 
 TOPIC_CONFIGS = {
     PROGRESS: {"cleanup.policy": "compact"},
-    OFFSET_SYNCS: {"cleanup.policy": "compact"},
     CHECKPOINTS: {"cleanup.policy": "compact"},
     HEARTBEATS: {"retention.ms": str(24 * 3600 * 1000)},
     HEALTH: {"retention.ms": str(7 * 24 * 3600 * 1000)},  # a week of samples: the windows and RPO history

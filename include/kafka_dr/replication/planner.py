@@ -23,7 +23,7 @@ from . import topic_sync
 from .copier import CopyTask
 from .internal import HEARTBEATS, PROGRESS, ensure_internal_topics, latest_value, partition_key, put_records, start_key
 from .provenance import ForceCopy
-from .resume import Checkpoint, read_checkpoints, resume_offset
+from .resume import Progress, read_progress, resume_offset
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +176,7 @@ class FlowContext:
             )
             for i in (IsolationLevel.READ_UNCOMMITTED, IsolationLevel.READ_COMMITTED)
         )
-        checkpoints: dict[str, Checkpoint] | None = None
+        progress: dict[str, Progress] | None = None
         initial = None  # a new flow's `start` (latest or a time) for partitions the destination holds nothing of
         if sync and self.flow.start != "earliest" and not self._start_applied():
             initial = with_retries(
@@ -191,16 +191,16 @@ class FlowContext:
             if position is None and (dest, tp.partition) not in dest_high:
                 position = starts[key]
             if position is None:
-                if checkpoints is None:
-                    checkpoints = read_checkpoints(self.reader)
-                checkpoint = checkpoints.get(partition_key(self.flow.name, tp.topic, tp.partition).decode())
+                if progress is None:
+                    progress = read_progress(self.reader)
+                recorded = progress.get(partition_key(self.flow.name, tp.topic, tp.partition).decode())
                 position = resume_offset(
                     self.reader,
                     dest,
                     tp.partition,
                     self.source_cluster_id,
                     tp.topic,
-                    checkpoint,
+                    recorded,
                     dest_high[(dest, tp.partition)],
                 )
                 if position is None and initial is not None and tp.topic != HEARTBEATS:
@@ -259,13 +259,13 @@ class FlowContext:
         return {key: ends[key] if offset < 0 else offset for key, offset in found.items()}
 
     def _record_start(self, started: dict[tuple[str, int], int], dest_stable: dict[tuple[str, int], int]) -> None:
-        """Checkpoints at the start positions, then the marker: a crash before the first copy resumes there, not at
+        """Progress records at the start positions, then the marker: a crash before the first copy resumes there, not at
         earliest, and a rerun never applies the start again."""
         records: list[tuple[bytes, Any]] = []
         for (topic, partition), position in started.items():
             dest = self.dest_topic(topic)
-            checkpoint = Checkpoint(position, dest, dest_stable.get((dest, partition), 0), self.source_cluster_id)
-            records.append((partition_key(self.flow.name, topic, partition), checkpoint.to_dict()))
+            progress = Progress(position, dest, dest_stable.get((dest, partition), 0), self.source_cluster_id)
+            records.append((partition_key(self.flow.name, topic, partition), progress.to_dict()))
         put_records(self.target_config, PROGRESS, records)
         put_records(self.target_config, PROGRESS, [(start_key(self.flow.name), {"start": self.flow.start})])
         log.info("flow %s: new, started at %s in %d partitions", self.flow.name, self.flow.start, len(started))

@@ -2,8 +2,8 @@
 
 The last record of this flow in a destination partition (the last one whose final provenance hop
 names the flow's source cluster, topic and partition) says which source offset was copied last.
-A `_kdr.progress` checkpoint only bounds the search: copies written after it are found by reading
-the destination from the checkpoint's destination offset to the end.
+A `_kdr.progress` record only bounds the search: copies written after it are found by reading
+the destination from the record's destination offset to the end.
 """
 
 from __future__ import annotations
@@ -18,14 +18,16 @@ from ..clients import read_partition
 from .internal import PROGRESS
 from .provenance import copied_from
 
-SCAN_WINDOW = 10_000  # records read per step when searching backwards without a checkpoint
+SCAN_WINDOW = 10_000  # records read per step when searching backwards without a progress record
 
 
 @dataclass(frozen=True)
-class Checkpoint:
+class Progress:
+    """A flow's `_kdr.progress` record of one source partition: how far its copy is durable."""
+
     next: int  # next source offset to copy
     dest_topic: str
-    dest_next: int  # destination log end offset when the checkpoint was written
+    dest_next: int  # destination log end offset when the record was written
     source_cluster: str | None = None  # id of the source cluster whose offsets these are (None: written before ids)
 
     def to_dict(self) -> dict[str, Any]:
@@ -39,9 +41,9 @@ class Checkpoint:
         return json.dumps(self.to_dict()).encode()
 
 
-def read_checkpoints(consumer: Consumer, timeout: float = 10.0) -> dict[str, Checkpoint]:
+def read_progress(consumer: Consumer, timeout: float = 10.0) -> dict[str, Progress]:
     """Every `_kdr.progress` entry (last value per key wins), keyed `flow/topic/partition`."""
-    entries: dict[str, Checkpoint] = {}
+    entries: dict[str, Progress] = {}
     for key, value in _read_all(consumer, PROGRESS, 0, timeout):
         if key is None:
             continue
@@ -50,7 +52,7 @@ def read_checkpoints(consumer: Consumer, timeout: float = 10.0) -> dict[str, Che
             continue
         data = json.loads(value)
         if "next" in data:
-            entries[key.decode()] = Checkpoint(
+            entries[key.decode()] = Progress(
                 data["next"], data["dest_topic"], data["dest_next"], data.get("source_cluster")
             )
     return entries
@@ -88,7 +90,7 @@ def resume_offset(
     partition: int,
     source_cluster_id: str,
     source_topic: str,
-    checkpoint: Checkpoint | None,
+    progress: Progress | None,
     high_watermark: int | None = None,
     timeout: float = 10.0,
 ) -> int | None:
@@ -96,20 +98,20 @@ def resume_offset(
 
     `consumer` reads the destination with read_committed, so that copies a crashed or fenced writer
     left in an aborted transaction do not count; its end offset is then the last stable offset.
-    A checkpoint is committed with the copies it covers, so it holds even when another producer's
+    A progress record is committed with the copies it covers, so it holds even when another producer's
     open transaction hides them; copies committed after such a transaction are found by the copy
-    task's take-over (copier.py), which reads on from the stable offset. A checkpoint past the
+    task's take-over (copier.py), which reads on from the stable offset. A record past the
     destination's `high_watermark` belongs to a topic since deleted and re-created, and one naming another source
     cluster id to a source cluster since rebuilt (a failback's `data_lost`): both are ignored.
     """
     low, stable = consumer.get_watermark_offsets(TopicPartition(dest_topic, partition), timeout=timeout)
     origin = (source_cluster_id, source_topic, partition)
     ceiling = stable if high_watermark is None else high_watermark
-    if checkpoint is not None and checkpoint.source_cluster not in (None, source_cluster_id):
-        checkpoint = None  # offsets of a source cluster since lost and rebuilt (a new id): they mean nothing here
-    if checkpoint is not None and checkpoint.dest_topic == dest_topic and low <= checkpoint.dest_next <= ceiling:
-        last = last_copy(consumer, dest_topic, partition, checkpoint.dest_next, stable, origin, timeout)
-        return checkpoint.next if last is None else max(last + 1, checkpoint.next)
+    if progress is not None and progress.source_cluster not in (None, source_cluster_id):
+        progress = None  # offsets of a source cluster since lost and rebuilt (a new id): they mean nothing here
+    if progress is not None and progress.dest_topic == dest_topic and low <= progress.dest_next <= ceiling:
+        last = last_copy(consumer, dest_topic, partition, progress.dest_next, stable, origin, timeout)
+        return progress.next if last is None else max(last + 1, progress.next)
     end = stable
     window = SCAN_WINDOW
     while end > low:

@@ -2,13 +2,14 @@
 source is gone (MirrorMaker 2 keeps its checkpoints the same way).
 
 Key `flow/group/topic/partition` (source names), compacted; the value is the translation plus when
-it was made."""
+it was made. A continuous replicator keeps them current with a `CheckpointTask` (MirrorMaker 2's checkpoint task)."""
 
 from __future__ import annotations
 
 import json
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -26,6 +27,7 @@ from .offsets import PartitionRequest, Translated, translate_partition
 
 log = logging.getLogger(__name__)
 TIMEOUT_S = 30.0
+LAST_PASS_WAIT_S = 10.0  # a stopping run waits this long for the checkpoint pass under way before its last one
 
 
 def checkpoint_key(flow: str, group: str, topic: str, partition: int) -> bytes:
@@ -106,6 +108,52 @@ def checkpoint_groups(
     except LagError as exc:  # the checkpoints are what matters; the snapshot only refines a later RPO estimate
         log.warning("lag snapshot of flow %s not saved: %s", flow.name, exc)
     return groups
+
+
+class CheckpointTask:
+    """While both sides are up, keep the flow's translated group offsets (and a lag snapshot) in the target, so that
+    a disaster failover finds them there: a first pass at `start`, then every `interval` seconds until `stop` is set,
+    on a daemon thread (0: none), and a `last_pass` when the run ends cleanly. A failed pass is logged, never
+    raised: a source outage must not stop replication, and the last checkpoints stay."""
+
+    def __init__(
+        self,
+        topology: Topology,
+        flow: Flow,
+        interval: float,
+        stop: threading.Event,
+        checkpoint: Callable[..., dict[str, list[Translated]]] = checkpoint_groups,
+    ) -> None:
+        self.topology, self.flow, self.interval, self.stop = topology, flow, interval, stop
+        self.checkpoint = checkpoint
+        self.thread = threading.Thread(target=self.run, name="kdr-checkpoints", daemon=True)
+
+    def start(self) -> None:
+        if self.interval > 0:
+            self.thread.start()
+
+    def run(self) -> None:
+        while True:
+            self.run_pass()
+            if self.stop.wait(self.interval):
+                return
+
+    def run_pass(self) -> None:
+        try:
+            groups = self.checkpoint(self.topology, self.flow, None, retries=1)
+            log.info("flow %s: checkpointed %d groups", self.flow.name, len(groups))
+        except Exception as exc:  # noqa: BLE001 - a source outage must not stop replication; the last ones stay
+            log.warning("flow %s: group offsets not checkpointed: %s", self.flow.name, exc)
+
+    def last_pass(self, wait: float = LAST_PASS_WAIT_S) -> None:
+        """A last pass after the last epoch of a stopped run (`stop` set): the target keeps the state at the stop (a
+        planned failover stops the flow back; a later disaster's RPO starts from this snapshot), not one up to
+        `interval` older. The periodic pass under way ends first; if it does not within `wait`, it is the last."""
+        if self.interval <= 0:
+            return
+        self.thread.join(wait)
+        if not self.thread.is_alive():
+            self.run_pass()
 
 
 def translate_from_source(

@@ -19,8 +19,8 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseHook, BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
-from ...driver_jvm import with_driver_jvm
-from ...spark_env import is_local, package_zip
+from ...spark.driver_jvm import with_driver_jvm
+from ...spark.submit import is_local, package_zip
 from ...topology import Topology
 from ..hooks.kafka_cluster import clusters_env
 from ..hooks.spark_submit import exit_code, master
@@ -78,7 +78,7 @@ class SparkJobOperator(BaseOperator):
         spark_master = master(hook)
         self.log.info("Spark master %s (%s)", spark_master, why)
         if self.py_files is None and not is_local(spark_master):
-            # Executors of a cluster are other processes: they get the package the driver runs (spark_env).
+            # Executors of a cluster are other processes: they get the package the driver runs (package_zip).
             package = str(package_zip())
             self.log.info("kafka_dr shipped to the executors as --py-files %s", package)
             hook = self._hook(conn_id, name, args, package)
@@ -93,15 +93,22 @@ class SparkJobOperator(BaseOperator):
         """Submit the job to the end; returns its summary. `what` names the job in errors."""
         with tempfile.TemporaryDirectory(prefix="kdr-job-") as tmp:
             report = Path(tmp) / "summary.json"
-            self._spark = self.spark_hook(name, [*args, "--report", str(report)])
-            try:
-                self._spark.submit(self.application, env={**os.environ, **env})
-            except AirflowException:
-                raise _job_failed(what, exit_code(self._spark), report) from None  # its own error is in its summary
+            code = self.submit(name, [*args, "--report", str(report)], env)
+            if code != 0:
+                raise _job_failed(what, code, report)  # its own error is in its summary
             summary = _read_summary(report)
         if summary is None:
             raise AirflowException(f"{what}: {Path(self.application).name} exited 0 without writing its summary")
         return summary
+
+    def submit(self, name: str, args: list[str], env: dict[str, str]) -> int | None:
+        """spark-submit the job with `args` to its end through the provider; its exit code (None: unknown)."""
+        self._spark = self.spark_hook(name, args)
+        try:
+            self._spark.submit(self.application, env={**os.environ, **env})
+        except AirflowException:
+            return exit_code(self._spark) or None  # failed, even when the provider saw exit code 0 (cluster mode)
+        return 0
 
     def run_in_python(self, args: list[str], env: dict[str, str], what: str) -> dict[str, Any]:
         """The job run by plain Python, for a run that starts no Spark context (e.g. applying offsets already

@@ -21,7 +21,8 @@ from pathlib import Path
 from kafka.protocol.metadata import ApiVersionsResponse
 
 from . import cleaner
-from .apis import RequestContext, load_all
+from .apis import load_all
+from .apis.dispatch import RequestContext
 from .groups import GroupCoordinator
 from .security import TLS_HANDSHAKE_TIMEOUT, BrokerSecurity, ConnectionAuth, Refused
 from .topics import TopicStore

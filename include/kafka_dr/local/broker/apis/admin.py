@@ -19,7 +19,7 @@ from kafka.protocol.admin import (
 )
 
 from ..topics import TOPIC_CONFIGS, validate_config
-from . import api, error_code, error_message
+from .dispatch import api, error_code, error_message
 
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 # DescribeConfigs config sources.

@@ -24,7 +24,7 @@ from ..records import (
     set_log_append_time,
     validate_single_batch,
 )
-from . import api, each_partition, error_code, error_message
+from .dispatch import api, each_partition, error_code, error_message
 
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
 READ_COMMITTED = 1

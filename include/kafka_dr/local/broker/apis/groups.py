@@ -31,7 +31,7 @@ from kafka.protocol.consumer import (
 )
 
 from ..groups import DEAD, OffsetAndMetadata
-from . import api
+from .dispatch import api
 
 MAX_METADATA = 4096  # offset.metadata.max.bytes
 

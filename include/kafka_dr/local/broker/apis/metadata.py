@@ -13,8 +13,8 @@ from kafka.protocol.metadata import (
     MetadataResponse,
 )
 
-from . import api
 from .admin import create_topic_or_error
+from .dispatch import api
 
 
 @api(ApiVersionsRequest, ApiVersionsResponse, 0, 3)

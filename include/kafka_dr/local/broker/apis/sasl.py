@@ -15,7 +15,7 @@ from kafka.protocol.sasl import (
 )
 
 from ..security import ILLEGAL_SASL_STATE
-from . import api
+from .dispatch import api
 
 
 @api(SaslHandshakeRequest, SaslHandshakeResponse, 0, 1)

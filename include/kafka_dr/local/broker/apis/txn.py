@@ -19,7 +19,7 @@ from kafka.protocol.producer import (
 )
 
 from ..groups import OffsetAndMetadata
-from . import api, error_code
+from .dispatch import api, error_code
 
 
 @api(InitProducerIdRequest, InitProducerIdResponse, 0, 5)

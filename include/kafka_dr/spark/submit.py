@@ -1,4 +1,5 @@
-"""Run the project's PySpark jobs with the pyspark installed next to kafka_dr.
+"""spark-submit for the project's PySpark jobs: its command, and its environment, with the pyspark installed next to
+kafka_dr.
 
 spark-submit finds its home and Python through SPARK_HOME, PATH and PYSPARK_PYTHON; a virtual
 environment's pyspark needs all three pointed at it. SPARK_LOCAL_IP keeps the driver's ports on 127.0.0.1.
@@ -17,11 +18,11 @@ import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from ..paths import SPARK_JOBS
+from ..state import subdir
 from .driver_jvm import with_driver_jvm
-from .paths import SPARK_JOBS
-from .state import subdir
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # kafka_dr/, whose files the zip holds
 
 
 def spark_env(base: dict[str, str] | None = None) -> dict[str, str]:
@@ -83,21 +84,3 @@ def submit_command(
         str(application),
         *args,
     ]
-
-
-def prefer_installed_pyspark(path: list[str] = sys.path) -> None:  # noqa: B006 - the interpreter's own list
-    """Import pyspark from its installed files rather than from the pyspark.zip that Spark puts first on the Python
-    path of its driver and workers, when that zip is the installed package's own copy (SPARK_HOME is a pip-installed
-    pyspark, spark_env): the same files, but zipimport compiles them at every import, about 0.5 s of each job's
-    driver and of its worker daemon. A Spark distribution's zip (another SPARK_HOME) is left where it is."""
-    for entry in list(path):
-        zip_path = Path(entry)
-        home = zip_path.parents[2] if len(zip_path.parents) > 2 else None
-        if (
-            zip_path.name == "pyspark.zip"
-            and home is not None
-            and home.name == "pyspark"
-            and (home / "__init__.py").exists()
-            and str(home.parent) in path
-        ):
-            path.remove(entry)

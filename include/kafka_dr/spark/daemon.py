@@ -4,7 +4,7 @@ loaded pyspark's compiled files instead of compiling its zip (the first Spark jo
 
 import runpy
 
-from kafka_dr.spark_env import prefer_installed_pyspark
+from kafka_dr.spark.installed_pyspark import prefer_installed_pyspark
 
 prefer_installed_pyspark()
 runpy.run_module("pyspark.daemon", run_name="__main__", alter_sys=True)

@@ -6,8 +6,8 @@ most of what the JVM costs it.
   the start-up itself (context 1.2 -> 0.95 s, first job 0.75 -> 0.6 s here).
 - A class-data archive (Java's AppCDS) of the classes a job's driver loads: mapped instead of loaded and verified
   (context 1.5 -> 0.9 s), when one made by the same JVM on the same Spark jars exists. `python -m
-  kafka_dr.driver_jvm` makes it once per installation (`make venv` does, about 15 s): one spark-submit that starts
-  a context and runs a Python job, with -XX:ArchiveClassesAtExit. Without one a job starts as before.
+  kafka_dr.spark.class_archive` makes it once per installation (`make venv` does, about 15 s). Without one a job
+  starts as before.
 
 Executors of a cluster are not touched, and a job given its own driver JVM options keeps them.
 """
@@ -17,9 +17,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
-import sys
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -57,43 +54,3 @@ def with_driver_jvm(conf: Mapping[str, str] | None = None) -> dict[str, str]:
         mapped = [f"-XX:SharedArchiveFile={archive}"] if archive is not None and archive.exists() else []
         settings[DRIVER_OPTIONS] = " ".join([C1_ONLY, *mapped])
     return settings
-
-
-def make_archive() -> Path:
-    """Make this installation's archive (a no-op when it exists): a context and one Python job under
-    spark-submit, whose JVM writes the classes it loaded as it exits."""
-    from .spark_env import spark_env, submit_command
-
-    archive = archive_path()
-    if archive is None:
-        raise RuntimeError("no java found (JAVA_HOME or PATH): nothing to archive")
-    if archive.exists():
-        return archive
-    archive.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=archive.parent) as tmp:
-        partial = Path(tmp) / archive.name
-        command = submit_command(
-            Path(__file__), ["--exercise"], conf={DRIVER_OPTIONS: f"{C1_ONLY} -XX:ArchiveClassesAtExit={partial}"}
-        )
-        done = subprocess.run(command, env=spark_env(), capture_output=True, text=True, timeout=300)
-        if done.returncode != 0 or not partial.exists():
-            raise RuntimeError(f"spark-submit exited {done.returncode}: {done.stderr.strip()[-2000:]}")
-        partial.replace(archive)  # atomic: a job maps a whole archive or none
-    return archive
-
-
-def _exercise() -> None:
-    """What a job's driver does first: start a context, run a Python job on every core."""
-    from kafka_dr.jobs import start_spark, stop_spark
-
-    context = start_spark("kafka-dr class archive")
-    slots = context.defaultParallelism
-    context.parallelize(range(slots), slots).foreach(lambda _: None)
-    stop_spark()
-
-
-if __name__ == "__main__":
-    if sys.argv[1:] == ["--exercise"]:  # run by spark-submit, from make_archive
-        _exercise()
-    else:
-        print(f"Spark driver class archive: {make_archive()}")

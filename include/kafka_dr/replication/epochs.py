@@ -1,0 +1,170 @@
+"""The copy side of a replicator run, epoch after epoch (MirrorMaker 2's source task), with no Spark in it: the
+job hands over how a group of copy tasks runs (a Spark job, or anything else that returns their results).
+
+`Positions`: where each source partition's copy stands between epochs, so that a continuous epoch reopens every
+range where the last one stopped. `Discovery`: planning rounds (topic sync, new topics and partitions) on a thread
+beside the copies, so that their round trips add nothing to the replication latency. `CopyEpochs`: one epoch at a
+time, under the driver's claim on the flow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from .copier import CopyResult, CopyTask, FencedError
+from .fencing import writer_groups
+from .planner import Plan
+
+log = logging.getLogger(__name__)
+
+FENCED_RETRIES = 5  # epochs in a row whose writers an older replicator fenced, before giving up
+
+Key = tuple[str, int]  # source topic, partition
+RunJob = Callable[[list[list[CopyTask]]], list[CopyResult]]  # runs writer groups of tasks, returns their results
+
+
+class Claim(Protocol):
+    def holds(self) -> bool: ...
+
+
+class Positions:
+    """Per source partition, the next offset to copy and the destination offset the next take-over reads from."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.next: dict[Key, int] = {(t.topic, t.partition): t.start for t in plan.tasks}
+        self.dest_from: dict[Key, int] = {(t.topic, t.partition): t.dest_from for t in plan.tasks}
+
+    def merge(self, discovered: Plan) -> Plan:
+        """A discovery round's plan, keeping the positions copied meanwhile for partitions already known."""
+        for task in discovered.tasks:
+            self.next.setdefault((task.topic, task.partition), task.start)
+            self.dest_from.setdefault((task.topic, task.partition), task.dest_from)
+        return discovered
+
+    def open_tasks(self, plan: Plan) -> list[CopyTask]:
+        """The plan's ranges from where each stands, left open (continuous: copied as records arrive)."""
+        return [
+            dataclasses.replace(
+                t, start=self.next[(t.topic, t.partition)], end=None, dest_from=self.dest_from[(t.topic, t.partition)]
+            )
+            for t in plan.tasks
+        ]
+
+    def update(self, results: list[CopyResult]) -> None:
+        for r in results:
+            self.next[(r.topic, r.partition)] = r.next
+            self.dest_from[(r.topic, r.partition)] = r.dest_end
+
+
+class Discovery:
+    """A planning round every `interval` seconds, counted from the first poll, on one background thread."""
+
+    def __init__(self, plan: Callable[[dict[Key, int]], Plan], interval: float) -> None:
+        self.plan, self.interval = plan, interval
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kdr-discovery")
+        self._round: Future[Plan] | None = None
+        self._next: float | None = None
+
+    def poll(self, positions: dict[Key, int]) -> Plan | None:
+        """The plan of the round that finished since the last poll (a failed round raises its error here), and a
+        new round from `positions` when one is due."""
+        now = time.monotonic()
+        if self._next is None:
+            self._next = now + self.interval
+        found = None
+        if self._round is not None and self._round.done():
+            found = self._round.result()
+            self._round, self._next = None, time.monotonic() + self.interval
+        if self._round is None and now >= self._next:
+            self._round = self._pool.submit(self.plan, dict(positions))
+        return found
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+@dataclass
+class Epoch:
+    """One copy job: its results, how many ranges it copied (0: nothing to copy) and how long it took."""
+
+    results: list[CopyResult]
+    ranges: int
+    seconds: float
+    plans: list[Plan] = field(default_factory=list)  # discovery rounds applied before it
+
+
+class CopyEpochs:
+    """The epochs of one flow run. Bounded (no `discovery`): one epoch copies the plan's ranges to their ends.
+    Continuous: every epoch reopens the ranges where the last one stopped, with what discovery found applied.
+    Before each job the driver's claim must still hold; a job whose writers an older replicator (not yet aware of
+    the claim) fenced back is run again, the tasks taking over from the destination, up to FENCED_RETRIES times."""
+
+    def __init__(
+        self,
+        flow: str,
+        target: str,
+        plan: Plan,
+        claim: Claim,
+        run_job: RunJob,
+        parallelism: int,
+        discovery: Discovery | None = None,
+    ) -> None:
+        self.flow, self.target = flow, target
+        self.plan, self.claim, self.run_job, self.parallelism = plan, claim, run_job, parallelism
+        self.discovery = discovery
+        self.positions = Positions(plan)
+        self.count = 0
+
+    def next(self) -> Epoch:
+        plans: list[Plan] = []
+        fenced_retries = 0
+        while True:
+            work = self._work(plans)
+            started = time.monotonic()
+            # At most one task per core: a task copies its group of ranges with one consumer, and owns the
+            # writer slots of its ranges.
+            groups = writer_groups(work, self.parallelism)
+            if not self.claim.holds():
+                raise FencedError(
+                    f"flow {self.flow}: fenced out of {self.target} by a newer replicator of this flow; this one stops"
+                )
+            try:
+                results = self.run_job(groups) if work else []
+            except Exception as exc:
+                if "FencedError: " not in str(exc) or fenced_retries == FENCED_RETRIES or not self.claim.holds():
+                    raise
+                fenced_retries += 1
+                log.warning("flow %s: an older replicator of this flow was still writing; fencing it out", self.flow)
+                continue
+            epoch = Epoch(results, len(work), time.monotonic() - started, plans)
+            self.count += 1
+            self.positions.update(results)
+            if work:
+                log.info(
+                    "flow %s: %s %d copied %d records (%d filtered) across %d partitions in %.2fs (tasks "
+                    "copying %.2fs)",
+                    self.flow,
+                    "batch" if self.discovery is None else "epoch",
+                    self.count,
+                    sum(r.records for r in results),
+                    sum(r.filtered for r in results),
+                    epoch.ranges,
+                    epoch.seconds,
+                    max(r.seconds for r in results),
+                )
+            return epoch
+
+    def _work(self, plans: list[Plan]) -> list[CopyTask]:
+        if self.discovery is None:
+            return [t for t in self.plan.tasks if t.end is not None and t.end > t.start]
+        found = self.discovery.poll(self.positions.next)
+        if found is not None:
+            self.plan = self.positions.merge(found)
+            plans.append(found)
+        return self.positions.open_tasks(self.plan)

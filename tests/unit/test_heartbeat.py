@@ -1,0 +1,59 @@
+"""The heartbeat task of a continuous replicator (replication/heartbeat.py): a heartbeat every interval until the
+run stops, and an outage logged while replication goes on."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from kafka_dr.replication.heartbeat import HeartbeatError, HeartbeatTask
+
+
+class Senders:
+    """Stands in for HeartbeatSender: the first `unreachable` makings fail; sends listed in `failing` raise."""
+
+    def __init__(self, unreachable: int = 0, failing: tuple[int, ...] = ()) -> None:
+        self.made: list[tuple[dict, str]] = []
+        self.sent = 0
+        self.unreachable, self.failing = unreachable, failing
+
+    def __call__(self, source_config: dict, flow: str) -> Senders:
+        self.made.append((source_config, flow))
+        if len(self.made) <= self.unreachable:
+            raise HeartbeatError("cannot create _kdr.heartbeats on cluster dc1:9092: broker down")
+        return self
+
+    def send(self) -> None:
+        self.sent += 1
+        if self.sent in self.failing:
+            raise HeartbeatError("heartbeat of flow f not written to _kdr.heartbeats on cluster dc1:9092: timed out")
+
+
+def run_until(senders: Senders, sent: int) -> HeartbeatTask:
+    stop = threading.Event()
+    task = HeartbeatTask({"bootstrap.servers": "dc1:9092"}, "f", 0.01, stop, senders)
+    task.start()
+    deadline = time.monotonic() + 5
+    while senders.sent < sent:
+        assert time.monotonic() < deadline, f"{senders.sent} heartbeats in 5 s"
+        time.sleep(0.01)
+    stop.set()
+    task.thread.join(5)
+    assert not task.thread.is_alive()
+    return task
+
+
+def test_heartbeats_every_interval_with_one_sender_until_stopped() -> None:
+    senders = Senders()
+    run_until(senders, 3)
+    assert senders.made == [({"bootstrap.servers": "dc1:9092"}, "f")]
+
+
+def test_an_outage_is_logged_and_the_next_heartbeat_tried_again(caplog) -> None:
+    caplog.set_level(logging.WARNING, logger="kafka_dr.replication.heartbeat")
+    senders = Senders(unreachable=2, failing=(1,))
+    run_until(senders, 3)
+    assert len(senders.made) == 3  # made again after each failed making, then kept through a failed send
+    assert caplog.text.count("heartbeat not sent: cannot create _kdr.heartbeats on cluster dc1:9092") == 2
+    assert "heartbeat not sent: heartbeat of flow f not written" in caplog.text
