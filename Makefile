@@ -7,26 +7,58 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+PACKAGES := -r requirements.txt pip setuptools -c constraints.txt
+PYSPARK := $$(grep '^pyspark==' requirements.txt)
 
-.PHONY: venv demo test lint format bench bench-broker bench-replication bench-translation bench-health bench-failback bench-backfill bench-spark-cluster bench-curves bench-failover clean
+# uv installs the venv: several times faster than pip here (README: "Two commands on a fresh machine"). It is
+# itself installed into the venv by the venv's pip, pinned like everything else by constraints.txt. uv reads no pip
+# configuration, so it is handed pip's index settings (a machine's mirror, extra indexes, wheel folders) and, like
+# pip, takes the best version across all of them: both install from the same place.
+pip_setting = $(strip $(or $($(1)),$(shell $(PYTHON) -m pip config get global.$(2) 2>/dev/null)))
+uv_setting = $(if $(2),$(1)='$(2)')
+comma := ,
+# Worked out once, when first used (asking pip takes a moment).
+UV_ENV = $(eval UV_ENV := UV_PYTHON=$(BIN)/python UV_INDEX_STRATEGY=unsafe-best-match \
+	$(call uv_setting,UV_INDEX_URL,$(call pip_setting,PIP_INDEX_URL,index-url)) \
+	$(call uv_setting,UV_EXTRA_INDEX_URL,$(call pip_setting,PIP_EXTRA_INDEX_URL,extra-index-url)) \
+	$(call uv_setting,UV_FIND_LINKS,$(subst $() ,$(comma),$(call pip_setting,PIP_FIND_LINKS,find-links))))$(UV_ENV)
+UV = $(UV_ENV) $(BIN)/uv pip
+
+.PHONY: venv constraints demo test lint format bench bench-broker bench-replication bench-translation bench-health bench-failback bench-backfill bench-spark-cluster bench-curves bench-failover clean
 
 venv: $(STAMP)
 
-$(STAMP): requirements.txt pyproject.toml
+# requirements.txt says what the project asks for; constraints.txt pins every package of a working venv, so an
+# install resolves nothing afresh (Airflow's way).
+$(STAMP): requirements.txt constraints.txt pyproject.toml
 	@command -v java >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q openjdk-17-jre-headless; }
 	@# The browser test drives Debian's Chromium through its driver (no browser download at run time).
 	@command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 || \
 		{ apt-get update -q && apt-get install -y -q chromium chromium-driver; }
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -r requirements.txt
+	$(BIN)/pip install -q -c constraints.txt uv
+	@# From uv's cache alone first: an index that answers without HTTP cache headers (this machine's does) makes
+	@# uv online fetch pyspark's source archive again and rebuild it at every install. Online when anything is missing.
+	$(UV) install -q --offline $(PACKAGES) 2>/dev/null || $(UV) install -q $(PACKAGES)
 	# The Spark provider pulls in pyspark-client, which overwrites pyspark's Python
-	# files with its own older copy: put the full pyspark back on top.
-	$(BIN)/pip install -q --no-deps --force-reinstall $$(grep '^pyspark==' requirements.txt)
-	$(BIN)/pip install -q --no-deps -e .
+	# files with its own older copy: put the full pyspark back on top (just cached by uv).
+	$(UV) uninstall -q pyspark
+	$(UV) install -q --offline --no-deps $(PYSPARK)
+	$(UV) install -q --no-deps -e .
 	# The Spark driver's class archive (kafka_dr/spark/class_archive.py): every job's Spark context starts faster.
 	$(BIN)/python -m kafka_dr.spark.class_archive
 	touch $(STAMP)
+
+# constraints.txt from the venv as it is now, the editable kafka-dr left out. To change a pin: edit requirements.txt,
+# install it without constraints (`.venv/bin/uv pip install -r requirements.txt`, then the pyspark lines of the venv
+# recipe), run the tests, then `make constraints`.
+constraints:
+	@test -x $(BIN)/pip || { echo "no $(VENV)/bin/pip: run make venv first" >&2; exit 2; }
+	{ echo "# Every package of a working venv, pinned: make venv installs requirements.txt with -c constraints.txt,"; \
+	  echo "# so an install resolves nothing afresh. Written by make constraints (pip freeze --all --exclude-editable"; \
+	  echo "# of .venv); not edited by hand."; \
+	  $(BIN)/pip freeze --all --exclude-editable; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
 
 demo: venv
 	$(BIN)/kafka-dr demo
