@@ -1,6 +1,6 @@
 """`kafka-dr` command line: the embedded local stack, replication lag and health, client aliases and the demo.
 
-Exit codes follow DESIGN.md: 0 done, 1 failed, 2 bad input; every error is one line on stderr.
+Exit codes follow docs/design.md: 0 done, 1 failed, 2 bad input; every error is one line on stderr.
 """
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     _topology_option(health)
     health.add_argument("--flow", metavar="NAME", help="only this flow (default: every flow)")
-    health.add_argument("--json", action="store_true", help='print {"flows": [...]} as DESIGN.md describes it')
+    health.add_argument("--json", action="store_true", help='print {"flows": [...]} as docs/design.md describes it')
     health.set_defaults(run=_health)
 
     offsets = commands.add_parser(

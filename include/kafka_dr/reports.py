@@ -1,4 +1,4 @@
-"""What the DR reports share (DESIGN.md "Reports"; each phase builds its own: kafka_dr.failover.report,
+"""What the DR reports share (docs/design.md "Reports"; each phase builds its own: kafka_dr.failover.report,
 kafka_dr.failback.report, kafka_dr.backfill.report): the RTO and the steps' timing, as JSON fields and as the table
 of the Markdown page. Steps are the {"started", "ended"} that a task's `timed` records, or a job's own "seconds"."""
 

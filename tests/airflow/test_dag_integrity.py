@@ -1,4 +1,4 @@
-"""Every file in dags/ imports cleanly, defines only DESIGN.md's DAG ids, and dr_bringup is wired as designed."""
+"""Every file in dags/ imports cleanly, defines only docs/design.md's DAG ids, and dr_bringup is wired as designed."""
 
 from __future__ import annotations
 

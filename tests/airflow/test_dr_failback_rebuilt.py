@@ -1,6 +1,6 @@
 """dr_failback `data_lost` into a cluster rebuilt with its old cluster id (formatted with it, as `kafka-storage format
 --cluster-id` does): the copies in the serving cluster name that id, so the cycle rule alone would keep dc1's own
-records out; the failback forces them back (DESIGN.md's filter override). The only flow renames (`orders` ->
+records out; the failback forces them back (docs/design.md's filter override). The only flow renames (`orders` ->
 `orders.replica`) and has no flow back, so the resync runs its inverse, renaming back; `_schemas` comes back with it
 and dc1's registry keeps every id, those issued by dc2 while dc1 was away included."""
 

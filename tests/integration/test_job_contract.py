@@ -1,4 +1,4 @@
-"""The DESIGN.md job contract, shared by the three Spark jobs through kafka_dr.spark.job.job_main: a malformed
+"""The docs/design.md job contract, shared by the three Spark jobs through kafka_dr.spark.job.job_main: a malformed
 client settings variable is bad input (exit 2), named in the JSON summary that ends standard output and
 fills --report, and its value (a secret) is shown nowhere. No broker is needed: the settings are read
 before any connection. Real spark-submit processes: this is the command-line contract. And a job run in

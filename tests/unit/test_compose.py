@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yaml"
 COMPOSE_TOPOLOGY = ROOT / "include" / "topology.compose.yaml"
 DOCKERFILE = ROOT / "docker" / "Dockerfile"
-# The services DESIGN.md fixes ("Production-like stack").
+# The services docs/design.md fixes ("Production-like stack").
 DESIGN_SERVICES = (
     "kafka-dc1",
     "kafka-dc2",
@@ -182,7 +182,7 @@ def host_path(service: Model, container_path: str) -> Path | None:
 
 
 def missing_services(model: Model, topology: Topology) -> list[str]:
-    """DESIGN.md names the services; the README and the DAGs' docs refer to them by name."""
+    """docs/design.md names the services; the README and the DAGs' docs refer to them by name."""
     return [f"service {name} missing" for name in DESIGN_SERVICES if name not in model["services"]]
 
 

@@ -1,5 +1,5 @@
 """The failback report's rules (kafka_dr.failback.report) with a hand-built plan and step results: the fields
-DESIGN.md fixes before and after the resync, the Markdown page range by range, the resync's data records, and the
+docs/design.md fixes before and after the resync, the Markdown page range by range, the resync's data records, and the
 exact RPO written into the failover report the failback follows. No Airflow, no Kafka."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The failover report's rules (kafka_dr.failover.report, kafka_dr.failover.rpo) with hand-built lag readings, plan
 and step results: RPO exact or estimated and summed per topic, RTO from the step times, steps without an end, the JSON
-fields DESIGN.md fixes and the Markdown page. No Airflow, no Kafka."""
+fields docs/design.md fixes and the Markdown page. No Airflow, no Kafka."""
 
 from __future__ import annotations
 

@@ -56,7 +56,7 @@ def validate_backfill(params: dict[str, Any] | None = None) -> dict[str, Any]:
 
 @task
 def backfill_report(plan: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
-    """The report DESIGN.md fixes (window, copied, already_present, unavailable, verify) as JSON and a page."""
+    """The report docs/design.md fixes (window, copied, already_present, unavailable, verify) as JSON and a page."""
     context = get_current_context()
     dag_id, run_id = context["dag"].dag_id, context["run_id"]
     body = report.backfill_report(BackfillPlan.from_dict(plan), summary, dag_id=dag_id, run_id=run_id)

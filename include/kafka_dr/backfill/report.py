@@ -1,4 +1,4 @@
-"""The dr_backfill report (DESIGN.md "Reports"): the plan and the backfill job's summary in, the JSON body and its
+"""The dr_backfill report (docs/design.md "Reports"): the plan and the backfill job's summary in, the JSON body and its
 Markdown page out. Nothing here talks to Airflow or Kafka."""
 
 from __future__ import annotations

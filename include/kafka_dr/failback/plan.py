@@ -162,8 +162,8 @@ class SwitchBack:
         run_started: datetime,
     ) -> SwitchBack:
         """The switch back of `plan` over the resync `flows` of `topology_file` (kafka_dr.failback.resync). data_lost
-        forces the copy of the records that first came from the restored cluster, up to the run's start (DESIGN.md's
-        filter override), which the cycle rule refuses when the cluster came back with its old id."""
+        forces the copy of the records that first came from the restored cluster, up to the run's start (the
+        filter override of docs/design.md), which the cycle rule refuses when the cluster came back with its old id."""
         failover = FailoverPlan(
             topology=topology_file,
             failed=plan.serving,

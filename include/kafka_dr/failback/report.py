@@ -1,4 +1,4 @@
-"""The dr_failback report (DESIGN.md "Reports"): the plan and what the steps returned in, the JSON body and its
+"""The dr_failback report (docs/design.md "Reports"): the plan and what the steps returned in, the JSON body and its
 Markdown page out (unit-tested with hand-built inputs: tests/unit/test_failback_report.py); and the exact RPO a
 failback measures, written into the report of the failover it follows."""
 

@@ -67,7 +67,7 @@ class Unreplicated:
         return dict(sorted(counts.items()))
 
     def to_dict(self) -> dict[str, object]:
-        """The report's `unreplicated` fields (DESIGN.md) plus the flows measured and what retention deleted."""
+        """The report's `unreplicated` fields (docs/design.md) plus the flows measured and what retention deleted."""
         return {
             "records": self.records,
             "per_topic": self.per_topic,

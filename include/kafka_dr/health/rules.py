@@ -137,7 +137,7 @@ class FlowHealth:
     partitions: tuple[PartitionStatus, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        """DESIGN.md's JSON contract."""
+        """docs/design.md's JSON contract."""
         return {
             "name": self.name,
             "status": self.status,

@@ -102,7 +102,7 @@ class StackConfig:
     def default(
         cls, broker_ports: Sequence[int] = (9091, 9092), registry_ports: Sequence[int] = (8081, 8082)
     ) -> StackConfig:
-        """DESIGN.md's layout: dc2's registry follows the store of dc1, which alone is leader-eligible."""
+        """docs/design.md's layout: dc2's registry follows the store of dc1, which alone is leader-eligible."""
         if len(broker_ports) != 2 or len(registry_ports) != 2:
             raise StackInputError("the local stack has two DCs: give exactly two broker and two registry ports")
         primary_store = f"{HOST}:{broker_ports[0]}"

@@ -1,4 +1,4 @@
-"""Replication lag of a flow, per source partition, as DESIGN.md defines it.
+"""Replication lag of a flow, per source partition, as docs/design.md defines it.
 
 - In records: the source's read_committed end (last stable offset) minus the next offset to copy,
   which the replication job commits as consumer group <flow name> on the source (so standard lag

@@ -1,4 +1,4 @@
-"""The skeleton of every Spark job of kafka-dr (spark_jobs/*.py) and its DESIGN.md command-line contract.
+"""The skeleton of every Spark job of kafka-dr (spark_jobs/*.py) and its docs/design.md command-line contract.
 
 Each job keeps its logic in a `run(...)` that takes a built Spark context and returns the JSON summary (so
 that tests can call it in-process with a shared Spark session); its `main` hands `job_main` what builds the
@@ -89,7 +89,7 @@ def emit_summary(job: str, summary: dict[str, Any], report: Path | None) -> None
 
 
 def add_force_args(parser: argparse.ArgumentParser) -> None:
-    """DESIGN.md's filter overrides, for failback restores (replicate.py and verify.py take the same ones)."""
+    """docs/design.md's filter overrides, for failback restores (replicate.py and verify.py take the same ones)."""
     group = parser.add_argument_group(
         "filter overrides",
         "copy records the cycle rule refuses when the provenance entry that blocks them names a cluster id and a "

@@ -1,7 +1,7 @@
 """Translate committed source offsets into destination offsets, one source partition at a time
 (the unit of work of a Spark task).
 
-Exact translation (DESIGN.md): a group committed at source offset O resumes in the destination at
+Exact translation (docs/design.md): a group committed at source offset O resumes in the destination at
 the first record the flow copied from source offset O or later. The copies of one source partition
 sit in their destination partition in source order (one ordered, idempotent writer per partition),
 so a binary search over destination offsets finds where the smallest requested offset begins and

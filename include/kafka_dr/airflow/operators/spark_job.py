@@ -141,7 +141,7 @@ def _job_failed(what: str, code: int | None, report: Path) -> AirflowException:
 
 
 def force_args(force: Mapping[str, str | None] | None) -> list[str]:
-    """The jobs' --force-* arguments (DESIGN.md's filter overrides) from {"cluster", "topic", "from", "to"}."""
+    """The jobs' --force-* arguments (docs/design.md's filter overrides) from {"cluster", "topic", "from", "to"}."""
     return [f"--force-{key}={value}" for key, value in (force or {}).items() if value is not None]
 
 
