@@ -64,7 +64,7 @@ demo: venv
 	$(BIN)/kafka-dr demo
 
 test: lint
-	$(BIN)/python -m pytest -n 2 tests  # two halves, one per core: tests/conftest.py
+	$(BIN)/python -m pytest -n 2 tests  # one worker per core, a test file at a time to whichever is free: tests/conftest.py
 
 lint: venv
 	$(BIN)/ruff check .
