@@ -18,12 +18,13 @@ from airflow.sdk.exceptions import AirflowFailException
 from airflow.utils.state import DagRunState, TaskInstanceState
 from confluent_kafka import Producer
 from support.airflow import load_dag
-from support.kafka import create_topic, records
+from support.kafka import create_topic
 
 from kafka_dr.airflow.bringup import validate_topology
 from kafka_dr.airflow.operators.replication import ReplicationOperator
 from kafka_dr.paths import SPARK_JOBS
 from kafka_dr.replication import replicators
+from kafka_dr.replication.internal import read_records
 from kafka_dr.replication.provenance import hops
 from kafka_dr.state import state_dir
 
@@ -142,7 +143,7 @@ def test_bad_params_fail_the_first_task_with_one_line_and_change_nothing(dag: An
 def _read(bootstrap: str, topic: str, origin: str) -> list[str]:
     """Values of `topic` whose `origin` header is `origin`, checking each carries exactly one provenance hop."""
     values = []
-    for msg in records({"bootstrap.servers": bootstrap}, topic):
+    for msg in read_records({"bootstrap.servers": bootstrap}, topic):
         if dict(msg.headers() or []).get("origin") == origin.encode():
             assert len(hops(msg.headers())) == 1
             values.append(msg.value().decode())

@@ -1,14 +1,12 @@
 """Admin chores the tests repeat against any cluster: create a topic, commit and read a group's offsets, every
-partition's high watermark, every record of a topic."""
+partition's high watermark."""
 
 from __future__ import annotations
 
 import time
 
-from confluent_kafka import ConsumerGroupTopicPartitions, Message, Producer, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
-
-from kafka_dr.clients import read_committed
 
 TIMEOUT_S = 15.0
 Offsets = dict[tuple[str, int], int]  # (topic, partition) -> offset
@@ -40,18 +38,6 @@ def high_watermarks(config: dict[str, str], ignore: tuple[str, ...] = ()) -> Off
     tps = [TopicPartition(t, p) for t, meta in topics.items() if t not in ignore for p in meta.partitions]
     futures = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}, request_timeout=TIMEOUT_S)
     return {(tp.topic, tp.partition): future.result(TIMEOUT_S).offset for tp, future in futures.items()}
-
-
-def records(config: dict[str, str], topic: str, timeout: float = 30.0) -> list[Message]:
-    """Every committed record of `topic` as it is now, partition by partition in offset order."""
-    admin = AdminClient(config)
-    partitions = admin.list_topics(topic, timeout=TIMEOUT_S).topics[topic].partitions
-    tps = [TopicPartition(topic, p) for p in sorted(partitions)]
-    ranges: dict[tuple[str, int], list[int]] = {(tp.topic, tp.partition): [] for tp in tps}
-    for spec in (OffsetSpec.earliest(), OffsetSpec.latest()):
-        for tp, future in admin.list_offsets({tp: spec for tp in tps}, request_timeout=TIMEOUT_S).items():
-            ranges[(tp.topic, tp.partition)].append(future.result(TIMEOUT_S).offset)
-    return list(read_committed(config, {key: (start, end) for key, (start, end) in ranges.items()}, timeout))
 
 
 HOUR_MS = 3_600_000
