@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from kafka_dr.times import epoch_ms, iso_from_ms
@@ -21,6 +23,16 @@ NOON_MS = 1_795_608_000_000  # 2026-11-25T12:00:00Z
 )
 def test_a_time_with_or_without_zone_is_epoch_milliseconds_utc(text: str) -> None:
     assert epoch_ms(text, "at") == NOON_MS
+
+
+def test_a_time_without_zone_is_utc_whatever_the_machines_zone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        assert epoch_ms("2026-11-25T12:00:00", "at") == NOON_MS
+    finally:
+        monkeypatch.undo()
+        time.tzset()
 
 
 def test_milliseconds_are_kept() -> None:
