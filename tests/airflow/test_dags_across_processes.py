@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from support.drills import send
+from support.kafka import create_topic
 
 from kafka_dr import processes
 from kafka_dr.replication import replicators
@@ -47,13 +47,8 @@ def topology(stack: Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> I
     (tasks, triggerer) inherits. Afterwards, no replicator of these flows is left running."""
     monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
     for dc, topic in TOPICS.items():
-        admin = AdminClient({"bootstrap.servers": stack.bootstrap(dc)})
-        for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
-            future.result(10)
-        producer = Producer({"bootstrap.servers": stack.bootstrap(dc)})
-        for i in range(RECORDS):
-            producer.produce(topic, key=f"{i}".encode(), value=f"{dc} {topic} {i}".encode())
-        assert producer.flush(10) == 0
+        create_topic({"bootstrap.servers": stack.bootstrap(dc)}, topic)
+        send(stack.bootstrap(dc), topic, [f"{dc} {topic} {i}" for i in range(RECORDS)])
     yield stack.write_topology("across-processes", TOPOLOGY_FLOWS, schema_registry=False)
     for flow in FLOWS:
         with contextlib.suppress(replicators.ReplicatorError):

@@ -16,14 +16,15 @@ import httpx
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 from airflow.utils.state import DagRunState, TaskInstanceState
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Producer
 from support.airflow import load_dag
+from support.kafka import create_topic
 
 from kafka_dr.airflow.bringup import validate_topology
 from kafka_dr.airflow.operators.replication import ReplicationOperator
 from kafka_dr.paths import SPARK_JOBS
 from kafka_dr.replication import replicators
+from kafka_dr.replication.internal import read_records
 from kafka_dr.replication.provenance import hops
 from kafka_dr.state import state_dir
 
@@ -61,11 +62,8 @@ def demo(stack: Stack) -> Iterator[Path]:
     """The Replicator demo topology on this stack, with records in each origin topic; stops the replicators."""
     path = stack.write_topology("demo", DEMO_FLOWS)
     for dc, topics in (("dc1", ("topic1", "topic2")), ("dc2", ("topic1",))):
-        admin = AdminClient({"bootstrap.servers": stack.bootstrap(dc)})
-        for future in admin.create_topics(
-            [NewTopic(t, 2, 1, config={"retention.ms": "604800000"}) for t in topics]
-        ).values():
-            future.result(10)
+        for topic in topics:
+            create_topic({"bootstrap.servers": stack.bootstrap(dc)}, topic, 2, **{"retention.ms": "604800000"})
         producer = Producer({"bootstrap.servers": stack.bootstrap(dc)})
         for topic in topics:
             for i in range(RECORDS):
@@ -144,31 +142,11 @@ def test_bad_params_fail_the_first_task_with_one_line_and_change_nothing(dag: An
 
 def _read(bootstrap: str, topic: str, origin: str) -> list[str]:
     """Values of `topic` whose `origin` header is `origin`, checking each carries exactly one provenance hop."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "kdr-bringup-check",
-            "enable.partition.eof": True,
-            "auto.offset.reset": "earliest",
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-    values, open_partitions = [], set(partitions)
-    try:
-        while open_partitions:
-            msg = consumer.poll(10)
-            assert msg is not None, f"{topic}: no end of partition reached"
-            if msg.error():
-                open_partitions.discard(msg.partition())
-                continue
-            headers = dict(msg.headers() or [])
-            if headers.get("origin") == origin.encode():
-                assert len(hops(msg.headers())) == 1
-                values.append(msg.value().decode())
-    finally:
-        consumer.close()
+    values = []
+    for msg in read_records({"bootstrap.servers": bootstrap}, topic):
+        if dict(msg.headers() or []).get("origin") == origin.encode():
+            assert len(hops(msg.headers())) == 1
+            values.append(msg.value().decode())
     return values
 
 

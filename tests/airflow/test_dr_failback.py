@@ -13,10 +13,9 @@ from typing import Any
 
 import pytest
 from airflow.utils.state import DagRunState, TaskInstanceState
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 from support.drills import (
     committed,
+    copy_flow,
     fail_back,
     fail_over,
     high_watermarks,
@@ -28,6 +27,8 @@ from support.drills import (
     values_of,
     write_topology,
 )
+from support.kafka import commit_offsets, create_topic
+from support.topology import write_topology as write_clusters_topology
 
 from kafka_dr import client_switch
 from kafka_dr.replication import replicators
@@ -73,17 +74,12 @@ def test_white_paper_failback_report_dry_run_then_republish(dags, own_stack, sta
     and dc1 holding the 500."""
     dc1, dc2 = own_stack.config.dc("dc1"), own_stack.config.dc("dc2")
     topology = write_topology(own_stack, tmp_path / "t.yaml", "orders", registry=False)
-    admin = AdminClient({"bootstrap.servers": dc1.broker_address})  # held until its futures resolve
-    admin.create_topics([NewTopic("orders", 1)])["orders"].result(10)
+    create_topic({"bootstrap.servers": dc1.broker_address}, "orders")
     produce(dc1.broker_address, "orders", 0, 9_998)
     loaded = load_topology(topology)
-    context = FlowContext(loaded, loaded.flow("wp-dc1-to-dc2"))
-    copy_ranges(context.plan().tasks)
-    context.close()
-    close_clients()
+    copy_flow(loaded, "wp-dc1-to-dc2")
     produce(dc1.broker_address, "orders", 9_998, 2)  # never replicated
-    group = ConsumerGroupTopicPartitions("billing", [TopicPartition("orders", 0, 8_000)])
-    admin.alter_consumer_group_offsets([group])["billing"].result(15)
+    commit_offsets({"bootstrap.servers": dc1.broker_address}, "billing", {("orders", 0): 8_000})
     run_job("translate_offsets", "--topology", str(topology), "--flow", "wp-dc1-to-dc2")
     own_stack.stop("dc1")  # the disaster
     assert fail_over(dags, topology, "disaster", groups="billing").state == DagRunState.SUCCESS
@@ -160,8 +156,7 @@ def test_discard_leaves_the_records_that_never_left_unread_and_listed_and_the_fl
     and the flow out of dc1, resumed, copies the next new record and never those 2."""
     dc1, dc2 = own_stack.config.dc("dc1"), own_stack.config.dc("dc2")
     topology = write_topology(own_stack, tmp_path / "t.yaml", "refunds", registry=False)
-    admin = AdminClient({"bootstrap.servers": dc1.broker_address})  # held until its futures resolve
-    admin.create_topics([NewTopic("refunds", 1)])["refunds"].result(10)
+    create_topic({"bootstrap.servers": dc1.broker_address}, "refunds")
     send(dc1.broker_address, "refunds", [f"refund {i}" for i in range(100)])
     loaded = load_topology(topology)
     context = FlowContext(loaded, loaded.flow("wp-dc1-to-dc2"))
@@ -195,31 +190,24 @@ def test_seed_001_a_lost_cluster_comes_back_with_every_record_once_and_both_flow
     resumes where it was, both flows run again, and a new record on either side arrives once on the other and never
     returns."""
     dc1, dc2 = own_stack.config.dc("dc1"), own_stack.config.dc("dc2")
-    path = tmp_path / "aa.yaml"
-    path.write_text(
-        f"""clusters:
-  dc1: {{bootstrap_servers: "{dc1.broker_address}"}}
-  dc2: {{bootstrap_servers: "{dc2.broker_address}"}}
-flows:
-  - {{name: aa-dc1-to-dc2, source: dc1, target: dc2, topics: {{include: ["topic1"]}}}}
-  - {{name: aa-dc2-to-dc1, source: dc2, target: dc1, topics: {{include: ["topic1", "dc2-only"]}}}}
-clients:
-  app2: {{cluster: dc2, role: consumer}}
-"""
+    path = write_clusters_topology(
+        tmp_path / "aa.yaml",
+        {"dc1": dc1.broker_address, "dc2": dc2.broker_address},
+        """\
+  - {name: aa-dc1-to-dc2, source: dc1, target: dc2, topics: {include: ["topic1"]}}
+  - {name: aa-dc2-to-dc1, source: dc2, target: dc1, topics: {include: ["topic1", "dc2-only"]}}
+""",
+        extra="clients:\n  app2: {cluster: dc2, role: consumer}\n",
     )
     topology = load_topology(path)
     for config, topics in ((dc1, ["topic1"]), (dc2, ["topic1", "dc2-only"])):
-        admin = AdminClient({"bootstrap.servers": config.broker_address})
-        for future in admin.create_topics([NewTopic(t, 1) for t in topics]).values():
-            future.result(10)
+        for topic in topics:
+            create_topic({"bootstrap.servers": config.broker_address}, topic)
     send(dc1.broker_address, "topic1", [f"dc1-{i}" for i in range(100)])
     send(dc2.broker_address, "topic1", [f"dc2-{i}" for i in range(100)])
     send(dc2.broker_address, "dc2-only", [f"only-{i}" for i in range(50)])
     for flow in ("aa-dc1-to-dc2", "aa-dc2-to-dc1"):
-        context = FlowContext(topology, topology.flow(flow))
-        copy_ranges(context.plan().tasks)
-        context.close()
-    close_clients()
+        copy_flow(topology, flow)
     read_before = read_and_commit(dc2.broker_address, "app2", "topic1")  # app2 read everything in dc2
     run_job("translate_offsets", "--topology", str(path), "--flow", "aa-dc2-to-dc1")  # checkpoints in dc1
     own_stack.wipe("dc2")  # the loss

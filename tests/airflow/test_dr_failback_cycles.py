@@ -7,7 +7,6 @@ import json
 
 import pytest
 from airflow.utils.state import DagRunState
-from confluent_kafka.admin import AdminClient, NewTopic
 from support.drills import (
     copy_flow,
     fail_back,
@@ -15,6 +14,8 @@ from support.drills import (
     send,
     states_of,
 )
+from support.kafka import create_topic
+from support.topology import write_topology
 
 from kafka_dr import client_switch
 from kafka_dr.clients import read_committed
@@ -32,23 +33,18 @@ def test_three_planned_failover_and_failback_cycles_lose_nothing_and_duplicate_n
     RPO 0 each time (failover and failback agree), every record once in each cluster, and no provenance chain longer
     than the one hop each record actually took."""
     dc1, dc2 = own_stack.config.dc("dc1"), own_stack.config.dc("dc2")
-    path = tmp_path / "cycles.yaml"
-    path.write_text(
-        f"""clusters:
-  dc1: {{bootstrap_servers: "{dc1.broker_address}"}}
-  dc2: {{bootstrap_servers: "{dc2.broker_address}"}}
-flows:
-  - {{name: cy-dc1-to-dc2, source: dc1, target: dc2, topics: {{include: ["cycles"]}}}}
-  - {{name: cy-dc2-to-dc1, source: dc2, target: dc1, topics: {{include: ["cycles"]}}}}
-clients:
-  cy-producer: {{cluster: dc1, role: producer}}
-  cy-consumer: {{cluster: dc1, role: consumer}}
-"""
+    path = write_topology(
+        tmp_path / "cycles.yaml",
+        {"dc1": dc1.broker_address, "dc2": dc2.broker_address},
+        """\
+  - {name: cy-dc1-to-dc2, source: dc1, target: dc2, topics: {include: ["cycles"]}}
+  - {name: cy-dc2-to-dc1, source: dc2, target: dc1, topics: {include: ["cycles"]}}
+""",
+        extra="clients:\n  cy-producer: {cluster: dc1, role: producer}\n  cy-consumer: {cluster: dc1, role: consumer}",
     )
     topology = load_topology(path)
     for broker in (dc1, dc2):
-        admin = AdminClient({"bootstrap.servers": broker.broker_address})  # held until its future resolves
-        admin.create_topics([NewTopic("cycles", 1)])["cycles"].result(10)
+        create_topic({"bootstrap.servers": broker.broker_address}, "cycles")
     expected: list[str] = []
     try:
         for cycle in range(3):

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 from airflow.utils.state import DagRunState
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 from support.drills import (
     copy_flow,
     fail_back,
@@ -26,7 +26,8 @@ from support.drills import (
     states_of,
     values_of,
 )
-from support.topology import restart_registry_command
+from support.kafka import create_topic
+from support.topology import restart_registry_command, write_topology
 
 from kafka_dr.replication import replicators
 from kafka_dr.topology import load_topology
@@ -51,23 +52,23 @@ def test_a_cluster_rebuilt_with_its_old_id_gets_every_record_and_every_schema_id
     dags: dict[str, Any], own_stack: Any, state: Any, tmp_path: Any
 ) -> None:
     dc1, dc2 = own_stack.config.dc("dc1"), own_stack.config.dc("dc2")
-    path = tmp_path / "rebuilt.yaml"
-    path.write_text(
-        f"""clusters:
-  dc1: {{bootstrap_servers: "{dc1.broker_address}", schema_registry: "{dc1.registry_url}"}}
-  dc2: {{bootstrap_servers: "{dc2.broker_address}", schema_registry: "{dc2.registry_url}"}}
-flows:
+    path = write_topology(
+        tmp_path / "rebuilt.yaml",
+        {"dc1": dc1.broker_address, "dc2": dc2.broker_address},
+        f"""\
   - {{name: {FLOW}, source: dc1, target: dc2, topics: {{include: ["orders", "_schemas"]}},
       rename: {{orders: "{{topic}}.replica"}}}}
-clients:
+""",
+        {"dc1": dc1.registry_url, "dc2": dc2.registry_url},
+        f"""clients:
   orders-producer: {{cluster: dc1, role: producer}}
   billing: {{cluster: dc1, role: consumer}}
 schema_registry: {{primary: dc1, restart_command: {json.dumps(restart_registry_command(own_stack.data_dir))}}}
-"""
+""",
     )
     topology = load_topology(path)
     admin = AdminClient({"bootstrap.servers": dc1.broker_address})  # kept: a collected client cancels its futures
-    admin.create_topics([NewTopic("orders", 1)])["orders"].result(10)
+    create_topic({"bootstrap.servers": dc1.broker_address}, "orders")
     id_from_dc1 = register(dc1.registry_url, "Order")
     produce(dc1.broker_address, "orders", 0, 100)
     copy_flow(topology, FLOW)  # dc2 holds orders.replica and _schemas, copies naming dc1's cluster id

@@ -14,18 +14,24 @@ import httpx
 import pytest
 from airflow.sdk.exceptions import ParamValidationError
 from airflow.utils.state import DagRunState, TaskInstanceState
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-from support.drills import committed, fail_over, produce, read_rest, run_job, states_of, write_topology
+from support.drills import (
+    committed,
+    copy_flow,
+    fail_over,
+    produce,
+    read_rest,
+    run_job,
+    states_of,
+    write_topology,
+)
+from support.kafka import commit_offsets, create_topic
 
 from kafka_dr import client_switch
 from kafka_dr.local.stack import LocalStack
 from kafka_dr.replication import replicators
-from kafka_dr.replication.copier import close_clients, copy_ranges
-from kafka_dr.replication.planner import FlowContext
 from kafka_dr.spark.submit import spark_env, spark_submit_command
 from kafka_dr.topology import load_topology
 from kafka_dr.translation.group_offsets import LIVE, translated_offsets
@@ -37,11 +43,8 @@ USER_SCHEMA = json.dumps({"type": "record", "name": "User", "fields": [{"name": 
 def test_bad_params_fail_at_the_first_task_and_change_nothing(dags, own_stack, state, tmp_path):
     topology = write_topology(own_stack, tmp_path / "t.yaml", "untouched")
     dc2 = own_stack.config.dc("dc2")
-    admin = AdminClient({"bootstrap.servers": dc2.broker_address})  # held until its futures resolve
-    admin.create_topics([NewTopic("untouched", 1)])["untouched"].result(10)
-    admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions("idle-app", [TopicPartition("untouched", 0, 0)])])[
-        "idle-app"
-    ].result(15)
+    create_topic({"bootstrap.servers": dc2.broker_address}, "untouched")
+    commit_offsets({"bootstrap.servers": dc2.broker_address}, "idle-app", {("untouched", 0): 0})
     before = (committed(dc2.broker_address, "idle-app"), own_stack.config.dc("dc2"))
     for conf in (
         {"failed_cluster": "dc1", "target_cluster": "dc1"},
@@ -72,11 +75,9 @@ def test_planned_failover_loses_nothing_and_consumers_resume_without_duplicates(
     """dc1 still up: producers move first, the lag drains to 0, then offsets and consumers move. RPO 0."""
     dc1, dc2 = own_stack.config.dc("dc1"), own_stack.config.dc("dc2")
     topology = write_topology(own_stack, tmp_path / "t.yaml", "payments", registry=False)
-    admin = AdminClient({"bootstrap.servers": dc1.broker_address})  # held until its futures resolve
-    admin.create_topics([NewTopic("payments", 1)])["payments"].result(10)
+    create_topic({"bootstrap.servers": dc1.broker_address}, "payments")
     produce(dc1.broker_address, "payments", 0, 5_000)
-    ledger = ConsumerGroupTopicPartitions("ledger", [TopicPartition("payments", 0, 3_000)])
-    admin.alter_consumer_group_offsets([ledger])["ledger"].result(15)
+    commit_offsets({"bootstrap.servers": dc1.broker_address}, "ledger", {("payments", 0): 3_000})
     command = spark_submit_command(
         "replicate",
         ["--topology", str(topology), "--flow", "wp-dc1-to-dc2", "--mode", "continuous", "--checkpoint-interval", "0"],
@@ -104,8 +105,7 @@ def test_failover_fails_while_a_replicator_the_tracker_does_not_know_still_copie
     stop_replication finds nothing to stop, and verify sees its progress in dc2 and fails the run naming it."""
     dc1 = own_stack.config.dc("dc1")
     topology = write_topology(own_stack, tmp_path / "t.yaml", "refunds", registry=False)
-    admin = AdminClient({"bootstrap.servers": dc1.broker_address})  # held until its futures resolve
-    admin.create_topics([NewTopic("refunds", 1)])["refunds"].result(10)
+    create_topic({"bootstrap.servers": dc1.broker_address}, "refunds")
     produce(dc1.broker_address, "refunds", 0, 100)
     command = spark_submit_command(
         "replicate",
@@ -135,20 +135,14 @@ def test_white_paper_disaster_failover(dags, own_stack, state, tmp_path):
     registry registers new ids; clients point at dc2."""
     dc1, dc2 = own_stack.config.dc("dc1"), own_stack.config.dc("dc2")
     topology = write_topology(own_stack, tmp_path / "t.yaml", "orders")
-    admin = AdminClient({"bootstrap.servers": dc1.broker_address})  # held until its futures resolve
-    admin.create_topics([NewTopic("orders", 1)])["orders"].result(10)
+    create_topic({"bootstrap.servers": dc1.broker_address}, "orders")
     registry1 = SchemaRegistryClient({"url": dc1.registry_url})
     old_id = registry1.register_schema("users-value", _schema())
     produce(dc1.broker_address, "orders", 0, 9_998)
     loaded = load_topology(topology)
-    context = FlowContext(loaded, loaded.flow("wp-dc1-to-dc2"))
-    copy_ranges(context.plan().tasks)  # replication up to the disaster: 9,998 records and the schemas
-    context.close()
-    close_clients()
+    copy_flow(loaded, "wp-dc1-to-dc2")  # replication up to the disaster: 9,998 records and the schemas
     produce(dc1.broker_address, "orders", 9_998, 2)  # never replicated
-    admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions("billing", [TopicPartition("orders", 0, 8_000)])])[
-        "billing"
-    ].result(15)
+    commit_offsets({"bootstrap.servers": dc1.broker_address}, "billing", {("orders", 0): 8_000})
     checkpoint = run_job("translate_offsets", "--topology", str(topology), "--flow", "wp-dc1-to-dc2")
     assert checkpoint["groups"]["billing"][0]["dest_offset"] == 8_000
     live = translated_offsets("billing", "dc2", loaded, source=LIVE)  # what an application asks while dc1 answers

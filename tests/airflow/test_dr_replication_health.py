@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 from airflow.utils.state import DagRunState, TaskInstanceState
-from confluent_kafka import Producer, TopicPartition
+from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 from support.airflow import load_dag
+from support.drills import produce
 from support.kafka import create_topic
 from support.stack import Stack
 
@@ -32,13 +33,6 @@ FLOW, TOPIC = "hc-flow", "hc-orders"
 @pytest.fixture(scope="module")
 def dag(airflow_db: Path) -> Any:
     return load_dag("dr_replication_health")
-
-
-def produce(stack: Stack, count: int) -> None:
-    producer = Producer({"bootstrap.servers": stack.bootstrap("dc1"), "linger.ms": 5})
-    for i in range(count):
-        producer.produce(TOPIC, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=0)
-    assert producer.flush(30) == 0
 
 
 def wait_caught_up(path: Path, timeout: float = 180) -> None:
@@ -61,7 +55,7 @@ def test_dead_replicator_is_restarted_and_a_gap_fails_the_run(dag: Any, stack: S
         schema_registry=False,
     )
     create_topic({"bootstrap.servers": stack.bootstrap("dc1")}, TOPIC, 1)
-    produce(stack, 100)
+    produce(stack.bootstrap("dc1"), TOPIC, 0, 100)
     command = spark_submit_command("replicate", ["--topology", str(path), "--flow", FLOW, "--mode", "continuous"])
     replicators.start(FLOW, command, env=spark_env())
     try:
@@ -74,7 +68,7 @@ def test_dead_replicator_is_restarted_and_a_gap_fails_the_run(dag: Any, stack: S
         os.killpg(dead.pid, signal.SIGKILL)  # a crash: nothing records a stop
         while replicators.is_running(FLOW):
             time.sleep(0.1)
-        produce(stack, 50)
+        produce(stack.bootstrap("dc1"), TOPIC, 100, 50)
         run, report = health_run(dag, path, state)
         assert run.state == DagRunState.SUCCESS, report  # healed: reported, not failed
         [flow] = report["flows"]
@@ -89,7 +83,8 @@ def test_dead_replicator_is_restarted_and_a_gap_fails_the_run(dag: Any, stack: S
     finally:
         replicators.stop(FLOW)
 
-    produce(stack, 300)  # offsets 150-449, never copied: the replicator was stopped on purpose...
+    dc1 = stack.bootstrap("dc1")
+    produce(dc1, TOPIC, 150, 300)  # offsets 150-449, never copied: the replicator was stopped on purpose...
     admin = AdminClient({"bootstrap.servers": stack.bootstrap("dc1")})
     admin.delete_records([TopicPartition(TOPIC, 0, 350)])[TopicPartition(TOPIC, 0, 350)].result(10)  # ...then lost
     run, report = health_run(dag, path, state)

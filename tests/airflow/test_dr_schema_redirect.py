@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
-import sys
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -16,10 +14,9 @@ from airflow.utils.state import DagRunState
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from support.drills import copy_flow
 
 from kafka_dr.local.stack import LocalStack
-from kafka_dr.replication.copier import close_clients, copy_ranges
-from kafka_dr.replication.planner import FlowContext
 from kafka_dr.topology import load_topology
 
 if TYPE_CHECKING:
@@ -36,30 +33,16 @@ V2 = {
 }
 
 
-def test_redirect_there_and_back(airflow_db: Path, stack: Stack, tmp_path) -> None:
+def test_redirect_there_and_back(airflow_db: Path, stack: Stack) -> None:
     dag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"]).dags["dr_schema_redirect"]
     dc1, dc2 = stack.local.config.dc("dc1"), stack.local.config.dc("dc2")
-    restart = (
-        f"{shlex.quote(sys.executable)} -m kafka_dr.cli local restart-registry {{cluster}} --data-dir "
-        f"{shlex.quote(str(stack.local.data_dir))} --kafkastore {{kafkastore}} "
-        "--leader-eligible {leader_eligible}"
+    topology = stack.write_topology(
+        "redirect", '  - {name: rd-schemas, source: dc1, target: dc2, topics: {include: ["_schemas"]}}'
     )
-    topology = tmp_path / "redirect.yaml"
-    topology.write_text(f"""clusters:
-  dc1: {{bootstrap_servers: "{dc1.broker_address}", schema_registry: "{dc1.registry_url}"}}
-  dc2: {{bootstrap_servers: "{dc2.broker_address}", schema_registry: "{dc2.registry_url}"}}
-flows:
-  - {{name: rd-schemas, source: dc1, target: dc2, topics: {{include: ["_schemas"]}}}}
-schema_registry: {{primary: dc1, restart_command: {json.dumps(restart)}}}
-""")
     ctx = SerializationContext("trades", MessageField.VALUE)
     v1_payload = AvroSerializer(SchemaRegistryClient({"url": dc1.registry_url}), json.dumps(V1))({"id": 7}, ctx)
     old_max = max(s["id"] for s in httpx.get(f"{dc1.registry_url}/schemas").json())
-    loaded = load_topology(topology)
-    context = FlowContext(loaded, loaded.flow("rd-schemas"))
-    copy_ranges(context.plan().tasks)  # dc2 holds a copy of every schema dc1 issued
-    context.close()
-    close_clients()
+    copy_flow(load_topology(topology), "rd-schemas")  # dc2 holds a copy of every schema dc1 issued
 
     run = dag.test(
         run_conf={"topology": str(topology), "registry_cluster": "dc2", "store_cluster": "dc2", "leader_eligible": True}

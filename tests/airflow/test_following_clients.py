@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 import pytest
 from airflow.utils.state import DagRunState
-from confluent_kafka.admin import AdminClient, NewTopic
 from support.drills import copy_flow, fail_back, fail_over, states_of, write_topology
+from support.kafka import create_topic
 
 from kafka_dr.follower import FollowingConsumer, FollowingProducer
 from kafka_dr.replication import replicators
@@ -67,8 +67,7 @@ def test_an_application_follows_a_disaster_failover_and_a_failback_without_a_res
     dc1 = own_stack.config.dc("dc1")
     path = write_topology(own_stack, tmp_path / "t.yaml", TOPIC, registry=False)
     topology = load_topology(path)
-    admin = AdminClient({"bootstrap.servers": dc1.broker_address})  # held until its future resolves
-    admin.create_topics([NewTopic(TOPIC, PARTITIONS)])[TOPIC].result(10)
+    create_topic({"bootstrap.servers": dc1.broker_address}, TOPIC, PARTITIONS)
     producer = FollowingProducer(topology, "orders-producer", {"linger.ms": 5})
     readers = [Reader(topology, APPLIED), Reader(topology, SELF)]
     try:

@@ -15,8 +15,9 @@ import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout, TaskDeferred
 from airflow.sdk.serde import deserialize, serialize
 from airflow.triggers.base import TriggerEvent
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, TopicPartition
+from support.fleet import fill
+from support.kafka import create_topic
 from support.ports import free_port
 
 from kafka_dr.airflow.sensors.replication_lag import ReplicationLagSensor
@@ -44,14 +45,9 @@ def write_lag_topology(stack: Stack, name: str) -> Path:
 def topology(stack: Stack) -> Path:
     """A flow over TOPIC, with PER_PARTITION records in each of its partitions on dc1."""
     path = write_lag_topology(stack, "lag")
-    bootstrap = stack.bootstrap("dc1")
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(10)
-    producer = Producer({"bootstrap.servers": bootstrap})
-    for partition in range(PARTITIONS):
-        for i in range(PER_PARTITION):
-            producer.produce(TOPIC, key=b"k", value=f"v{i}".encode(), partition=partition)
-    assert producer.flush(10) == 0
+    dc1 = {"bootstrap.servers": stack.bootstrap("dc1")}
+    create_topic(dc1, TOPIC, PARTITIONS)
+    fill(dc1, TOPIC, PARTITIONS, PER_PARTITION, "v")
     return path
 
 

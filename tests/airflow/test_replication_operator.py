@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 from airflow.sdk.exceptions import AirflowException
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from support.drills import send
+from support.kafka import create_topic
 
 from kafka_dr.airflow.operators.replication import REPLICATE_JOB, ReplicationOperator
 
@@ -41,15 +41,9 @@ def topology(stack: Stack) -> Path:
 """,
         schema_registry=False,
     )
-    new_topics = {"dc1": [NewTopic("optopic", 2, 1), NewTopic("opwide", 3, 1)], "dc2": [NewTopic("opwide", 1, 1)]}
-    for dc, topics in new_topics.items():
-        admin = AdminClient({"bootstrap.servers": stack.bootstrap(dc)})
-        for future in admin.create_topics(topics).values():
-            future.result(10)
-    producer = Producer({"bootstrap.servers": stack.bootstrap("dc1")})
-    for i in range(RECORDS):
-        producer.produce("optopic", key=str(i).encode(), value=f"v{i}".encode())
-    assert producer.flush(10) == 0
+    for dc, topic, partitions in (("dc1", "optopic", 2), ("dc1", "opwide", 3), ("dc2", "opwide", 1)):
+        create_topic({"bootstrap.servers": stack.bootstrap(dc)}, topic, partitions)
+    send(stack.bootstrap("dc1"), "optopic", [f"v{i}" for i in range(RECORDS)])
     return path
 
 

@@ -16,10 +16,10 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from support.airflow import DagRunResult
+from support.drills import produce
 from support.kafka import commit_offsets, committed_offsets, create_topic
 from support.stack import Stack, free_stack_config, tear_down
 
@@ -90,7 +90,7 @@ def test_dags_and_cli_work_with_credentials_only_in_connections_and_none_leaks(
     config = settings(secured, PASSWORD)
     dc1, dc2 = ({"bootstrap.servers": secured.bootstrap(dc), **config} for dc in ("dc1", "dc2"))
     create_topic(dc1, TOPIC)
-    produce_secured(dc1, 40)
+    produce(dc1["bootstrap.servers"], TOPIC, 0, 40, settings=dc1)
     commit_offsets(dc1, GROUP, {(TOPIC, 0): 25})
     topology = secured.write_topology(
         "secured",
@@ -153,15 +153,6 @@ def test_a_wrong_password_fails_the_first_kafka_task_in_one_line(
     assert any("cluster dc1" in line and MECHANISM in line and "uthenticat" in line for line in failures), failures
     leaked = files_holding(WRONG, [run.log, Path(os.environ["AIRFLOW_HOME"]) / "logs", state], [])
     assert not leaked, f"the wrong password is in {leaked}"
-
-
-def produce_secured(config: dict[str, Any], count: int) -> None:
-    from confluent_kafka import Producer
-
-    producer = Producer({**config, "enable.idempotence": True})
-    for i in range(count):
-        producer.produce(TOPIC, key=f"k{i}".encode(), value=f"order {i}".encode(), partition=0)
-    assert producer.flush(30) == 0
 
 
 def files_holding(secret: str, paths: list[Path], texts: list[str]) -> list[str]:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from confluent_kafka import Producer
+from support.fleet import fill
 from support.kafka import commit_offsets, committed_offsets, create_topic
 from support.spark import StandaloneSpark, python_without_kafka_dr, standalone_spark
 
@@ -69,10 +69,7 @@ def test_replication_translation_verify_and_backfill_run_on_a_standalone_cluster
     )
     dc1, dc2 = ({"bootstrap.servers": stack.bootstrap(dc)} for dc in ("dc1", "dc2"))
     create_topic(dc1, TOPIC, PARTITIONS)
-    producer = Producer({**dc1, "linger.ms": 20})
-    for i in range(RECORDS):
-        producer.produce(TOPIC, key=f"k{i}".encode(), value=f"order {i}".encode(), partition=i % PARTITIONS)
-    assert producer.flush(30) == 0
+    fill(dc1, TOPIC, PARTITIONS, RECORDS // PARTITIONS, "order")
     commit_offsets(dc1, GROUP, {(TOPIC, p): GROUP_AT for p in range(PARTITIONS)})
     completed_before = len(cluster.master.state().get("completedapps", []))
 

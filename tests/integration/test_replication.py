@@ -282,7 +282,7 @@ def test_bad_inputs_fail_with_one_clear_line(clusters, tmp_path):
     topology = one_flow(tmp_path, dead, "dead-flow", "t")
     code, summary, err = run_in_process(
         "replicate", "--topology", str(topology), "--flow", "dead-flow", "--retries", "1"
-    )  # one 10 s attempt: the back-off between attempts is unit-tested (test_planner_ranges.py)
+    )  # one 10 s attempt: the back-off between attempts is unit-tested (tests/unit/replication/test_planner.py)
     assert code == 1 and summary["status"] == "failed"
     assert "source cluster dc1" in summary["error"] and "unreachable after 1 attempt" in summary["error"]
 

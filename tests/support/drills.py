@@ -28,28 +28,30 @@ from .kafka import committed_offsets, create_topic
 from .kafka import high_watermarks as partition_ends
 from .spark import close_cached_clients, run_in_process
 from .topology import restart_registry_command
+from .topology import write_topology as write_clusters_topology
 
 
 def write_topology(local: LocalStack, path: Path, topic: str, registry: bool = True) -> Path:
+    """The white paper's topology over `local`: the flow wp-dc1-to-dc2 of `topic` (and `_schemas`), the client aliases
+    orders-producer and billing, and with `registry` the registries (dc1 primary, restarted on `local`'s data dir)."""
     dc1, dc2 = local.config.dc("dc1"), local.config.dc("dc2")
     restart = restart_registry_command(local.data_dir)
-    path.write_text(
-        f"""clusters:
-  dc1: {{bootstrap_servers: "{dc1.broker_address}", schema_registry: "{dc1.registry_url}"}}
-  dc2: {{bootstrap_servers: "{dc2.broker_address}", schema_registry: "{dc2.registry_url}"}}
-flows:
-  - {{name: wp-dc1-to-dc2, source: dc1, target: dc2, topics: {{include: ["{topic}", "_schemas"]}}}}
-clients:
-  orders-producer: {{cluster: dc1, role: producer}}
-  billing: {{cluster: dc1, role: consumer}}
-"""
-        + (f"schema_registry: {{primary: dc1, restart_command: {json.dumps(restart)}}}\n" if registry else "")
+    return write_clusters_topology(
+        path,
+        {"dc1": dc1.broker_address, "dc2": dc2.broker_address},
+        f'  - {{name: wp-dc1-to-dc2, source: dc1, target: dc2, topics: {{include: ["{topic}", "_schemas"]}}}}',
+        {"dc1": dc1.registry_url, "dc2": dc2.registry_url},
+        "clients:\n  orders-producer: {cluster: dc1, role: producer}\n  billing: {cluster: dc1, role: consumer}\n"
+        + (f"schema_registry: {{primary: dc1, restart_command: {json.dumps(restart)}}}\n" if registry else ""),
     )
-    return path
 
 
-def produce(bootstrap: str, topic: str, start: int, count: int) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True})
+def produce(bootstrap: str, topic: str, start: int, count: int, settings: dict[str, Any] | None = None) -> None:
+    """Records start..start+count-1 into partition 0 of `topic`: key k<i>, value "order <i>", idempotent; `settings`:
+    further client settings (a secured cluster's)."""
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True, **(settings or {})}
+    )
     for i in range(start, start + count):
         while True:
             try:
@@ -160,6 +162,7 @@ def values_of(bootstrap: str, topic: str) -> list[bytes]:
 
 
 def send(bootstrap: str, topic: str, values: list[str]) -> None:
+    """`values` into partition 0 of `topic`, in order, without keys."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     for value in values:
         producer.produce(topic, value=value.encode(), partition=0)

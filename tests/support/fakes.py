@@ -1,4 +1,5 @@
-"""Small in-memory fakes of the confluent-kafka objects that the copier, resume, translation and planner touch.
+"""Small in-memory fakes of the confluent-kafka objects that the copier, resume, translation, planner, verify and
+backfill touch.
 
 They model only what that code relies on: a consumer assigned to partitions delivers their records in offset
 order from the assigned offset, skips offset gaps (compaction, transaction markers, aborted records), and, with
@@ -9,13 +10,16 @@ Each log is what a read_committed consumer sees: `high` is its end (the last sta
 from __future__ import annotations
 
 from collections.abc import Iterable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
     OFFSET_END,
     TIMESTAMP_CREATE_TIME,
+    ConsumerGroupTopicPartitions,
     KafkaError,
     KafkaException,
     TopicPartition,
@@ -214,3 +218,59 @@ class FakeProducer:
 
     def flush(self, timeout: float | None = None) -> int:
         return 0
+
+
+def _done(result: Any = None, error: KafkaError | None = None) -> Future:
+    future: Future = Future()
+    if error is None:
+        future.set_result(result)
+    else:
+        future.set_exception(KafkaException(error))
+    return future
+
+
+class FakeGroupAdmin:
+    """An AdminClient's consumer-group calls over in-memory groups, answered at once as futures.
+
+    `committed` holds what each group committed (TopicPartitions, with the offsets below 0 or errors a broker may
+    answer); `members` each group's active members in this cluster (describing a group not there fails with
+    GROUP_ID_NOT_FOUND, as for a group the cluster does not know); `refuse` makes a group's commit fail with that
+    error. `commits` records the commits made."""
+
+    def __init__(self) -> None:
+        self.committed: dict[str, list[Any]] = {}  # TopicPartition-like: topic, partition, offset, error
+        self.members: dict[str, int] = {}
+        self.refuse: dict[str, KafkaError] = {}
+        self.commits: list[tuple[str, list[TopicPartition]]] = []
+
+    def list_consumer_groups(self, request_timeout: float | None = None) -> Future:
+        groups = sorted({*self.committed, *self.members})
+        return _done(SimpleNamespace(valid=[SimpleNamespace(group_id=g) for g in groups], errors=[]))
+
+    def list_consumer_group_offsets(
+        self, requests: list[ConsumerGroupTopicPartitions], request_timeout: float | None = None
+    ) -> dict[str, Future]:
+        (request,) = requests  # as confluent-kafka: one group a call
+        return {
+            request.group_id: _done(
+                ConsumerGroupTopicPartitions(request.group_id, self.committed.get(request.group_id, []))
+            )
+        }
+
+    def describe_consumer_groups(self, groups: list[str], request_timeout: float | None = None) -> dict[str, Future]:
+        return {
+            group: _done(SimpleNamespace(group_id=group, members=[object()] * self.members[group]))
+            if group in self.members
+            else _done(error=KafkaError(KafkaError.GROUP_ID_NOT_FOUND))
+            for group in groups
+        }
+
+    def alter_consumer_group_offsets(
+        self, requests: list[ConsumerGroupTopicPartitions], request_timeout: float | None = None
+    ) -> dict[str, Future]:
+        (request,) = requests
+        group = request.group_id
+        if group in self.refuse:
+            return {group: _done(error=self.refuse[group])}
+        self.commits.append((group, list(request.topic_partitions)))
+        return {group: _done(request)}

@@ -1,5 +1,5 @@
 """The dr_failback report (docs/design.md "Reports"): the plan and what the steps returned in, the JSON body and its
-Markdown page out (unit-tested with hand-built inputs: tests/unit/test_failback_report.py); and the exact RPO a
+Markdown page out (unit-tested with hand-built inputs: tests/unit/failback/test_report.py); and the exact RPO a
 failback measures, written into the report of the failover it follows."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The dr_failover report (docs/design.md "Reports"): the plan, what the steps returned and the lag readings in, the
 JSON body and its Markdown page out. Nothing here talks to Airflow or Kafka, so its rules are unit-tested with
-hand-built inputs (tests/unit/test_failover_report.py)."""
+hand-built inputs (tests/unit/failover/test_report.py)."""
 
 from __future__ import annotations
 

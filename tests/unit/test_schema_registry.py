@@ -1,5 +1,6 @@
-"""A schema registry's basic-auth credentials: from $KDR_REGISTRY_<NAME>_USER_INFO, into the Authorization header
-and confluent-kafka's settings, never into a message."""
+"""kafka_dr.schema_registry: a registry's basic-auth credentials (from $KDR_REGISTRY_<NAME>_USER_INFO, into the
+Authorization header and confluent-kafka's settings, never into a message). The restart the redirect runs comes from
+the topology (tests/unit/local/test_stack.py for the local stack's)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,13 @@ import base64
 
 import pytest
 
-from kafka_dr.schema_registry import RegistryError, auth_headers, client_settings, user_info, user_info_env_var
+from kafka_dr.schema_registry import (
+    RegistryError,
+    auth_headers,
+    client_settings,
+    user_info,
+    user_info_env_var,
+)
 from kafka_dr.topology import parse_topology
 
 TOPOLOGY = parse_topology(

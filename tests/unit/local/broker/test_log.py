@@ -1,4 +1,5 @@
-"""The embedded broker's partition log: append, read, recovery after crashes, retention, producers."""
+"""The embedded broker's partition log: append, read, recovery after crashes, retention, producers
+(its records' validation: test_records.py; compaction: test_cleaner.py)."""
 
 from __future__ import annotations
 
@@ -6,34 +7,11 @@ from pathlib import Path
 
 import kafka.errors as Errors
 import pytest
-from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from kafka.record.default_records import DefaultRecordBatch
+from support.partition_log import append, batch, config
 
-from kafka_dr.local.broker import cleaner
 from kafka_dr.local.broker.log import PartitionLog
-from kafka_dr.local.broker.records import InvalidRecordError, assign_offset, parse_header, validate_single_batch
-from kafka_dr.local.broker.topics import TOPIC_CONFIGS
-
-
-def batch(
-    count: int, ts: int = 1000, pid: int = -1, epoch: int = -1, seq: int = -1, txn: bool = False, compression: int = 0
-) -> bytes:
-    builder = DefaultRecordBatchBuilder(2, compression, txn, pid, epoch, seq, 1 << 20)
-    for i in range(count):
-        builder.append(i, ts + i, f"k{i}".encode(), f"v{i}".encode(), [("h", b"x")])
-    return bytes(builder.build())
-
-
-def config(overrides: dict[str, str] | None = None):
-    return lambda name: (overrides or {}).get(name, TOPIC_CONFIGS[name][0])
-
-
-def append(log: PartitionLog, data: bytes) -> int:
-    header = validate_single_batch(data)
-    duplicate = log.check_producer(header)
-    if duplicate is not None:
-        return duplicate
-    stamped = assign_offset(data, log.log_end_offset)
-    return log.append(stamped, parse_header(stamped))
+from kafka_dr.local.broker.records import parse_header
 
 
 def offsets(data: bytes) -> list[int]:
@@ -184,39 +162,3 @@ def test_aborted_transactions_and_last_stable_offset(tmp_path: Path) -> None:
     assert reopened.last_stable_offset == reopened.high_watermark == 7
     assert [a.first_offset for a in reopened.aborted_between(4, 7)] == []
     assert [a.first_offset for a in reopened.aborted_between(0, 2)] == [0]
-
-
-def test_produce_validation_refuses_bad_batches() -> None:
-    good = batch(2)
-    with pytest.raises(InvalidRecordError, match="CRC"):
-        validate_single_batch(good[:-1] + bytes([good[-1] ^ 1]))
-    with pytest.raises(InvalidRecordError, match="exactly one"):
-        validate_single_batch(good + good)
-    with pytest.raises(InvalidRecordError, match="too short"):
-        validate_single_batch(good[:20])
-
-
-def keyed(pairs: list[tuple[bytes, bytes | None]], ts: int = 1000) -> bytes:
-    builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 20)
-    for i, (key, value) in enumerate(pairs):
-        builder.append(i, ts + i, key, value, [])
-    return bytes(builder.build())
-
-
-def test_compaction_keeps_the_newest_per_key_and_drops_old_tombstones(tmp_path: Path) -> None:
-    log = PartitionLog(tmp_path / "t-0", config({"segment.bytes": "1"}))  # one batch per segment
-    append(log, keyed([(b"a", b"1"), (b"b", b"1")]))  # offsets 0, 1
-    append(log, keyed([(b"a", b"2"), (b"c", None)], ts=10))  # 2, 3 (c: an old tombstone)
-    append(log, keyed([(b"b", b"2")], ts=5000))  # 4
-    append(log, keyed([(b"a", b"3")]))  # 5: the active segment, never cleaned
-    removed = cleaner.clean(log, now_ms=2000, delete_retention_ms=1000)
-    remaining = [
-        (r.offset, r.key, r.value)
-        for s in log.segments
-        for j in range(len(s.positions))
-        for r in DefaultRecordBatch(PartitionLog.batch_bytes(s, j))
-    ]
-    assert remaining == [(2, b"a", b"2"), (4, b"b", b"2"), (5, b"a", b"3")]
-    assert removed == 3 and log.high_watermark == 6
-    log.close()
-    assert PartitionLog(tmp_path / "t-0", config()).high_watermark == 6  # cleaned segments recover

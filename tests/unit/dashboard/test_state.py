@@ -1,5 +1,6 @@
-"""The dashboard's state and page without Airflow or a broker: clusters that do not answer, a topology that does not
-load, reports and health evaluations in a temporary state dir, `_kdr.health` records as fakes, a fake registry."""
+"""The dashboard's state (and the page of it) without Airflow or a broker: clusters that do not answer, a topology
+that does not load, reports and health evaluations in a temporary state dir, `_kdr.health` records as fakes, a fake
+registry."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from support.fakes import FakeMessage
 from support.ports import free_ports
 from support.topology import write_topology
 
-from kafka_dr.dashboard.page import lag_chart, render_page
+from kafka_dr.dashboard.page import render_page
 from kafka_dr.dashboard.state import collect_state, evaluations, registry_role
 from kafka_dr.health.check import save_evaluation
 from kafka_dr.health.rules import FlowHealth, PartitionStatus
@@ -152,18 +153,6 @@ def test_history_points_come_from_the_flows_evaluations_only() -> None:
             {"at_ms": 2000, "status": "ERR", "problems": ["dc1 down"], "lag_records": None, "lag_seconds": None},
         ]
     }
-
-
-def test_lag_chart_is_inline_svg_with_escaped_tooltips() -> None:
-    chart = lag_chart(
-        [
-            {"at_ms": 1000, "status": "OK", "problems": [], "lag_records": 0, "lag_seconds": 0.0},
-            {"at_ms": 2000, "status": "WARN", "problems": ["<b>"], "lag_records": 1200, "lag_seconds": 3.0},
-            {"at_ms": 3000, "status": "ERR", "problems": ["dc1 down"], "lag_records": None, "lag_seconds": None},
-        ]
-    )
-    assert chart.startswith("<svg") and chart.count("<circle") == 2 and chart.count("<rect") == 1
-    assert "<polyline" in chart and "1,200" in chart and "&lt;b&gt;" in chart and "<b>" not in chart
 
 
 class _Registry(BaseHTTPRequestHandler):

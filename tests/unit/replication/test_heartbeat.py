@@ -1,13 +1,32 @@
-"""The heartbeat task of a continuous replicator (replication/heartbeat.py): a heartbeat every interval until the
-run stops, and an outage logged while replication goes on."""
+"""kafka_dr.replication.heartbeat: heartbeat record values (the round trip, and one refusal for anything else), and
+the heartbeat task of a continuous replicator (a heartbeat every interval until the run stops, and an outage logged
+while replication goes on)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
 
-from kafka_dr.replication.heartbeat import HeartbeatError, HeartbeatTask
+import pytest
+
+from kafka_dr.replication.heartbeat import Heartbeat, HeartbeatError, HeartbeatTask, parse_heartbeat
+
+
+def test_heartbeat_value_round_trip() -> None:
+    heartbeat = Heartbeat("dc1-to-dc2", "ab" * 16, 1_700_000_000_123)
+    assert parse_heartbeat(heartbeat.encode()) == heartbeat
+    assert json.loads(heartbeat.encode()) == {"flow": "dc1-to-dc2", "id": "ab" * 16, "created_ms": 1_700_000_000_123}
+
+
+@pytest.mark.parametrize(
+    "value",
+    [None, b"", b"not json", b"[1]", b'{"flow": "f", "id": "x"}', b'{"flow": "f", "id": "x", "created_ms": "soon"}'],
+)
+def test_bad_heartbeat_value_is_refused(value: bytes | None) -> None:
+    with pytest.raises(ValueError, match="not a heartbeat record value"):
+        parse_heartbeat(value)
 
 
 class Senders:
