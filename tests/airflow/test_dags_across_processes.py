@@ -29,7 +29,12 @@ from kafka_dr.replication import replicators
 if TYPE_CHECKING:
     from support.stack import Stack
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(720)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.timeout(720),
+    pytest.mark.xdist_group("airflow_processes"),
+]
 
 FLOWS = ("xp-dc1-to-dc2", "xp-dc2-to-dc1")  # names of this module alone: its processes are told apart by them
 TOPICS = {"dc1": "xp-orders", "dc2": "xp-returns"}

@@ -29,7 +29,12 @@ from kafka_dr.local.stack import LocalStack
 from kafka_dr.replication import replicators
 from kafka_dr.schema_registry import user_info_env_var
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.timeout(900),
+    pytest.mark.xdist_group("airflow_processes"),
+]
 
 USER, PASSWORD, WRONG = "kdr-ops", "Scram-pass-5e1f9a", "Wrong-pass-77c2d0"
 MECHANISM = "SCRAM-SHA-512"

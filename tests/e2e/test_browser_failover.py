@@ -35,7 +35,12 @@ from kafka_dr.replication.lag import load_snapshot
 from kafka_dr.state import report_path
 from kafka_dr.translation.checkpoints import load_checkpoints
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.timeout(900),
+    pytest.mark.xdist_group("airflow_processes"),
+]
 
 KAFKA_DR = Path(sys.executable).parent / "kafka-dr"
 FLOWS = ("e2e-dc1-to-dc2", "e2e-dc2-to-dc1")

@@ -13,9 +13,9 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient
-from support.kafka import commit_offsets, create_topic
+from support.kafka import Record, commit_offsets, create_topic, produce
 from support.stack import Stack, running_stack
 
 from kafka_dr.client_switch import switch
@@ -40,13 +40,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         yield running
 
 
-def produce(bootstrap: str, values: list[str], headers: list[list[tuple[str, bytes]]] | None = None) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
-    for i, value in enumerate(values):
-        producer.produce(TOPIC, value=value.encode(), partition=0, headers=headers[i] if headers else None)
-    assert producer.flush(30) == 0
-
-
 def test_a_following_consumer_moves_with_its_alias_and_delivers_each_record_once(
     stack: Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -57,11 +50,11 @@ def test_a_following_consumer_moves_with_its_alias_and_delivers_each_record_once
     dc1_id = admin.describe_cluster(request_timeout=10).result().cluster_id
     for config in (dc1, dc2):
         create_topic(config, TOPIC)
-    produce(dc1["bootstrap.servers"], [f"dc1-{i}" for i in range(LOCAL_DC1)])
+    produce(dc1, TOPIC, [Record(f"dc1-{i}".encode()) for i in range(LOCAL_DC1)])
     # dc2: dc1's records as a flow copies them (same offsets), then records produced in dc2 after the switch.
     copies = [[(HEADER, Hop(dc1_id, TOPIC, 0, i, 0).encode())] for i in range(LOCAL_DC1)]
-    produce(dc2["bootstrap.servers"], [f"dc1-{i}" for i in range(LOCAL_DC1)], copies)
-    produce(dc2["bootstrap.servers"], [f"dc2-{i}" for i in range(LOCAL_DC2)])
+    produce(dc2, TOPIC, [Record(f"dc1-{i}".encode(), headers=copy) for i, copy in enumerate(copies)])
+    produce(dc2, TOPIC, [Record(f"dc2-{i}".encode()) for i in range(LOCAL_DC2)])
     commit_offsets(dc2, GROUP, {(TOPIC, 0): CHECKPOINT})
 
     moves: list[tuple[str | None, str]] = []

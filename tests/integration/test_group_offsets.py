@@ -13,7 +13,7 @@ import time
 import pytest
 from confluent_kafka import Consumer
 from support.drills import copy_flow
-from support.kafka import commit_offsets, committed_offsets, create_topic, high_watermarks
+from support.kafka import Record, commit_offsets, committed_offsets, create_topic, high_watermarks, produce
 from support.topology import write_topology
 
 from kafka_dr.topology import load_topology
@@ -25,6 +25,11 @@ pytestmark = pytest.mark.integration
 
 TOPIC, GROUP, FLOW = "go-orders", "go-billing", "go-flow"
 LOCAL = 7  # records dc2 holds of its own before the copies: translated offsets differ from the source's
+
+
+def two_partitions(topic: str, per_partition: int) -> list[Record]:
+    """`per_partition` records in each of partitions 0 and 1, valued <topic>-<partition>-<i>."""
+    return [Record(f"{topic}-{p}-{i}".encode(), partition=p) for p in (0, 1) for i in range(per_partition)]
 
 
 def kafka_dr(*args: str) -> subprocess.CompletedProcess[str]:
@@ -46,24 +51,14 @@ def replicated(broker_pair, tmp_path_factory):
     )
     create_topic(dc1.config, TOPIC, 2)
     create_topic(dc2.config, f"{TOPIC}.replica", 2)
-    _produce(dc2.config, f"{TOPIC}.replica", LOCAL)
-    _produce(dc1.config, TOPIC, 50)
+    produce(dc2.config, f"{TOPIC}.replica", two_partitions(f"{TOPIC}.replica", LOCAL))
+    produce(dc1.config, TOPIC, two_partitions(TOPIC, 50))
     topology = load_topology(path)
     copy_flow(topology, FLOW)
     commit_offsets(dc1.config, GROUP, {(TOPIC, 0): 30, (TOPIC, 1): 45})
     dag = checkpoint_groups(topology, topology.flow(FLOW), None)[GROUP]  # what dr_failover applies in a disaster
     close_readers()
     return path, topology, {(t.dest_topic, t.partition): t.dest_offset for t in dag}
-
-
-def _produce(config, topic, per_partition):
-    from confluent_kafka import Producer
-
-    producer = Producer(config)
-    for partition in (0, 1):
-        for i in range(per_partition):
-            producer.produce(topic, value=f"{topic}-{partition}-{i}".encode(), partition=partition)
-    assert producer.flush(30) == 0
 
 
 def test_the_library_call_gives_the_dags_offsets_from_checkpoints_and_live(replicated, broker_pair):

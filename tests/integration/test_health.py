@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import IsolationLevel, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
-from support.kafka import create_topic
+from support.kafka import Record, create_topic, produce
 from support.servers import BrokerPair
 from support.topology import write_topology
 
@@ -40,7 +40,7 @@ def healthy_flow(pair: BrokerPair, tmp_path: Path, partitions: int = 2, records:
     """A flow dc1 -> dc2 over a topic of its own, copied to its end: lag 0."""
     topic = f"health-{uuid.uuid4().hex[:8]}"
     create_topic(pair.dc1.config, topic, partitions)
-    produce(pair, topic, records, partitions)
+    produce(pair.dc1.config, topic, keyed(records, partitions))
     flow = f"{topic}-flow"
     path = write_topology(
         tmp_path / f"{flow}.yaml",
@@ -52,11 +52,9 @@ def healthy_flow(pair: BrokerPair, tmp_path: Path, partitions: int = 2, records:
     return topology, topic
 
 
-def produce(pair: BrokerPair, topic: str, count: int, partitions: int) -> None:
-    producer = Producer({**pair.dc1.config, "linger.ms": 5})
-    for i in range(count):
-        producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % partitions)
-    assert producer.flush(30) == 0
+def keyed(count: int, partitions: int) -> list[Record]:
+    """Records k<i>/v<i>, round-robin over `partitions`."""
+    return [Record(f"v{i}".encode(), f"k{i}".encode(), i % partitions) for i in range(count)]
 
 
 def replicate(topology: Topology, flow: str) -> None:
@@ -77,10 +75,10 @@ def test_a_stopped_replicator_is_warn_then_stop(broker_pair: BrokerPair, tmp_pat
     first = check_flow(topology, flow)
     assert first.status == "OK" and set(statuses(first).values()) == {"OK"}, first
     time.sleep(5)
-    produce(broker_pair, topic, 10, 2)
+    produce(broker_pair.dc1.config, topic, keyed(10, 2))
     replicate(topology, flow)  # a second copy 5 s after the first: the window's progress spans 5 s or more
     assert check_flow(topology, flow).status == "OK"
-    produce(broker_pair, topic, 50, 2)  # and now nothing copies
+    produce(broker_pair.dc1.config, topic, keyed(50, 2))  # and now nothing copies
     warned = check_flow(topology, flow)  # well within the span since the second copy, even on a loaded machine
     assert warned.status == "WARN", warned
     assert all(p.status == "WARN" and p.lag_records == 25 for p in warned.partitions), warned
@@ -102,7 +100,7 @@ def test_records_deleted_before_they_were_copied_are_a_gap_with_count_and_range(
     broker_pair: BrokerPair, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     topology, topic = healthy_flow(broker_pair, tmp_path, partitions=1, records=1200)
-    produce(broker_pair, topic, 500, 1)  # offsets 1200-1699, not copied
+    produce(broker_pair.dc1.config, topic, keyed(500, 1))  # offsets 1200-1699, not copied
     admin = AdminClient(broker_pair.dc1.config)
     admin.delete_records([TopicPartition(topic, 0, 1500)])[TopicPartition(topic, 0, 1500)].result(10)
     flow = topology.flows[0].name

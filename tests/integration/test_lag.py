@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+from support.kafka import Record, commit_offsets, create_topic, produce
 from support.ports import free_port
 from support.servers import BrokerPair
 
@@ -42,34 +43,9 @@ def topology(pair: BrokerPair, flows: str, dc1: str | None = None) -> Topology:
     return parse_topology(yaml.safe_load(text))
 
 
-def create(admin: AdminClient, topic: str, partitions: int) -> None:
-    admin.create_topics([NewTopic(topic, partitions)])[topic].result(10)
-
-
-def produce(
-    config: dict,
-    topic: str,
-    partition: int,
-    timestamps: list[int],
-    transactional: str | None = None,
-    commit: bool = True,
-) -> None:
-    """Records with the given CreateTimes; in a transaction (committed or aborted) when `transactional` is set."""
-    producer = Producer({**config, **({"transactional.id": transactional} if transactional else {})})
-    if transactional:
-        producer.init_transactions(10)
-        producer.begin_transaction()
-    for i, ts in enumerate(timestamps):
-        producer.produce(topic, key=str(i).encode(), value=b"v", partition=partition, timestamp=ts)
-    assert producer.flush(10) == 0  # before an abort too: librdkafka drops unsent records of an aborted transaction
-    if transactional:
-        (producer.commit_transaction if commit else producer.abort_transaction)(10)
-
-
-def commit(config: dict, group: str, topic: str, partition: int, offset: int) -> None:
-    consumer = Consumer({**config, "group.id": group, "enable.auto.commit": False})
-    consumer.commit(offsets=[TopicPartition(topic, partition, offset)], asynchronous=False)
-    consumer.close()
+def stamped(partition: int, timestamps: list[int]) -> list[Record]:
+    """Records of `partition` with the given CreateTimes."""
+    return [Record(b"v", str(i).encode(), partition, ts) for i, ts in enumerate(timestamps)]
 
 
 @pytest.fixture(scope="module")
@@ -78,12 +54,12 @@ def txn_topic(broker_pair: BrokerPair) -> str:
     14-15 data (end 16). Partition 1: an aborted transaction only (offsets 0-1, marker 2)."""
     config = broker_pair.dc1.config
     topic = unique("lag-txn")
-    create(AdminClient(config), topic, 2)
-    produce(config, topic, 0, [NOW_MS - 60_000 + i for i in range(5)])
-    produce(config, topic, 0, [NOW_MS - 50_000] * 3, transactional=unique("tx"))
-    produce(config, topic, 0, [NOW_MS - 40_000] * 4, transactional=unique("tx"), commit=False)
-    produce(config, topic, 0, [NOW_MS - 30_000, NOW_MS - 20_000])
-    produce(config, topic, 1, [NOW_MS - 10_000] * 2, transactional=unique("tx"), commit=False)
+    create_topic(config, topic, 2)
+    produce(config, topic, stamped(0, [NOW_MS - 60_000 + i for i in range(5)]))
+    produce(config, topic, stamped(0, [NOW_MS - 50_000] * 3), transactional_id=unique("tx"))
+    produce(config, topic, stamped(0, [NOW_MS - 40_000] * 4), transactional_id=unique("tx"), commit=False)
+    produce(config, topic, stamped(0, [NOW_MS - 30_000, NOW_MS - 20_000]))
+    produce(config, topic, stamped(1, [NOW_MS - 10_000] * 2), transactional_id=unique("tx"), commit=False)
     return topic
 
 
@@ -111,7 +87,7 @@ def test_lag_counts_data_records_only(
 ) -> None:
     name = unique("flow")
     if committed is not None:
-        commit(broker_pair.dc1.config, name, txn_topic, 0, committed)
+        commit_offsets(broker_pair.dc1.config, name, {(txn_topic, 0): committed})
     lag = flow_lag(topology(broker_pair, flow_yaml(name, txn_topic, f'{{"{txn_topic}": "{{topic}}.replica"}}')), name)
     p0, p1 = lag.partitions
     assert (p0.topic, p0.partition, p0.dest_topic) == (txn_topic, 0, f"{txn_topic}.replica")
@@ -137,9 +113,9 @@ def test_large_lag_is_estimated_from_offsets(
 def test_records_deleted_before_copy_count_as_uncopied(broker_pair: BrokerPair) -> None:
     config, name, topic = broker_pair.dc1.config, unique("flow"), unique("lag-deleted")
     admin = AdminClient(config)
-    create(admin, topic, 1)
-    produce(config, topic, 0, [NOW_MS - 5_000 + i for i in range(6)])
-    commit(config, name, topic, 0, 1)
+    create_topic(config, topic, 1)
+    produce(config, topic, stamped(0, [NOW_MS - 5_000 + i for i in range(6)]))
+    commit_offsets(config, name, {(topic, 0): 1})
     admin.delete_records([TopicPartition(topic, 0, 4)])[TopicPartition(topic, 0, 4)].result(10)
     (p0,) = flow_lag(topology(broker_pair, flow_yaml(name, topic)), name).partitions
     assert (p0.next_offset, p0.lag_records, p0.estimated) == (1, 5, True)  # 3 lost + 2 still readable
@@ -265,7 +241,7 @@ def test_cli_lag_json_table_and_unreachable_flow(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     name = unique("flow")
-    commit(broker_pair.dc1.config, name, txn_topic, 0, 9)
+    commit_offsets(broker_pair.dc1.config, name, {(txn_topic, 0): 9})
     dead = f"127.0.0.1:{free_port()}"  # nothing listens there
     path = tmp_path / "topology.yaml"
     path.write_text(

@@ -18,18 +18,16 @@ import pytest
 from confluent_kafka import (
     Consumer,
     ConsumerGroupTopicPartitions,
-    KafkaError,
     KafkaException,
     Producer,
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, NewPartitions
-from support.kafka import HOUR_MS, create_topic, hourly_records, iso
+from support.kafka import HOUR_MS, Record, create_topic, hourly_records, iso, produce, read_all
 from support.servers import FAST_GROUPS, BrokerProcess, start_brokers, stop_all
 from support.spark import close_cached_clients, run_in_process, submit_in_background
-from support.topology import write_topology as write_clusters_topology
+from support.topology import write_brokers_topology
 
-from kafka_dr.clients import next_batch
 from kafka_dr.replication import activity, replicators
 from kafka_dr.replication.copier import copy_ranges
 from kafka_dr.replication.internal import PROGRESS, latest_value, owner_key
@@ -53,75 +51,41 @@ def clusters(tmp_path_factory) -> Iterator[dict[str, BrokerProcess]]:
         stop_all(brokers.values())
 
 
-def write_topology(path: Path, clusters: dict[str, BrokerProcess], flows: str) -> Path:
-    return write_clusters_topology(path, {name: broker.bootstrap for name, broker in clusters.items()}, flows)
-
-
 def one_flow(tmp_path: Path, clusters: dict[str, BrokerProcess], flow: str, topics: str) -> Path:
     """A topology with the flow `flow` from dc1 to dc2 of the topics matching the regex `topics`."""
     line = f"  - {{name: {flow}, source: dc1, target: dc2, topics: {{include: ['{topics}']}}}}"
-    return write_topology(tmp_path / f"{flow}.yaml", clusters, line)
+    return write_brokers_topology(tmp_path / f"{flow}.yaml", clusters, line)
 
 
-def create(broker: BrokerProcess, topic: str, partitions: int, **configs: str) -> None:
-    create_topic(broker.config, topic, partitions, **configs)
-
-
-def produce(broker: BrokerProcess, topic: str, count: int, partitions: int, tag: str) -> None:
-    producer = Producer({**broker.config, "linger.ms": 20, "enable.idempotence": True})
+def tagged(count: int, partitions: int, tag: str) -> list[Record]:
+    """`count` records round-robin over `partitions`, CreateTimes an hour back: every 97th value null, four in five
+    with headers, so a copy can be compared field by field."""
     base = int(time.time() * 1000) - 3_600_000
-    for i in range(count):
-        value = None if i % 97 == 0 else f"{tag}-{i}".encode()
-        headers = [("origin", tag.encode()), ("seq", str(i).encode())] if i % 5 else None
-        while True:
-            try:
-                producer.produce(
-                    topic,
-                    key=f"k{i}".encode(),
-                    value=value,
-                    headers=headers,
-                    partition=i % partitions,
-                    timestamp=base + i,
-                )
-                break
-            except BufferError:
-                producer.poll(0.1)
-    assert producer.flush(60) == 0
-
-
-def read_all(broker: BrokerProcess, topic: str) -> list:
-    consumer = Consumer(
-        {**broker.config, "group.id": "test-reader", "enable.partition.eof": True, "isolation.level": "read_committed"}
-    )
-    metadata = consumer.list_topics(topic, timeout=10).topics[topic]
-    parts = [TopicPartition(topic, p, 0) for p in metadata.partitions]
-    consumer.assign(parts)
-    out, eof = [], set()
-    while len(eof) < len(parts):
-        for message in next_batch(consumer):  # what has arrived: consume(n, 5) would wait 5 s for n
-            if message.error():
-                if message.error().code() == KafkaError._PARTITION_EOF:
-                    eof.add(message.partition())
-                    continue
-                raise RuntimeError(message.error().str())
-            out.append(message)
-    consumer.close()
-    return out
+    return [
+        Record(
+            None if i % 97 == 0 else f"{tag}-{i}".encode(),
+            f"k{i}".encode(),
+            i % partitions,
+            base + i,
+            [("origin", tag.encode()), ("seq", str(i).encode())] if i % 5 else None,
+        )
+        for i in range(count)
+    ]
 
 
 def test_demo_topology_copies_every_record_once_and_never_back(clusters, tmp_path):
     dc1, dc2 = clusters["dc1"], clusters["dc2"]
     for broker in (dc1, dc2):
-        create(broker, "topic1", 2)
-    create(dc1, "topic2", 3, **{"retention.ms": "86400000"})
-    create(dc1, "_schemas", 1, **{"cleanup.policy": "compact"})
-    produce(dc1, "topic1", 50_000, 2, "dc1")
-    produce(dc1, "topic2", 50_000, 3, "dc1")
-    produce(dc2, "topic1", 50_000, 2, "dc2")
+        create_topic(broker.config, "topic1", 2)
+    create_topic(dc1.config, "topic2", 3, **{"retention.ms": "86400000"})
+    create_topic(dc1.config, "_schemas", 1, **{"cleanup.policy": "compact"})
+    produce(dc1.config, "topic1", tagged(50_000, 2, "dc1"))
+    produce(dc1.config, "topic2", tagged(50_000, 3, "dc1"))
+    produce(dc2.config, "topic1", tagged(50_000, 2, "dc2"))
     schemas = Producer(dc1.config)
     schemas.produce("_schemas", key=b'{"keytype":"NOOP","magic":0}', value=None)
     assert schemas.flush(10) == 0
-    topology = write_topology(
+    topology = write_brokers_topology(
         tmp_path / "topology.yaml",
         clusters,
         """\
@@ -153,28 +117,28 @@ def test_demo_topology_copies_every_record_once_and_never_back(clusters, tmp_pat
     assert report["filtered"] == 50_000  # dc2-to-dc1 saw dc1's records in dc2's topic1 and refused them
 
     dc1_ids = {dc1.cluster_id}
-    topic1_dc1 = read_all(dc1, "topic1")
+    topic1_dc1 = read_all(dc1.config, "topic1")
     assert len(topic1_dc1) == 100_000
     assert not [m for m in topic1_dc1 if any(h.cluster_id in dc1_ids for h in hops(m.headers()))]
-    replica = read_all(dc2, "topic2.replica")
+    replica = read_all(dc2.config, "topic2.replica")
     assert len(replica) == 50_000
     assert len(AdminClient(dc2.config).list_topics(timeout=10).topics["topic2.replica"].partitions) == 3
-    assert len(read_all(dc2, "_schemas")) == 1
+    assert len(read_all(dc2.config, "_schemas")) == 1
 
 
 def test_a_rename_naming_the_source_lands_records_in_source_dot_topic(clusters, tmp_path):
     dc1, dc2 = clusters["dc1"], clusters["dc2"]
-    create(dc1, "mm2-named", 2)
-    produce(dc1, "mm2-named", 200, 2, "m")
+    create_topic(dc1.config, "mm2-named", 2)
+    produce(dc1.config, "mm2-named", tagged(200, 2, "m"))
     line = "  - {name: mm2-flow, source: dc1, target: dc2, topics: {include: ['mm2-.*']}, "
-    topology = write_topology(tmp_path / "mm2.yaml", clusters, line + "rename: {'.*': '{source}.{topic}'}}")
+    topology = write_brokers_topology(tmp_path / "mm2.yaml", clusters, line + "rename: {'.*': '{source}.{topic}'}}")
     code, summary, err = run_in_process("replicate", "--topology", str(topology), "--flow", "mm2-flow")
     assert code == 0, err[-3000:]
     assert summary["records"] == 200
     code, report, err = run_in_process("verify", "--topology", str(topology), "--flow", "mm2-flow")
     assert code == 0, (report, err[-2000:])
     assert report["missing"] == report["duplicated"] == report["mismatched"] == 0
-    copies = read_all(dc2, "dc1.mm2-named")
+    copies = read_all(dc2.config, "dc1.mm2-named")
     assert len(copies) == 200
     assert {(hop.cluster_id, hop.topic) for m in copies for hop in hops(m.headers())} == {(dc1.cluster_id, "mm2-named")}
     assert "mm2-named" not in AdminClient(dc2.config).list_topics(timeout=10).topics
@@ -182,10 +146,10 @@ def test_a_rename_naming_the_source_lands_records_in_source_dot_topic(clusters, 
 
 def test_chain_carries_one_provenance_entry_per_hop_and_refuses_the_cycle(clusters, tmp_path):
     a, b, c = clusters["dc1"], clusters["dc2"], clusters["dc3"]
-    create(a, "chain", 1)
-    produce(a, "chain", 100, 1, "a")
+    create_topic(a.config, "chain", 1)
+    produce(a.config, "chain", tagged(100, 1, "a"))
     topology = load_topology(
-        write_topology(
+        write_brokers_topology(
             tmp_path / "chain.yaml",
             clusters,
             """\
@@ -204,20 +168,20 @@ def test_chain_carries_one_provenance_entry_per_hop_and_refuses_the_cycle(cluste
     assert sum(r.records for r in results["b-to-c"]) == 100
     assert sum(r.records for r in results["c-to-a"]) == 0
     assert sum(r.filtered for r in results["c-to-a"]) == 100
-    in_c = read_all(c, "chain")
+    in_c = read_all(c.config, "chain")
     assert len(in_c) == 100
     chains = [hops(m.headers()) for m in in_c]
     assert all(len(chain) == 2 for chain in chains)
     assert {(chain[0].cluster_id, chain[1].cluster_id) for chain in chains} == {(a.cluster_id, b.cluster_id)}
-    assert len(read_all(a, "chain")) == 100
+    assert len(read_all(a.config, "chain")) == 100
 
 
 @pytest.mark.slow
 def test_sigkill_at_random_moments_loses_and_duplicates_nothing(clusters, tmp_path):
     dc1, dc2 = clusters["dc1"], clusters["dc2"]
-    create(dc1, "killed", 4)
+    create_topic(dc1.config, "killed", 4)
     produced = 200_000
-    produce(dc1, "killed", produced, 4, "kill")
+    produce(dc1.config, "killed", tagged(produced, 4, "kill"))
     topology = one_flow(tmp_path, clusters, "kill-flow", "killed")
     args = ["--topology", str(topology), "--flow", "kill-flow", "--mode", "bounded"]
     rng = random.Random(7)
@@ -240,7 +204,7 @@ def test_sigkill_at_random_moments_loses_and_duplicates_nothing(clusters, tmp_pa
         if proc.poll() is not None:
             # The copy finished before the kill: give the next replicator more to copy, so a fast
             # machine still sees six kills instead of ending the test with fewer.
-            produce(dc1, "killed", 50_000, 4, f"more{attempt}")
+            produce(dc1.config, "killed", tagged(50_000, 4, f"more{attempt}"))
             produced += 50_000
             continue
         os.killpg(proc.pid, signal.SIGKILL)
@@ -286,9 +250,9 @@ def test_bad_inputs_fail_with_one_clear_line(clusters, tmp_path):
     assert code == 1 and summary["status"] == "failed"
     assert "source cluster dc1" in summary["error"] and "unreachable after 1 attempt" in summary["error"]
 
-    create(dc1, "narrow", 4)
-    create(dc2, "narrow", 2)  # made by someone else, with fewer partitions than its source
-    produce(dc1, "narrow", 10, 4, "n")
+    create_topic(dc1.config, "narrow", 4)
+    create_topic(dc2.config, "narrow", 2)  # made by someone else, with fewer partitions than its source
+    produce(dc1.config, "narrow", tagged(10, 4, "n"))
     topology = one_flow(tmp_path, {"dc1": dc1, "dc2": dc2}, "narrow-flow", "narrow")
     code, summary, err = run_in_process("replicate", "--topology", str(topology), "--flow", "narrow-flow")
     assert code == 2 and "fewer" in summary["error"], summary
@@ -297,8 +261,8 @@ def test_bad_inputs_fail_with_one_clear_line(clusters, tmp_path):
 
 def test_records_deleted_before_they_were_copied_are_reported_lost(clusters, tmp_path):
     dc1, dc2 = clusters["dc1"], clusters["dc2"]
-    create(dc1, "expiring", 1)
-    produce(dc1, "expiring", 1000, 1, "e")
+    create_topic(dc1.config, "expiring", 1)
+    produce(dc1.config, "expiring", tagged(1000, 1, "e"))
     topology = one_flow(tmp_path, {"dc1": dc1, "dc2": dc2}, "lost-flow", "expiring")
     flow_topology = load_topology(topology)
     context = FlowContext(flow_topology, flow_topology.flow("lost-flow"))
@@ -317,8 +281,8 @@ def test_records_deleted_before_they_were_copied_are_reported_lost(clusters, tmp
 
 def test_source_partition_increase_is_propagated(clusters, tmp_path):
     dc1, dc2 = clusters["dc1"], clusters["dc2"]
-    create(dc1, "growing", 1)
-    produce(dc1, "growing", 10, 1, "g")
+    create_topic(dc1.config, "growing", 1)
+    produce(dc1.config, "growing", tagged(10, 1, "g"))
     topology = load_topology(one_flow(tmp_path, {"dc1": dc1, "dc2": dc2}, "grow-flow", "growing"))
 
     def replicate_once() -> None:
@@ -329,18 +293,18 @@ def test_source_partition_increase_is_propagated(clusters, tmp_path):
     replicate_once()
     admin = AdminClient(dc1.config)
     admin.create_partitions([NewPartitions("growing", 3)])["growing"].result(10)
-    produce(dc1, "growing", 30, 3, "g2")
+    produce(dc1.config, "growing", tagged(30, 3, "g2"))
     replicate_once()
     assert len(AdminClient(dc2.config).list_topics(timeout=10).topics["growing"].partitions) == 3
-    copies = read_all(dc2, "growing")
+    copies = read_all(dc2.config, "growing")
     assert len(copies) == 40 and all(HEADER in dict(m.headers() or []) for m in copies)
 
 
 def test_continuous_picks_up_new_topics_and_stops_cleanly(clusters, tmp_path, monkeypatch):
     dc1, dc2 = clusters["dc1"], clusters["dc2"]
     monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
-    create(dc1, "live.a", 2)
-    produce(dc1, "live.a", 100, 2, "a1")
+    create_topic(dc1.config, "live.a", 2)
+    produce(dc1.config, "live.a", tagged(100, 2, "a1"))
     topology = one_flow(tmp_path, {"dc1": dc1, "dc2": dc2}, "live-flow", "live[.].*")
     admin = AdminClient(dc1.config)  # held until its future resolves
     reader_offsets = ConsumerGroupTopicPartitions("live-reader", [TopicPartition("live.a", 0, 10)])
@@ -364,12 +328,12 @@ def test_continuous_picks_up_new_topics_and_stops_cleanly(clusters, tmp_path, mo
     assert started
     try:
         wait_for_copies(dc2, "live.a", 100, timeout=180)  # JVM and Spark start-up
-        create(dc1, "live.b", 3)
+        create_topic(dc1.config, "live.b", 3)
         created = time.monotonic()
-        produce(dc1, "live.b", 50, 3, "b")
+        produce(dc1.config, "live.b", tagged(50, 3, "b"))
         wait_for_copies(dc2, "live.b", 50, timeout=30)
         print(f"new topic copied {time.monotonic() - created:.1f}s after it was created")
-        produce(dc1, "live.a", 100, 2, "a2")  # while the job runs
+        produce(dc1.config, "live.a", tagged(100, 2, "a2"))  # while the job runs
         wait_for_copies(dc2, "live.a", 200, timeout=30)
         deadline = time.monotonic() + 30
         while "live-reader" not in load_checkpoints(dc2.config, "live-flow")[0]:  # the pass at start
@@ -397,7 +361,7 @@ def test_continuous_picks_up_new_topics_and_stops_cleanly(clusters, tmp_path, mo
         copied[p["topic"]] += p["records"]
     assert copied["live.a"] == 200 and copied["live.b"] == 50
     for topic, count in (("live.a", 200), ("live.b", 50)):
-        copies = read_all(dc2, topic)
+        copies = read_all(dc2.config, topic)
         assert len(copies) == count
         assert len({(m.partition(), hops(m.headers())[-1].offset) for m in copies}) == count  # each origin once
 
@@ -407,7 +371,7 @@ def wait_for_copies(broker: BrokerProcess, topic: str, count: int, timeout: floa
     deadline = time.monotonic() + timeout
     while True:
         topics = AdminClient(broker.config).list_topics(timeout=10).topics
-        total = len(read_all(broker, topic)) if topic in topics else 0
+        total = len(read_all(broker.config, topic)) if topic in topics else 0
         if total >= count:
             return
         assert time.monotonic() < deadline, f"{topic}: {total} of {count} copies after {timeout:g}s"
@@ -420,8 +384,8 @@ def test_two_replicators_of_one_flow_raced_on_purpose_copy_each_record_once(clus
     record exactly once."""
     dc1, dc2 = clusters["dc1"], clusters["dc2"]
     monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
-    create(dc1, "raced", 4)
-    produce(dc1, "raced", 20_000, 4, "r1")
+    create_topic(dc1.config, "raced", 4)
+    produce(dc1.config, "raced", tagged(20_000, 4, "r1"))
     topology = one_flow(tmp_path, clusters, "race-flow", "raced")
     command = spark_submit_command(
         "replicate",
@@ -435,7 +399,7 @@ def test_two_replicators_of_one_flow_raced_on_purpose_copy_each_record_once(clus
         first_claim = latest_value(dc2.config, PROGRESS, owner_key("race-flow"))  # written at each of its epochs
         assert not replicators.is_running("race-flow")  # this host's tracker cannot see it...
         replicators.start("race-flow", command, env=spark_env())  # ...so a second one starts
-        produce(dc1, "raced", 20_000, 4, "r2")  # while both run
+        produce(dc1.config, "raced", tagged(20_000, 4, "r2"))  # while both run
         try:
             out, _ = other_host.communicate(timeout=180)
         except subprocess.TimeoutExpired:
@@ -477,21 +441,21 @@ def test_a_new_flow_begins_at_its_start_and_topics_found_later_at_earliest(clust
     left off, and a topic created after the first run is copied from its first record."""
     dc1, dc2 = clusters["dc1"], clusters["dc2"]
     topic, later = f"start-{start}", f"start-{start}-later"
-    create(dc1, topic, 2)
+    create_topic(dc1.config, topic, 2)
     hour1 = hourly_records(dc1.config, topic, 50)  # three hours, 50 records each
     moment = "latest" if start == "latest" else iso(hour1 + HOUR_MS)
     flow = f"start-{start}-flow"
     line = f"  - {{name: {flow}, source: dc1, target: dc2, topics: {{include: ['{topic}.*']}}, start: '{moment}'}}"
-    topology = write_topology(tmp_path / "start.yaml", {"dc1": dc1, "dc2": dc2}, line)
+    topology = write_brokers_topology(tmp_path / "start.yaml", {"dc1": dc1, "dc2": dc2}, line)
     code, first, err = run_in_process("replicate", "--topology", str(topology), "--flow", flow)
     assert code == 0, err[-2000:]
     expected = 0 if start == "latest" else 100  # latest: none of the history; the time: hours 2 and 3
     assert first["records"] == expected
-    produce(dc1, topic, 10, 2, "new")
-    create(dc1, later, 1)
-    produce(dc1, later, 7, 1, "later")
+    produce(dc1.config, topic, tagged(10, 2, "new"))
+    create_topic(dc1.config, later, 1)
+    produce(dc1.config, later, tagged(7, 1, "later"))
     code, second, err = run_in_process("replicate", "--topology", str(topology), "--flow", flow)
     assert code == 0, err[-2000:]
     copied = {name: sum(p["records"] for p in second["partitions"] if p["topic"] == name) for name in (topic, later)}
     assert copied == {topic: 10, later: 7}  # the new records only; the later topic from its first record
-    assert len(read_all(dc2, topic)) == expected + 10
+    assert len(read_all(dc2.config, topic)) == expected + 10

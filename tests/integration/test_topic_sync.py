@@ -12,9 +12,9 @@ from confluent_kafka.admin import (
     ConfigResource,
     ConfigSource,
     NewPartitions,
-    NewTopic,
     ResourceType,
 )
+from support.kafka import create_topic
 from support.servers import BrokerPair
 
 from kafka_dr.replication.internal import HEARTBEATS, ensure_internal_topics
@@ -51,10 +51,6 @@ def make_flow(pair: BrokerPair, prefix: str, sync_configs: bool = True) -> Flow:
     ).flows[0]
 
 
-def create(admin: AdminClient, topic: str, partitions: int, config: dict[str, str] | None = None) -> None:
-    admin.create_topics([NewTopic(topic, partitions, config=config or {})])[topic].result(10)
-
-
 def partitions(admin: AdminClient, topic: str) -> int:
     return len(admin.list_topics(timeout=10).topics[topic].partitions)
 
@@ -87,10 +83,13 @@ def new_prefix() -> str:
 def test_missing_destinations_are_created_like_their_source(broker_pair: BrokerPair, admins) -> None:
     source, target = admins
     p = new_prefix()
-    create(
-        source, f"{p}.orders", 3, {"retention.ms": "123456", "cleanup.policy": "compact", "min.insync.replicas": "1"}
+    create_topic(
+        broker_pair.dc1.config,
+        f"{p}.orders",
+        3,
+        **{"retention.ms": "123456", "cleanup.policy": "compact", "min.insync.replicas": "1"},
     )  # excluded: the target keeps its own
-    create(source, f"{p}.raw", 2)
+    create_topic(broker_pair.dc1.config, f"{p}.raw", 2)
     ensure_internal_topics(source, (HEARTBEATS,))
 
     report = sync_topics(make_flow(broker_pair, p), source, target, flow_state=None)
@@ -112,7 +111,7 @@ def test_source_partition_increase_is_propagated(broker_pair: BrokerPair, admins
     source, target = admins
     p = new_prefix()
     flow = make_flow(broker_pair, p)
-    create(source, f"{p}.events", 2)
+    create_topic(broker_pair.dc1.config, f"{p}.events", 2)
     state = sync_topics(flow, source, target, flow_state={}).flow_state
     source.create_partitions([NewPartitions(f"{p}.events", 5)])[f"{p}.events"].result(10)
 
@@ -125,9 +124,9 @@ def test_source_partition_increase_is_propagated(broker_pair: BrokerPair, admins
 def test_smaller_destination_not_ours_is_refused_before_anything_changes(broker_pair: BrokerPair, admins) -> None:
     source, target = admins
     p = new_prefix()
-    create(source, f"{p}.topic2", 4)
-    create(source, f"{p}.other", 1)
-    create(target, f"{p}.topic2", 2)  # made by someone else
+    create_topic(broker_pair.dc1.config, f"{p}.topic2", 4)
+    create_topic(broker_pair.dc1.config, f"{p}.other", 1)
+    create_topic(broker_pair.dc2.config, f"{p}.topic2", 2)  # made by someone else
 
     with pytest.raises(TopicSyncError) as refused:
         sync_topics(make_flow(broker_pair, p), source, target, flow_state={})
@@ -146,8 +145,8 @@ def test_smaller_destination_not_ours_is_refused_before_anything_changes(broker_
 def test_larger_destination_is_accepted_and_can_grow_later(broker_pair: BrokerPair, admins) -> None:
     source, target = admins
     p = new_prefix()
-    create(source, f"{p}.wide", 2)
-    create(target, f"{p}.wide", 3)
+    create_topic(broker_pair.dc1.config, f"{p}.wide", 2)
+    create_topic(broker_pair.dc2.config, f"{p}.wide", 3)
     flow = make_flow(broker_pair, p)
     state = sync_topics(flow, source, target, flow_state={}).flow_state
     assert state[f"{p}.wide"] == 3
@@ -160,7 +159,7 @@ def test_config_changes_are_propagated_except_excluded_keys(broker_pair: BrokerP
     p = new_prefix()
     topic = f"{p}.cfg"
     flow = make_flow(broker_pair, p)
-    create(source, topic, 1, {"retention.ms": "1000", "segment.bytes": "1048576"})
+    create_topic(broker_pair.dc1.config, topic, 1, **{"retention.ms": "1000", "segment.bytes": "1048576"})
     state = sync_topics(flow, source, target, flow_state={}).flow_state
     alter(target, topic, min_insync_replicas="1")  # a DR-side choice, excluded from sync
 
@@ -188,7 +187,7 @@ def test_config_changes_are_propagated_except_excluded_keys(broker_pair: BrokerP
 def test_configs_left_alone_when_the_flow_does_not_sync_them(broker_pair: BrokerPair, admins) -> None:
     source, target = admins
     p = new_prefix()
-    create(source, f"{p}.plain", 1, {"retention.ms": "1000"})
+    create_topic(broker_pair.dc1.config, f"{p}.plain", 1, **{"retention.ms": "1000"})
     report = sync_topics(make_flow(broker_pair, p, sync_configs=False), source, target, flow_state={})
     assert f"{p}.plain" in report.created and dynamic_configs(target, f"{p}.plain") == {}
     alter(source, f"{p}.plain", retention_ms="2000")

@@ -8,11 +8,11 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from support.kafka import commit_offsets, committed_offsets, create_topic
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+from support.kafka import Record, commit_offsets, committed_offsets, create_topic, produce
 from support.servers import BrokerProcess
 from support.spark import close_cached_clients, job_module, run_in_process
-from support.topology import write_topology as write_clusters_topology
+from support.topology import write_brokers_topology
 
 from kafka_dr.replication.copier import copy_ranges
 from kafka_dr.replication.lag import load_snapshot
@@ -30,42 +30,18 @@ def _close_cached_clients():
     close_cached_clients()
 
 
-def write_topology(path: Path, dc1: BrokerProcess, dc2: BrokerProcess, flow: str) -> Path:
-    return write_clusters_topology(path, {"dc1": dc1.bootstrap, "dc2": dc2.bootstrap}, flow)
-
-
 KEEP_2023 = {"retention.ms": "-1"}  # records of 2023: a 7-day retention could drop them while a test reads them
 
 
-def create(broker: BrokerProcess, topic: str, partitions: int, **configs: str) -> None:
-    create_topic(broker.config, topic, partitions, **configs)
-
-
-def produce(
-    broker: BrokerProcess,
-    topic: str,
-    count: int,
-    partition: int = 0,
-    start: int = 0,
-    base_ms: int | None = None,
-    step_ms: int = 1,
-) -> None:
-    producer = Producer({**broker.config, "linger.ms": 20, "enable.idempotence": True})
+def numbered(
+    count: int, partition: int = 0, start: int = 0, base_ms: int | None = None, step_ms: int = 1
+) -> list[Record]:
+    """Records k<i>/v<i> for i from `start`, CreateTime `base_ms` + i * `step_ms` (default: an hour back)."""
     base_ms = base_ms or int(time.time() * 1000) - 3_600_000
-    for i in range(start, start + count):
-        while True:
-            try:
-                producer.produce(
-                    topic,
-                    key=f"k{i}".encode(),
-                    value=f"v{i}".encode(),
-                    partition=partition,
-                    timestamp=base_ms + i * step_ms,
-                )
-                break
-            except BufferError:
-                producer.poll(0.1)
-    assert producer.flush(60) == 0
+    return [
+        Record(f"v{i}".encode(), f"k{i}".encode(), partition, base_ms + i * step_ms)
+        for i in range(start, start + count)
+    ]
 
 
 def replicate(topology_path: Path, flow: str) -> None:
@@ -75,14 +51,6 @@ def replicate(topology_path: Path, flow: str) -> None:
         copy_ranges(context.plan().tasks)
     finally:
         context.close()
-
-
-def commit(broker: BrokerProcess, group: str, offsets: dict[tuple[str, int], int]) -> None:
-    commit_offsets(broker.config, group, offsets)
-
-
-def committed(broker: BrokerProcess, group: str) -> dict[tuple[str, int], int]:
-    return committed_offsets(broker.config, group)
 
 
 def consume_rest(broker: BrokerProcess, group: str, topic: str) -> list:
@@ -117,14 +85,16 @@ def test_white_paper_failover_translates_exactly_from_checkpoints(broker_pair, t
     origin offset 8,000 and reads exactly the 1,998 replicated records that follow; RPO = 2."""
     dc1, dc2 = broker_pair.dc1, broker_pair.dc2
     try:
-        topology = write_topology(
-            tmp_path / "t.yaml", dc1, dc2, "  - {name: wp, source: dc1, target: dc2, topics: {include: ['orders']}}\n"
+        topology = write_brokers_topology(
+            tmp_path / "t.yaml",
+            {"dc1": dc1, "dc2": dc2},
+            "  - {name: wp, source: dc1, target: dc2, topics: {include: ['orders']}}\n",
         )
-        create(dc1, "orders", 1)
-        produce(dc1, "orders", 9_998)
+        create_topic(dc1.config, "orders", 1)
+        produce(dc1.config, "orders", numbered(9_998))
         replicate(topology, "wp")
-        produce(dc1, "orders", 2, start=9_998)  # produced, never replicated
-        commit(dc1, "billing", {("orders", 0): 8_000})
+        produce(dc1.config, "orders", numbered(2, start=9_998))  # produced, never replicated
+        commit_offsets(dc1.config, "billing", {("orders", 0): 8_000})
         code, summary, err = run_in_process("translate_offsets", "--topology", str(topology), "--flow", "wp")
         assert code == 0, err[-3000:]
         assert summary["groups"]["billing"][0]["dest_offset"] == 8_000
@@ -135,7 +105,7 @@ def test_white_paper_failover_translates_exactly_from_checkpoints(broker_pair, t
         )
         assert code == 0, err[-3000:]
         assert summary["origin"] == "checkpoints" and summary["applied"] == ["billing"]
-        assert committed(dc2, "billing") == {("orders", 0): 8_000}
+        assert committed_offsets(dc2.config, "billing") == {("orders", 0): 8_000}
         rest = consume_rest(dc2, "billing", "orders")
         origins = [hops(m.headers())[-1].offset for m in rest]
         assert origins == list(range(8_000, 9_998))  # 1,998 records, none twice, none missed
@@ -156,17 +126,19 @@ def test_every_group_offset_is_exact_with_interleaved_local_records(pair, tmp_pa
     """Active-active: dc2's partition mixes its own records with copies; every committed offset (start, middle,
     end, past the copies) lands on the first copy whose origin offset is >= it."""
     dc1, dc2 = pair
-    create(dc1, "mixed", 2)
-    create(dc2, "mixed", 2)
-    topology = write_topology(
-        tmp_path / "t.yaml", dc1, dc2, "  - {name: mix, source: dc1, target: dc2, topics: {include: ['mixed']}}\n"
+    create_topic(dc1.config, "mixed", 2)
+    create_topic(dc2.config, "mixed", 2)
+    topology = write_brokers_topology(
+        tmp_path / "t.yaml",
+        {"dc1": dc1, "dc2": dc2},
+        "  - {name: mix, source: dc1, target: dc2, topics: {include: ['mixed']}}\n",
     )
     for round_ in range(4):  # copies and local dc2 records interleave in dc2
         for partition in (0, 1):
-            produce(dc1, "mixed", 300, partition, start=round_ * 300)
-            produce(dc2, "mixed", 37, partition, start=round_ * 37)
+            produce(dc1.config, "mixed", numbered(300, partition, start=round_ * 300))
+            produce(dc2.config, "mixed", numbered(37, partition, start=round_ * 37))
         replicate(topology, "mix")
-    produce(dc1, "mixed", 50, 0, start=1_200)  # not replicated yet
+    produce(dc1.config, "mixed", numbered(50, 0, start=1_200))  # not replicated yet
     truth: dict[tuple[int, int], int] = {}  # (partition, origin offset) -> dc2 offset
     after_last: dict[int, int] = {}
     for partition in (0, 1):
@@ -230,20 +202,22 @@ class SparkUpAfter:
 
 def test_groups_with_active_members_are_left_alone_and_reported(pair, tmp_path):
     dc1, dc2 = pair
-    create(dc1, "busy", 1)
-    produce(dc1, "busy", 100)
-    topology = write_topology(
-        tmp_path / "t.yaml", dc1, dc2, "  - {name: busy-flow, source: dc1, target: dc2, topics: {include: ['busy']}}\n"
+    create_topic(dc1.config, "busy", 1)
+    produce(dc1.config, "busy", numbered(100))
+    topology = write_brokers_topology(
+        tmp_path / "t.yaml",
+        {"dc1": dc1, "dc2": dc2},
+        "  - {name: busy-flow, source: dc1, target: dc2, topics: {include: ['busy']}}\n",
     )
     replicate(topology, "busy-flow")
-    commit(dc1, "busy-idle", {("busy", 0): 40})
-    commit(dc1, "busy-live", {("busy", 0): 60})
+    commit_offsets(dc1.config, "busy-idle", {("busy", 0): 40})
+    commit_offsets(dc1.config, "busy-live", {("busy", 0): 60})
     live = Consumer({**dc2.config, "group.id": "busy-live", "session.timeout.ms": 30_000})
     live.subscribe(["busy"])
     deadline = time.monotonic() + 30
     while not live.assignment() and time.monotonic() < deadline:
         live.poll(0.2)
-    before = committed(dc2, "busy-live")
+    before = committed_offsets(dc2.config, "busy-live")
     try:
         code, summary, err = run_in_process(
             "translate_offsets", "--topology", str(topology), "--flow", "busy-flow", "--groups", "busy-.*", "--apply"
@@ -253,22 +227,21 @@ def test_groups_with_active_members_are_left_alone_and_reported(pair, tmp_path):
     assert code == 0, err[-3000:]
     assert summary["applied"] == ["busy-idle"]
     assert summary["skipped"] == [{"group": "busy-live", "reason": "1 active member(s) in the target"}]
-    assert committed(dc2, "busy-idle") == {("busy", 0): 40}
-    assert committed(dc2, "busy-live") == before  # untouched
+    assert committed_offsets(dc2.config, "busy-idle") == {("busy", 0): 40}
+    assert committed_offsets(dc2.config, "busy-live") == before  # untouched
 
 
 def test_timestamp_fallback_matches_offsets_for_times(pair, tmp_path):
     """A flow without provenance translates by the source record's timestamp, as offsetsForTimes does."""
     dc1, dc2 = pair
-    create(dc1, "plain", 1)
-    create(dc2, "plain", 1)
+    create_topic(dc1.config, "plain", 1)
+    create_topic(dc2.config, "plain", 1)
     base = int(time.time() * 1000) - 3_600_000
-    produce(dc2, "plain", 10, base_ms=base - 10_000)  # older records already in the destination
-    produce(dc1, "plain", 500, base_ms=base, step_ms=10)
-    topology = write_topology(
+    produce(dc2.config, "plain", numbered(10, base_ms=base - 10_000))  # older records already in the destination
+    produce(dc1.config, "plain", numbered(500, base_ms=base, step_ms=10))
+    topology = write_brokers_topology(
         tmp_path / "t.yaml",
-        dc1,
-        dc2,
+        {"dc1": dc1, "dc2": dc2},
         "  - {name: plain-flow, source: dc1, target: dc2, topics: {include: ['plain']}, provenance: false}\n",
     )
     replicate(topology, "plain-flow")
@@ -298,10 +271,10 @@ def test_timestamp_fallback_matches_offsets_for_times(pair, tmp_path):
 def test_reset_to_datetime_behaves_like_the_cli(pair):
     """--to-datetime: the earliest offset with timestamp >= the time; after the last record, the log end."""
     dc1, _ = pair
-    create(dc1, "dated", 2, **KEEP_2023)
+    create_topic(dc1.config, "dated", 2, **KEEP_2023)
     base = 1_700_000_000_000
-    produce(dc1, "dated", 100, 0, base_ms=base, step_ms=1000)
-    produce(dc1, "dated", 100, 1, base_ms=base + 50_500, step_ms=1000)
+    produce(dc1.config, "dated", numbered(100, 0, base_ms=base, step_ms=1000))
+    produce(dc1.config, "dated", numbered(100, 1, base_ms=base + 50_500, step_ms=1000))
     offsets = offsets_for_times(dc1.config, "dated", {0: base + 50_500, 1: base + 50_500})
     assert offsets == {0: 51, 1: 0}
     assert offsets_for_times(dc1.config, "dated", {0: base + 10**9, 1: base - 1}) == {0: 100, 1: 0}
@@ -310,18 +283,17 @@ def test_reset_to_datetime_behaves_like_the_cli(pair):
 def test_job_resets_groups_to_a_datetime_in_the_target(pair, tmp_path):
     """--reset-to-datetime --apply commits, per partition of the group's topics, offsetsForTimes (or the end)."""
     dc1, dc2 = pair
-    create(dc1, "ticks", 2, **KEEP_2023)
+    create_topic(dc1.config, "ticks", 2, **KEEP_2023)
     base = 1_700_000_000_000
     for partition in (0, 1):
-        produce(dc1, "ticks", 100, partition, base_ms=base + partition * 60_000, step_ms=1000)
-    topology = write_topology(
+        produce(dc1.config, "ticks", numbered(100, partition, base_ms=base + partition * 60_000, step_ms=1000))
+    topology = write_brokers_topology(
         tmp_path / "t.yaml",
-        dc1,
-        dc2,
+        {"dc1": dc1, "dc2": dc2},
         "  - {name: ticks-flow, source: dc1, target: dc2, topics: {include: ['ticks']}}\n",
     )
     replicate(topology, "ticks-flow")
-    commit(dc1, "ticks-app", {("ticks", 0): 10})
+    commit_offsets(dc1.config, "ticks-app", {("ticks", 0): 10})
     code, summary, err = run_in_process(
         "translate_offsets",
         "--topology",
@@ -336,7 +308,7 @@ def test_job_resets_groups_to_a_datetime_in_the_target(pair, tmp_path):
     )
     assert code == 0, err[-3000:]
     # 2023-11-14T22:14:10.5Z is base + 50.5 s: partition 0 at record 51, partition 1 starts after that time.
-    assert committed(dc2, "ticks-app") == {("ticks", 0): 51, ("ticks", 1): 0}
+    assert committed_offsets(dc2.config, "ticks-app") == {("ticks", 0): 51, ("ticks", 1): 0}
     code, summary, err = run_in_process(
         "translate_offsets", "--topology", str(topology), "--flow", "ticks-flow", "--reset-to-datetime", "yesterday"
     )

@@ -10,13 +10,12 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer, TopicPartition
+from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
-from support.kafka import create_topic, high_watermarks
+from support.kafka import Record, create_topic, high_watermarks, produce, read_all
 from support.servers import BrokerPair
 from support.topology import write_topology
 
-from kafka_dr.clients import read_committed
 from kafka_dr.failback.republish import REPUBLISHED_HEADER, republish, skip_originals
 from kafka_dr.failback.unreplicated import MeasureError, measure
 from kafka_dr.replication.copier import copy_ranges
@@ -46,18 +45,9 @@ def copy(topology: Topology, flow: str, upto: int | None = None) -> None:
         context.close()
 
 
-def produce(config: dict[str, str], topic: str, count: int, transactional_id: str | None = None) -> None:
-    producer = Producer(
-        {**config, "linger.ms": 5} | ({"transactional.id": transactional_id} if transactional_id else {})
-    )
-    if transactional_id:
-        producer.init_transactions(10)
-        producer.begin_transaction()
-    for i in range(count):
-        producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=0)
-    if transactional_id:
-        producer.commit_transaction(10)
-    assert producer.flush(30) == 0
+def keyed(count: int) -> list[Record]:
+    """Records k<i>/v<i> in partition 0."""
+    return [Record(f"v{i}".encode(), f"k{i}".encode()) for i in range(count)]
 
 
 def test_records_past_the_last_copy_and_those_deleted_first_are_measured_exactly(
@@ -65,13 +55,13 @@ def test_records_past_the_last_copy_and_those_deleted_first_are_measured_exactly
 ) -> None:
     topic = f"lost-{uuid.uuid4().hex[:8]}"
     create_topic(broker_pair.dc1.config, topic)
-    produce(broker_pair.dc1.config, topic, 1000)
+    produce(broker_pair.dc1.config, topic, keyed(1000))
     topology = topology_of(broker_pair, tmp_path, topic)
     copy(topology, f"{topic}-there", upto=990)  # 990 of the 1,000 reached dc2
     admin = AdminClient(broker_pair.dc1.config)
     admin.delete_records([TopicPartition(topic, 0, 995)])[TopicPartition(topic, 0, 995)].result(10)
     create_topic(broker_pair.dc1.config, f"{topic}-new")  # made after the outage began: never synced to dc2
-    produce(broker_pair.dc1.config, f"{topic}-new", 3)
+    produce(broker_pair.dc1.config, f"{topic}-new", keyed(3))
     before = (high_watermarks(broker_pair.dc1.config), high_watermarks(broker_pair.dc2.config))
 
     found = measure(topology, "dc1", "dc2")
@@ -100,12 +90,12 @@ def test_copies_from_the_serving_cluster_and_transaction_markers_are_not_counted
     for pair_side in (broker_pair.dc1, broker_pair.dc2):
         create_topic(pair_side.config, topic)
     topology = topology_of(broker_pair, tmp_path, topic, both_ways=True)
-    produce(broker_pair.dc1.config, topic, 10, transactional_id=f"{topic}-app")  # offsets 0-9, marker at 10
+    produce(broker_pair.dc1.config, topic, keyed(10), transactional_id=f"{topic}-app")  # offsets 0-9, marker at 10
     copy(topology, f"{topic}-there")
-    produce(broker_pair.dc2.config, topic, 3)
+    produce(broker_pair.dc2.config, topic, keyed(3))
     copy(topology, f"{topic}-back")  # dc1 11-13 (+ marker 14): dc2's records, which must not go back
-    produce(broker_pair.dc1.config, topic, 4, transactional_id=f"{topic}-app")  # 15-18, marker 19
-    produce(broker_pair.dc1.config, topic, 2)  # 20-21
+    produce(broker_pair.dc1.config, topic, keyed(4), transactional_id=f"{topic}-app")  # 15-18, marker 19
+    produce(broker_pair.dc1.config, topic, keyed(2))  # 20-21
 
     found = measure(topology, "dc1", "dc2")
 
@@ -124,18 +114,12 @@ def test_an_unreachable_cluster_is_one_line_naming_it(broker_pair: BrokerPair, t
     assert "\n" not in str(err.value)
 
 
-def read_all(config: dict[str, str], topic: str) -> list:
-    """Every committed record of partition 0 of `topic`."""
-    end = high_watermarks(config)[(topic, 0)]
-    return list(read_committed(config, {(topic, 0): (0, end)}, 30))
-
-
 def test_republished_records_are_read_once_more_at_the_end_and_the_flow_copies_them_not_the_originals(
     broker_pair: BrokerPair, tmp_path: Path
 ) -> None:
     topic = f"repub-{uuid.uuid4().hex[:8]}"
     create_topic(broker_pair.dc1.config, topic)
-    produce(broker_pair.dc1.config, topic, 100)
+    produce(broker_pair.dc1.config, topic, keyed(100))
     topology = topology_of(broker_pair, tmp_path, topic)
     copy(topology, f"{topic}-there", upto=97)  # 97-99 never left dc1
     found = measure(topology, "dc1", "dc2")

@@ -1,15 +1,70 @@
-"""Admin chores the tests repeat against any cluster: create a topic, commit and read a group's offsets, every
-partition's high watermark."""
+"""What the tests repeat against any cluster: create a topic, produce records and read them all back, commit and read
+a group's offsets, every partition's high watermark."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
 
-from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+
+from kafka_dr.clients import read_committed
 
 TIMEOUT_S = 15.0
 Offsets = dict[tuple[str, int], int]  # (topic, partition) -> offset
+
+
+@dataclass(frozen=True)
+class Record:
+    """One record to produce; `timestamp` is its CreateTime (epoch ms, None: the producer's clock)."""
+
+    value: bytes | None
+    key: bytes | None = None
+    partition: int = 0
+    timestamp: int | None = None
+    headers: list[tuple[str, bytes]] | None = None
+
+
+def produce(
+    config: dict[str, Any],
+    topic: str,
+    records: Iterable[Record],
+    transactional_id: str | None = None,
+    commit: bool = True,
+) -> None:
+    """`records` written to `topic`, each acknowledged (the producer waits while its queue is full); with
+    `transactional_id`, in one transaction, committed or (`commit=False`) aborted."""
+    settings = {**config, "linger.ms": 20, "enable.idempotence": True}
+    producer = Producer(settings | ({"transactional.id": transactional_id} if transactional_id else {}))
+    if transactional_id:
+        producer.init_transactions(TIMEOUT_S)
+        producer.begin_transaction()
+    for record in records:
+        while True:
+            try:
+                producer.produce(
+                    topic,
+                    key=record.key,
+                    value=record.value,
+                    partition=record.partition,
+                    headers=record.headers,
+                    timestamp=record.timestamp or 0,
+                )
+                break
+            except BufferError:
+                producer.poll(0.1)
+    assert producer.flush(60) == 0  # before an abort too: librdkafka drops unsent records of an aborted transaction
+    if transactional_id:
+        (producer.commit_transaction if commit else producer.abort_transaction)(TIMEOUT_S)
+
+
+def read_all(config: dict[str, Any], topic: str, timeout: float = 30.0) -> list[Message]:
+    """Every committed data record of every partition of `topic`, each partition's in offset order."""
+    ends = {key: end for key, end in high_watermarks(config).items() if key[0] == topic}
+    return list(read_committed(config, {key: (0, end) for key, end in sorted(ends.items())}, timeout))
 
 
 def create_topic(config: dict[str, str], topic: str, partitions: int = 1, **configs: str) -> None:

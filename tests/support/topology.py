@@ -7,6 +7,7 @@ import shlex
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 
 def topology_text(
@@ -37,6 +38,11 @@ def write_topology(
 ) -> Path:
     path.write_text(topology_text(clusters, flows, registries, extra), encoding="utf-8")
     return path
+
+
+def write_brokers_topology(path: Path, brokers: Mapping[str, Any], flows: str) -> Path:
+    """write_topology over embedded brokers: `brokers` maps a cluster name to its BrokerProcess."""
+    return write_topology(path, {name: broker.bootstrap for name, broker in brokers.items()}, flows)
 
 
 def restart_registry_command(data_dir: Path) -> str:
