@@ -1,4 +1,4 @@
-"""A backfill's checks and plan (replication/backfill.py) without a cluster: the window from the params, the
+"""A backfill's checks and plan (kafka_dr/backfill/window.py) without a cluster: the window from the params, the
 copier's flow, the window's offsets per partition (on a fake source), what the target lacks of it (on a fake
 consumer), and when the flow's own destination cannot take the copies in order."""
 
