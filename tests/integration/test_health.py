@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import IsolationLevel, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
+from support.drills import copy_flow
 from support.kafka import Record, create_topic, produce
 from support.servers import BrokerPair
 from support.topology import write_topology
@@ -21,9 +22,7 @@ from kafka_dr import cli
 from kafka_dr.clients import end_offsets
 from kafka_dr.health.check import check_flow, load_evaluation
 from kafka_dr.health.sampler import load_windows
-from kafka_dr.replication.copier import copy_ranges
 from kafka_dr.replication.internal import HEALTH
-from kafka_dr.replication.planner import FlowContext
 from kafka_dr.replication.provenance import HEADER, Hop
 from kafka_dr.topology import Topology, load_topology
 
@@ -48,21 +47,13 @@ def healthy_flow(pair: BrokerPair, tmp_path: Path, partitions: int = 2, records:
         f"  - {{name: {flow}, source: dc1, target: dc2, topics: {{include: ['{topic}']}}}}",
     )
     topology = load_topology(path)
-    replicate(topology, flow)
+    copy_flow(topology, flow)
     return topology, topic
 
 
 def keyed(count: int, partitions: int) -> list[Record]:
     """Records k<i>/v<i>, round-robin over `partitions`."""
     return [Record(f"v{i}".encode(), f"k{i}".encode(), i % partitions) for i in range(count)]
-
-
-def replicate(topology: Topology, flow: str) -> None:
-    context = FlowContext(topology, topology.flow(flow))
-    try:
-        copy_ranges(context.plan().tasks)
-    finally:
-        context.close()
 
 
 def statuses(health) -> dict[tuple[str, int], str]:
@@ -76,7 +67,7 @@ def test_a_stopped_replicator_is_warn_then_stop(broker_pair: BrokerPair, tmp_pat
     assert first.status == "OK" and set(statuses(first).values()) == {"OK"}, first
     time.sleep(5)
     produce(broker_pair.dc1.config, topic, keyed(10, 2))
-    replicate(topology, flow)  # a second copy 5 s after the first: the window's progress spans 5 s or more
+    copy_flow(topology, flow)  # a second copy 5 s after the first: the window's progress spans 5 s or more
     assert check_flow(topology, flow).status == "OK"
     produce(broker_pair.dc1.config, topic, keyed(50, 2))  # and now nothing copies
     warned = check_flow(topology, flow)  # well within the span since the second copy, even on a loaded machine

@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import random
 import time
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
+from support.drills import copy_flow
 from support.kafka import Record, commit_offsets, committed_offsets, create_topic, produce
 from support.servers import BrokerProcess
 from support.spark import close_cached_clients, job_module, run_in_process
 from support.topology import write_brokers_topology
 
-from kafka_dr.replication.copier import copy_ranges
 from kafka_dr.replication.lag import load_snapshot
 from kafka_dr.replication.planner import FlowContext
 from kafka_dr.replication.provenance import hops
@@ -42,15 +41,6 @@ def numbered(
         Record(f"v{i}".encode(), f"k{i}".encode(), partition, base_ms + i * step_ms)
         for i in range(start, start + count)
     ]
-
-
-def replicate(topology_path: Path, flow: str) -> None:
-    topology = load_topology(topology_path)
-    context = FlowContext(topology, topology.flow(flow))
-    try:
-        copy_ranges(context.plan().tasks)
-    finally:
-        context.close()
 
 
 def consume_rest(broker: BrokerProcess, group: str, topic: str) -> list:
@@ -92,7 +82,7 @@ def test_white_paper_failover_translates_exactly_from_checkpoints(broker_pair, t
         )
         create_topic(dc1.config, "orders", 1)
         produce(dc1.config, "orders", numbered(9_998))
-        replicate(topology, "wp")
+        copy_flow(load_topology(topology), "wp")
         produce(dc1.config, "orders", numbered(2, start=9_998))  # produced, never replicated
         commit_offsets(dc1.config, "billing", {("orders", 0): 8_000})
         code, summary, err = run_in_process("translate_offsets", "--topology", str(topology), "--flow", "wp")
@@ -137,7 +127,7 @@ def test_every_group_offset_is_exact_with_interleaved_local_records(pair, tmp_pa
         for partition in (0, 1):
             produce(dc1.config, "mixed", numbered(300, partition, start=round_ * 300))
             produce(dc2.config, "mixed", numbered(37, partition, start=round_ * 37))
-        replicate(topology, "mix")
+        copy_flow(load_topology(topology), "mix")
     produce(dc1.config, "mixed", numbered(50, 0, start=1_200))  # not replicated yet
     truth: dict[tuple[int, int], int] = {}  # (partition, origin offset) -> dc2 offset
     after_last: dict[int, int] = {}
@@ -209,7 +199,7 @@ def test_groups_with_active_members_are_left_alone_and_reported(pair, tmp_path):
         {"dc1": dc1, "dc2": dc2},
         "  - {name: busy-flow, source: dc1, target: dc2, topics: {include: ['busy']}}\n",
     )
-    replicate(topology, "busy-flow")
+    copy_flow(load_topology(topology), "busy-flow")
     commit_offsets(dc1.config, "busy-idle", {("busy", 0): 40})
     commit_offsets(dc1.config, "busy-live", {("busy", 0): 60})
     live = Consumer({**dc2.config, "group.id": "busy-live", "session.timeout.ms": 30_000})
@@ -244,7 +234,7 @@ def test_timestamp_fallback_matches_offsets_for_times(pair, tmp_path):
         {"dc1": dc1, "dc2": dc2},
         "  - {name: plain-flow, source: dc1, target: dc2, topics: {include: ['plain']}, provenance: false}\n",
     )
-    replicate(topology, "plain-flow")
+    copy_flow(load_topology(topology), "plain-flow")
     context = FlowContext(load_topology(topology), load_topology(topology).flow("plain-flow"))
     request = PartitionRequest(
         context.source_config,
@@ -292,7 +282,7 @@ def test_job_resets_groups_to_a_datetime_in_the_target(pair, tmp_path):
         {"dc1": dc1, "dc2": dc2},
         "  - {name: ticks-flow, source: dc1, target: dc2, topics: {include: ['ticks']}}\n",
     )
-    replicate(topology, "ticks-flow")
+    copy_flow(load_topology(topology), "ticks-flow")
     commit_offsets(dc1.config, "ticks-app", {("ticks", 0): 10})
     code, summary, err = run_in_process(
         "translate_offsets",

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, Message, Producer
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, Message
 from confluent_kafka.admin import AdminClient
 
 from kafka_dr.clients import read_committed
@@ -24,8 +24,9 @@ from kafka_dr.translation.checkpoints import checkpoint_groups
 from kafka_dr.translation.offsets import close_readers
 
 from .fleet import GroupOffsets, commit_random_groups, fill
-from .kafka import committed_offsets, create_topic
+from .kafka import Record, committed_offsets, create_topic
 from .kafka import high_watermarks as partition_ends
+from .kafka import produce as produce_records
 from .spark import close_cached_clients, run_in_process
 from .topology import restart_registry_command
 from .topology import write_topology as write_clusters_topology
@@ -47,19 +48,10 @@ def write_topology(local: LocalStack, path: Path, topic: str, registry: bool = T
 
 
 def produce(bootstrap: str, topic: str, start: int, count: int, settings: dict[str, Any] | None = None) -> None:
-    """Records start..start+count-1 into partition 0 of `topic`: key k<i>, value "order <i>", idempotent; `settings`:
-    further client settings (a secured cluster's)."""
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True, **(settings or {})}
-    )
-    for i in range(start, start + count):
-        while True:
-            try:
-                producer.produce(topic, key=f"k{i}".encode(), value=f"order {i}".encode(), partition=0)
-                break
-            except BufferError:
-                producer.poll(0.1)
-    assert producer.flush(60) == 0
+    """Records start..start+count-1 into partition 0 of `topic`: key k<i>, value "order <i>"; `settings`: further
+    client settings (a secured cluster's)."""
+    records = (Record(f"order {i}".encode(), f"k{i}".encode()) for i in range(start, start + count))
+    produce_records({"bootstrap.servers": bootstrap, **(settings or {})}, topic, records)
 
 
 def committed(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
@@ -163,18 +155,17 @@ def values_of(bootstrap: str, topic: str) -> list[bytes]:
 
 def send(bootstrap: str, topic: str, values: list[str]) -> None:
     """`values` into partition 0 of `topic`, in order, without keys."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    for value in values:
-        producer.produce(topic, value=value.encode(), partition=0)
-    assert producer.flush(30) == 0
+    produce_records({"bootstrap.servers": bootstrap}, topic, (Record(value.encode()) for value in values))
 
 
 def copy_flow(topology: Topology, flow: str) -> None:
     """A bounded copy of the flow, in process, as a replicator that is caught up has done."""
     context = FlowContext(topology, topology.flow(flow))
-    copy_ranges(context.plan().tasks)
-    context.close()
-    close_clients()
+    try:
+        copy_ranges(context.plan().tasks)
+    finally:
+        context.close()
+        close_clients()
 
 
 FLEET_TOPIC = "fleet"
