@@ -64,9 +64,14 @@ def extra_settings(cluster_name: str, environ: Mapping[str, str] | None = None) 
 
 def client_config(cluster: Cluster, environ: Mapping[str, str] | None = None, **overrides: Any) -> dict[str, Any]:
     """Settings for a confluent-kafka client of `cluster`; keyword overrides use librdkafka names
-    with dots written as underscores (enable_idempotence=True)."""
+    with dots written as underscores (enable_idempotence=True).
+
+    librdkafka logs warnings and errors only (log_level 4, unless the cluster's settings say otherwise): its
+    informational lines, such as a client at exit purging an event nobody waited for, are noise on the stderr of
+    a CLI whose errors are one line."""
     return {
         "bootstrap.servers": cluster.bootstrap_servers,
+        "log_level": 4,
         **extra_settings(cluster.name, environ),
         **{k.replace("_", "."): v for k, v in overrides.items()},
     }

@@ -1,102 +1,225 @@
-"""dr_bringup, then a planned dr_failover, with every task in its own process, as Airflow's executors run them
-(`run_dag_in_processes` in conftest.py), on the embedded stack.
+"""dr_bringup then a planned dr_failover with every task in its own process, as Airflow's executors run them
+(`run_dag_in_processes` in conftest.py), on an embedded stack whose brokers require SCRAM-SHA-512 over TLS (SASL_SSL)
+and whose schema registries require HTTP Basic credentials.
 
-dag.test() runs all tasks in the test's process, where anything a task keeps in memory reaches the next task. Here
-nothing does: the continuous replicators that dr_bringup's `replicators_started` launches must be found and stopped
-by dr_failover's `stop_replication`, another process of another run, through what the tracker keeps on disk; and
-afterwards no process of theirs may run, and a process that took no part says so too.
+Across processes: dag.test() runs all tasks in the test's process, where anything a task keeps in memory reaches the
+next task. Here nothing does: the continuous replicators that dr_bringup's `replicators_started` launches must be
+found and stopped by dr_failover's `stop_replication`, another process of another run, through what the tracker
+keeps on disk; afterwards no process of theirs may run, and a process that took no part says so too.
+
+Secrets: the credentials exist only in Airflow connections (`kafka_dr_<cluster>`, `kafka_dr_<cluster>_registry`)
+for the DAGs and in the environment (KDR_CLUSTER_<NAME>_CONFIG) for the CLI; `kafka-dr lag` and `kafka-dr health`
+answer; a wrong password fails the run's first Kafka task with one line naming the cluster and the mechanism. Then
+every task log, job log, report and state file of those runs is read: neither password is in any of them.
+
+One pair of runs shows both; they were two drills of the same two DAGs (the process checks on a plaintext stack).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
-from support.drills import send
-from support.kafka import create_topic
+from support.airflow import DagRunResult
+from support.drills import produce
+from support.kafka import commit_offsets, committed_offsets, create_topic
+from support.stack import Stack, free_stack_config, tear_down
 
 from kafka_dr import processes
+from kafka_dr.clients import config_env_var
+from kafka_dr.local.config import SecurityConfig
+from kafka_dr.local.stack import LocalStack
 from kafka_dr.replication import replicators
-
-if TYPE_CHECKING:
-    from support.stack import Stack
+from kafka_dr.schema_registry import user_info_env_var
 
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.slow,
-    pytest.mark.timeout(720),
+    pytest.mark.timeout(900),
     pytest.mark.xdist_group("airflow_processes"),
 ]
 
-FLOWS = ("xp-dc1-to-dc2", "xp-dc2-to-dc1")  # names of this module alone: its processes are told apart by them
-TOPICS = {"dc1": "xp-orders", "dc2": "xp-returns"}
-TOPOLOGY_FLOWS = f"""flows:
-  - {{name: {FLOWS[0]}, source: dc1, target: dc2, topics: {{include: ["{TOPICS["dc1"]}"]}}}}
-  - {{name: {FLOWS[1]}, source: dc2, target: dc1, topics: {{include: ["{TOPICS["dc2"]}"]}}}}
-"""
-RECORDS = 10
+USER, PASSWORD, WRONG = "kdr-ops", "Scram-pass-5e1f9a", "Wrong-pass-77c2d0"
+MECHANISM = "SCRAM-SHA-512"
+FLOWS = ("sec-dc1-to-dc2", "sec-dc2-to-dc1")
+TOPIC, GROUP = "sec-orders", "sec-billing"
+KAFKA_DR = Path(sys.executable).parent / "kafka-dr"
 JOBS: dict[str, dict[int, int]] = {}  # flow -> its job's processes once started, {pid: start ticks}
 
 
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """A stack whose brokers speak SASL_SSL only; the users file is the brokers' (and the registries' store
+    connections'), nothing of kafka-dr reads it."""
+    root = tmp_path_factory.mktemp("secured-stack")
+    users = root / "users.json"
+    users.write_text(json.dumps({USER: PASSWORD}))
+    users.chmod(0o600)
+    security = SecurityConfig(protocol="SASL_SSL", sasl_mechanism=MECHANISM, users_file=str(users), registry_auth=True)
+    local = LocalStack(root / "data", dataclasses.replace(free_stack_config(), security=security))
+    try:
+        local.up()
+        yield Stack(local, root)
+    finally:
+        tear_down(local)
+
+
+def settings(stack: Stack, password: str) -> dict[str, str]:
+    return {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": MECHANISM,
+        "sasl.username": USER,
+        "sasl.password": password,
+        "ssl.ca.location": str(stack.local.ca_file),
+    }
+
+
+def use_connections(monkeypatch: pytest.MonkeyPatch, stack: Stack, password: str) -> None:
+    """`kafka_dr_dc1` and `kafka_dr_dc2` as Airflow connections in the environment (what AIRFLOW_CONN_* gives every
+    component): login and password, and the librdkafka settings as extras."""
+    extra = {
+        k: v for k, v in settings(stack, password).items() if not k.startswith("sasl.user") and k != "sasl.password"
+    }
+    for dc in ("dc1", "dc2"):
+        connection = {"conn_type": "generic", "login": USER, "password": password, "extra": extra}
+        monkeypatch.setenv(f"AIRFLOW_CONN_KAFKA_DR_{dc.upper()}", json.dumps(connection))
+        registry = {"conn_type": "http", "login": USER, "password": password}
+        monkeypatch.setenv(f"AIRFLOW_CONN_KAFKA_DR_{dc.upper()}_REGISTRY", json.dumps(registry))
+        monkeypatch.delenv(config_env_var(dc), raising=False)
+        monkeypatch.delenv(user_info_env_var(dc), raising=False)
+
+
 @pytest.fixture
-def topology(stack: Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """Two flows with records to copy, and a state directory of this test's own, which every process of the runs
-    (tasks, triggerer) inherits. Afterwards, no replicator of these flows is left running."""
-    monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
-    for dc, topic in TOPICS.items():
-        create_topic({"bootstrap.servers": stack.bootstrap(dc)}, topic)
-        send(stack.bootstrap(dc), topic, [f"{dc} {topic} {i}" for i in range(RECORDS)])
-    yield stack.write_topology("across-processes", TOPOLOGY_FLOWS, schema_registry=False)
+def no_replicator_left() -> Iterator[None]:
+    """Afterwards no replicator of FLOWS runs: the tracker stops them, and what it could not stop (every process
+    these runs started for them) is killed."""
+    yield
     for flow in FLOWS:
         with contextlib.suppress(replicators.ReplicatorError):
             replicators.stop(flow, timeout=15)
         left = {**JOBS.pop(flow, {}), **descendants(replicate_processes(flow))}
-        for pid, ticks in left.items():  # what the tracker could not stop, all started by this test's runs
+        for pid, ticks in left.items():
             if processes.is_alive(pid, ticks):
                 os.kill(pid, signal.SIGKILL)
 
 
-def test_bringup_then_planned_failover_with_each_task_in_its_own_process(run_dag_in_processes, topology):
-    bringup = run_dag_in_processes(
-        "dr_bringup", {"topology": str(topology), "max_lag_records": 0, "max_lag_seconds": None}
+def test_bringup_then_planned_failover_each_task_in_its_own_process_with_credentials_only_in_connections(
+    secured: Stack,
+    state: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    run_dag_in_processes: Callable[..., DagRunResult],
+    no_replicator_left: None,
+) -> None:
+    config = settings(secured, PASSWORD)
+    dc1, dc2 = ({"bootstrap.servers": secured.bootstrap(dc), **config} for dc in ("dc1", "dc2"))
+    create_topic(dc1, TOPIC)
+    produce(dc1["bootstrap.servers"], TOPIC, 0, 40, settings=dc1)
+    commit_offsets(dc1, GROUP, {(TOPIC, 0): 25})
+    topology = secured.write_topology(
+        "secured",
+        f"""flows:
+  - {{name: {FLOWS[0]}, source: dc1, target: dc2, topics: {{include: ["{TOPIC}"]}}}}
+  - {{name: {FLOWS[1]}, source: dc2, target: dc1, topics: {{include: ["{TOPIC}"]}}}}
+""",
+    )  # with the registries: dc1's the primary, so the failover redirects dc2's (a restart, then a registration)
+    use_connections(monkeypatch, secured, PASSWORD)
+    outputs: list[str] = []
+    try:
+        bringup = run_dag_in_processes("dr_bringup", {"topology": str(topology), "max_lag_records": 0})
+        assert bringup.state == "success", bringup.describe()
+        replicators_running_after(bringup)
+        failover = run_dag_in_processes(
+            "dr_failover",
+            {"topology": str(topology), "failed_cluster": "dc1", "target_cluster": "dc2", "mode": "planned"},
+        )
+        replicators_stopped_by(failover, bringup)
+        assert failover.state == "success", failover.describe()
+        redirected = failover.xcom("redirect_schema_registry")
+        assert redirected["registry"] == "dc2" and redirected["probe_id"] > 0, redirected  # through basic auth
+        assert committed_offsets(dc2, GROUP) == {(TOPIC, 0): 25}  # translated over SASL_SSL
+        # The CLI: the same credentials from the environment, as a deployment's shell sets them.
+        cli_env = {**os.environ, **{config_env_var(dc): json.dumps(config) for dc in ("dc1", "dc2")}}
+        for command in (["lag", "--json"], ["health", "--json"]):
+            done = subprocess.run(
+                [str(KAFKA_DR), *command, "--topology", str(topology)],
+                env=cli_env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+            outputs.append(done.stdout + done.stderr)
+            assert done.returncode == 0, f"kafka-dr {' '.join(command)}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
+        logs = [bringup.log, failover.log]
+    finally:
+        for flow in FLOWS:
+            replicators.stop(flow, timeout=30)  # before the files are read: a running job may still write its log
+    leaked = files_holding(PASSWORD, [*logs, Path(os.environ["AIRFLOW_HOME"]) / "logs", state], outputs)
+    assert not leaked, f"the password is in {leaked}"
+
+
+def test_a_wrong_password_fails_the_first_kafka_task_in_one_line(
+    secured: Stack,
+    state: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    run_dag_in_processes: Callable[..., DagRunResult],
+) -> None:
+    topology = secured.write_topology(
+        "secured-wrong",
+        f"flows:\n  - {{name: {FLOWS[0]}, source: dc1, target: dc2, topics: {{include: [{TOPIC}]}}}}\n",
+        schema_registry=False,
     )
-    assert bringup.state == "success", bringup.describe()
+    use_connections(monkeypatch, secured, WRONG)
+    run = run_dag_in_processes("dr_bringup", {"topology": str(topology)})
+    assert run.state == "failed", run.describe()
+    assert run.tasks[("validate_topology", -1)] == "success" and run.tasks[("clusters_reachable", -1)] == "failed"
+    failures = [line for line in run.log.read_text(errors="replace").splitlines() if "is not reachable" in line]
+    assert failures, run.describe()
+    assert any("cluster dc1" in line and MECHANISM in line and "uthenticat" in line for line in failures), failures
+    leaked = files_holding(WRONG, [run.log, Path(os.environ["AIRFLOW_HOME"]) / "logs", state], [])
+    assert not leaked, f"the wrong password is in {leaked}"
+
+
+def files_holding(secret: str, paths: list[Path], texts: list[str]) -> list[str]:
+    """Every file under `paths` (and every text) that holds `secret`."""
+    found = [f"CLI output {i}" for i, text in enumerate(texts) if secret in text]
+    for root in paths:
+        for path in [root] if root.is_file() else (p for p in root.rglob("*") if p.is_file()):
+            if secret.encode() in path.read_bytes():
+                found.append(str(path))
+    return found
+
+
+def replicators_running_after(bringup: DagRunResult) -> None:
+    """Each task of dr_bringup ran in a process of its own, one `replicators_started` per flow, and each flow's job
+    runs, as a fresh process sees the tracker; its processes are kept in JOBS."""
     assert_each_task_in_its_own_process(bringup)
     assert {key for key in bringup.tasks if key[0] == "replicators_started"} == {
         ("replicators_started", i) for i in range(len(FLOWS))
     }, bringup.describe()
     seen = tracker_status()
-    jobs = JOBS  # every live process of each flow's job: replicate.py's and their descendants (PySpark's daemon...)
     for flow in FLOWS:
         assert replicate_processes(flow), f"{flow}: no replicate.py process after dr_bringup\n{bringup.describe()}"
         assert seen[flow]["running"] is True, f"{flow}, seen from a new process: {seen[flow]}"
-        jobs[flow] = descendants(replicate_processes(flow))
+        JOBS[flow] = descendants(replicate_processes(flow))  # replicate.py's and its descendants (PySpark's daemon...)
 
-    failover = run_dag_in_processes(
-        "dr_failover",
-        {
-            "topology": str(topology),
-            "failed_cluster": "dc1",
-            "target_cluster": "dc2",
-            "mode": "planned",
-            "groups": ".*",
-            "reset_to_datetime": None,
-        },
-    )
+
+def replicators_stopped_by(failover: DagRunResult, bringup: DagRunResult) -> None:
+    """dr_failover's `stop_replication`, in a process of its own that took no part in dr_bringup, claimed and stopped
+    every flow's job: no process of them is left, and a fresh process sees them stopped."""
     assert failover.tasks.get(("stop_replication", -1)) == "success", failover.describe()
     assert_each_task_in_its_own_process(failover)
     assert failover.pids[("stop_replication", -1)] not in bringup.pids.values()
     claimed = failover.xcom("stop_replication")["replicators"]
     assert set(claimed) == set(FLOWS), claimed
-
     alive = {flow: pids for flow in FLOWS if (pids := replicate_processes(flow))}
     assert not alive, (
         f"replicate.py processes still alive after stop_replication reported {claimed}: "
@@ -107,13 +230,12 @@ def test_bringup_then_planned_failover_with_each_task_in_its_own_process(run_dag
     )
     left = {
         flow: [" ".join(processes.cmdline(pid)) for pid in processes.wait_gone(procs, 0)]
-        for flow, procs in jobs.items()
+        for flow, procs in JOBS.items()
     }
     assert not any(left.values()), f"processes of the stopped jobs still alive: {left}"
     seen = tracker_status()
     for flow in FLOWS:
         assert seen[flow]["running"] is False and seen[flow]["stopped_at"], f"{flow}, from a new process: {seen[flow]}"
-    assert failover.state == "success", failover.describe()
 
 
 def assert_each_task_in_its_own_process(run) -> None:

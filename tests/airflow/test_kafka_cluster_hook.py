@@ -31,7 +31,7 @@ def connection(monkeypatch: pytest.MonkeyPatch, conn_id: str, **fields: object) 
 def test_without_a_connection_or_variable_the_cluster_is_plaintext(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KDR_CLUSTER_DC1_CONFIG", raising=False)
     hook = KafkaClusterHook("dc1", topology=topology())
-    assert hook.client_config() == {"bootstrap.servers": "127.0.0.1:9091"}
+    assert hook.client_config() == {"bootstrap.servers": "127.0.0.1:9091", "log_level": 4}
     assert hook.env_for_subprocess() == {}
 
 
@@ -56,6 +56,7 @@ def test_connection_extras_and_login_become_librdkafka_settings(
     }
     assert hook.client_config(enable_idempotence=True) == {
         "bootstrap.servers": "127.0.0.1:9091",
+        "log_level": 4,
         **expected,
         "enable.idempotence": True,
     }

@@ -171,4 +171,6 @@ class AirflowUi:
         self.driver.execute_script("arguments[0].scrollIntoView({block: 'end'})", button)
         self.screenshot(name)
         button.click()
-        self.wait_for(By.XPATH, "//*[normalize-space()='Dag run has been successfully triggered.']")  # a toast
+        # The form closes once Airflow accepted the run (a refused form stays open with its error). The UI's toast
+        # saying so is not waited for: it shows for a few seconds only, and a slow page can miss all of them.
+        WebDriverWait(self.driver, UI_WAIT).until(ec.invisibility_of_element(button), "the trigger form never closed")

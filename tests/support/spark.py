@@ -77,7 +77,7 @@ def submit_in_process(operator: Any, name: str, args: list[str], env: dict[str, 
     active Spark session, with the operator's environment, in place of a spark-submit JVM per task. The arguments,
     exit code and --report summary are the job's own; the spark-submit command itself is proven by the tests that
     keep it (tests/airflow/test_spark_submit_adapter.py, test_replication_operator.py, test_dags_across_processes.py,
-    test_secrets_end_to_end.py, test_spark_standalone.py)."""
+    test_spark_standalone.py)."""
     saved = {key: os.environ.get(key) for key in env}
     os.environ.update(env)
     try:
