@@ -109,8 +109,9 @@ def test_bad_params_fail_at_the_first_task_and_change_nothing(dags, stack, state
 @pytest.mark.timeout(900)
 @pytest.mark.xdist_group("airflow_processes")  # a scheduler of its own (tests/conftest.py)
 def test_airflow_backfill_create_copies_each_hour_once(airflow_execution_api, stack, state, tmp_path):
-    """`airflow backfill create` over three hourly intervals, executed by a scheduler (a process per task): each
-    hour's records copied once in total; a second backfill re-running every completed run copies nothing."""
+    """`airflow backfill create` over the first two of three hours of records, executed by a scheduler (a process per
+    task): each of those hours' records copied once in total, none of the third; a second backfill re-running every
+    completed run copies nothing."""
     from support.airflow import backfill_with_scheduler
 
     dc1, dc2 = stack.local.config.dc("dc1"), stack.local.config.dc("dc2")
@@ -126,9 +127,9 @@ def test_airflow_backfill_create_copies_each_hour_once(airflow_execution_api, st
     )
     copy_flow(load_topology(path), "bfa-flow")
     conf = {"topology": str(path), "flow": "bfa-flow", "target_topic": "{topic}.backfill"}
-    hours = (iso(hour1), iso(hour1 + 2 * HOUR_MS))  # logical dates of the three hourly intervals, inclusive
-    each_hour_once = sorted((i % 2, hour * PER_HOUR // 2 + i // 2) for hour in range(3) for i in range(PER_HOUR))
-    logical_dates = [datetime.fromtimestamp((hour1 + h * HOUR_MS) / 1000, UTC).isoformat() for h in range(3)]
+    hours = (iso(hour1), iso(hour1 + HOUR_MS))  # logical dates of the first two hourly intervals, inclusive
+    each_hour_once = sorted((i % 2, hour * PER_HOUR // 2 + i // 2) for hour in range(2) for i in range(PER_HOUR))
+    logical_dates = [datetime.fromtimestamp((hour1 + h * HOUR_MS) / 1000, UTC).isoformat() for h in range(2)]
 
     def copied_per_run() -> list[tuple[int, int]]:
         """(copied, already present) of each backfill run's report, in hour order (a re-run rewrites its run's)."""
@@ -138,7 +139,7 @@ def test_airflow_backfill_create_copies_each_hour_once(airflow_execution_api, st
     runs = backfill_with_scheduler("dr_backfill", *hours, conf, airflow_execution_api, tmp_path / "backfill.log")
     assert runs == [(date, "success") for date in logical_dates], runs
     assert copies(target, "bfa.backfill") == each_hour_once
-    assert copied_per_run() == [(PER_HOUR, 0)] * 3
+    assert copied_per_run() == [(PER_HOUR, 0)] * 2
 
     rerun = backfill_with_scheduler(
         "dr_backfill",
@@ -150,4 +151,4 @@ def test_airflow_backfill_create_copies_each_hour_once(airflow_execution_api, st
     )
     assert rerun == [(date, "success") for date in logical_dates], rerun
     assert copies(target, "bfa.backfill") == each_hour_once
-    assert copied_per_run() == [(0, PER_HOUR)] * 3
+    assert copied_per_run() == [(0, PER_HOUR)] * 2
