@@ -33,9 +33,10 @@ def airflow_db() -> Path:
     return migrate_db()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def dags(airflow_db: Path) -> dict[str, Any]:
-    """The DAGs of dags/, parsed once per module, for dag.test()."""
+    """The DAGs of dags/, parsed once per worker (about 3 s of CPU a parse), for dag.test(), which takes each run's
+    settings from its conf and changes nothing of the DAG object."""
     from airflow.dag_processing.dagbag import DagBag  # not at import: AIRFLOW_HOME is set first, above
 
     bag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
@@ -73,9 +74,10 @@ def stack() -> Iterator[Stack]:
         yield running
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def airflow_execution_api(airflow_db: Path) -> Iterator[dict[str, str]]:
-    """An execution API server for task processes, once per session."""
+    """An execution API server for task processes, per module: started in about 6 s, and idle it still costs a sixth
+    of a core, which a session-long server spent for nothing after its last module."""
     with execution_api(SESSION_DIR / "api-server.log") as env:
         yield env
 

@@ -5,7 +5,8 @@ and whose schema registries require HTTP Basic credentials.
 Across processes: dag.test() runs all tasks in the test's process, where anything a task keeps in memory reaches the
 next task. Here nothing does: the continuous replicators that dr_bringup's `replicators_started` launches must be
 found and stopped by dr_failover's `stop_replication`, another process of another run, through what the tracker
-keeps on disk; afterwards no process of theirs may run, and a process that took no part says so too.
+keeps on disk; afterwards no process of theirs may run, and a process that took no part says so too. The planned
+failover's lag gate defers to the triggerer that runs beside the run.
 
 Secrets: the credentials exist only in Airflow connections (`kafka_dr_<cluster>`, `kafka_dr_<cluster>_registry`)
 for the DAGs and in the environment (KDR_CLUSTER_<NAME>_CONFIG) for the CLI; `kafka-dr lag` and `kafka-dr health`
@@ -142,6 +143,7 @@ def test_bringup_then_planned_failover_each_task_in_its_own_process_with_credent
         )
         replicators_stopped_by(failover, bringup)
         assert failover.state == "success", failover.describe()
+        assert_lag_gate_deferred(failover)
         redirected = failover.xcom("redirect_schema_registry")
         assert redirected["registry"] == "dc2" and redirected["probe_id"] > 0, redirected  # through basic auth
         assert committed_offsets(dc2, GROUP) == {(TOPIC, 0): 25}  # translated over SASL_SSL
@@ -236,6 +238,15 @@ def replicators_stopped_by(failover: DagRunResult, bringup: DagRunResult) -> Non
     seen = tracker_status()
     for flow in FLOWS:
         assert seen[flow]["running"] is False and seen[flow]["stopped_at"], f"{flow}, from a new process: {seen[flow]}"
+
+
+def assert_lag_gate_deferred(failover: DagRunResult) -> None:
+    """The planned failover's lag gate waited in the triggerer, not in a worker: the trigger's log, which the
+    triggerer writes beside the task's, has it fire a success."""
+    assert failover.tasks.get(("lag_zero", 0)) == "success", failover.describe()
+    logs = Path(os.environ["AIRFLOW_HOME"]) / "logs" / "dag_id=dr_failover" / f"run_id={failover.run_id}"
+    text = "".join(path.read_text(errors="replace") for path in logs.glob("task_id=lag_zero/**/*.log.trigger.*.log"))
+    assert "Trigger fired event" in text and "'status': 'success'" in text, f"lag_zero's trigger log:\n{text[-3000:]}"
 
 
 def assert_each_task_in_its_own_process(run) -> None:
