@@ -64,7 +64,7 @@ demo: venv
 	$(BIN)/kafka-dr demo
 
 test: lint
-	$(BIN)/python -m pytest -n 2 --dist loadgroup tests  # one worker per core, a file (or xdist group) at a time to whichever is free: tests/conftest.py
+	$(BIN)/python -m pytest -n 2 --dist loadfile tests  # one worker per core, a file at a time to whichever is free: tests/conftest.py
 
 lint: venv
 	$(BIN)/ruff check .

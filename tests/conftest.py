@@ -2,12 +2,10 @@
 for jobs run in process, and how `make test`'s two pytest-xdist workers (one per core) share the suite.
 
 The unit of work is a test file, run whole on one worker in file order with module fixtures of its own; each worker
-builds the session fixtures it needs (brokers, stack, Spark session, Airflow DB) itself. One exception: the tests
-marked `xdist_group("airflow_processes")` (`make test` passes `--dist loadgroup`) run Airflow's own components,
-a process per task, and form a single unit, so two of them never compete for the two cores at once (side by side each
-took twice as long). Units are handed out one at a time to whichever worker is free, that group first, then the
-files with the most `slow` tests: the longest work starts early and the many short files fill the gaps at the end,
-without a hand-kept list of files."""
+builds the session fixtures it needs (brokers, stack, Spark session, Airflow DB) itself. Files are handed out one at
+a time to whichever worker is free, those with the most `slow` tests first: the longest work starts early and the
+many short files fill the gaps at the end, without a hand-kept list of files. (xdist's own `--dist loadgroup` does
+not group with pytest 9: it renames node ids through an attribute pytest 9 no longer reads.)"""
 
 from __future__ import annotations
 
@@ -27,35 +25,28 @@ def file_of(nodeid: str) -> str:
     return nodeid.split("::")[0]
 
 
-def unit_of(nodeid: str) -> str:
-    """The xdist group that --dist loadgroup appends to a node id (`...::test@group`), else the test's file."""
-    if nodeid.rfind("@") > nodeid.rfind("]"):
-        return nodeid.rsplit("@", 1)[1]
-    return file_of(nodeid)
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Grouped tests first, then files with more `slow` tests, each file's tests in their order (a stable sort, the
-    same on every worker, so xdist sees identical collections)."""
+    """Files with more `slow` tests first, each file's tests in their order (a stable sort, the same on every worker,
+    so xdist sees identical collections)."""
     slow = Counter(file_of(item.nodeid) for item in items if item.get_closest_marker("slow"))
-    items.sort(key=lambda item: (item.get_closest_marker("xdist_group") is None, -slow[file_of(item.nodeid)]))
+    items.sort(key=lambda item: -slow[file_of(item.nodeid)])
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     from xdist.scheduler import LoadScopeScheduling
 
-    class ByUnit(LoadScopeScheduling):
-        """xdist's scope scheduling with a file or a group as the scope, handed out in collection order (xdist would
-        otherwise reorder scopes by their number of tests, which says nothing about their time)."""
+    class ByFile(LoadScopeScheduling):
+        """xdist's scope scheduling with a file as the scope, handed out in collection order (xdist would otherwise
+        reorder scopes by their number of tests, which says nothing about their time)."""
 
         def __init__(self, config: pytest.Config, log: Any = None) -> None:
             super().__init__(config, log)
             config.option.loadscopereorder = False
 
         def _split_scope(self, nodeid: str) -> str:
-            return unit_of(nodeid)
+            return file_of(nodeid)
 
-    return ByUnit(config, log)
+    return ByFile(config, log)
 
 
 @pytest.fixture(scope="session")

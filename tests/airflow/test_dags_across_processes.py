@@ -45,7 +45,6 @@ pytestmark = [
     pytest.mark.integration,
     pytest.mark.slow,
     pytest.mark.timeout(900),
-    pytest.mark.xdist_group("airflow_processes"),
 ]
 
 USER, PASSWORD, WRONG = "kdr-ops", "Scram-pass-5e1f9a", "Wrong-pass-77c2d0"

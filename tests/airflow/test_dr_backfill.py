@@ -107,7 +107,6 @@ def test_bad_params_fail_at_the_first_task_and_change_nothing(dags, stack, state
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.xdist_group("airflow_processes")  # a scheduler of its own (tests/conftest.py)
 def test_airflow_backfill_create_copies_each_hour_once(airflow_execution_api, stack, state, tmp_path):
     """`airflow backfill create` over the first two of three hours of records, executed by a scheduler (a process per
     task): each of those hours' records copied once in total, none of the third; a second backfill re-running every

@@ -40,7 +40,6 @@ pytestmark = [
     pytest.mark.integration,
     pytest.mark.slow,
     pytest.mark.timeout(900),
-    pytest.mark.xdist_group("airflow_processes"),
 ]
 
 KAFKA_DR = Path(sys.executable).parent / "kafka-dr"
