@@ -33,10 +33,10 @@ def airflow_db() -> Path:
     return migrate_db()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def dags(airflow_db: Path) -> dict[str, Any]:
-    """The DAGs of dags/, parsed once per worker (about 3 s of CPU a parse), for dag.test(), which takes each run's
-    settings from its conf and changes nothing of the DAG object."""
+    """The DAGs of dags/, parsed once per module, for dag.test(): not once per session, because dag.test() keeps
+    the params of an earlier run's conf in the DAG object, and a module's runs must not inherit another's."""
     from airflow.dag_processing.dagbag import DagBag  # not at import: AIRFLOW_HOME is set first, above
 
     bag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
