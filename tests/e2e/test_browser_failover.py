@@ -62,7 +62,7 @@ CHECKPOINT_WAIT = 90.0  # a continuous replicator checkpoints its groups every 3
 RUN_TIMEOUT = 240.0  # a DAG run, queued to finished (about a minute each here)
 
 
-def test_failovers_triggered_from_the_browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_disaster_failover_triggered_from_the_browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     state = tmp_path / "state"
     monkeypatch.setenv("KDR_STATE_DIR", str(state))  # where this process reads the runs' reports and replicators
     shots = tmp_path / "screenshots"
