@@ -3,18 +3,12 @@ and the step table of a report page. No Airflow, no Kafka."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 
 import pytest
+from support.steps import RUN_START, at
 
 from kafka_dr.reports import rto_seconds, run_start, step_seconds, step_table
-
-RUN_START = datetime(2026, 3, 1, 10, 0, 0, tzinfo=UTC)
-
-
-def at(seconds: float) -> str:
-    """A step time as the tasks record it (UTC ISO with milliseconds), `seconds` after the run started."""
-    return datetime.fromtimestamp(RUN_START.timestamp() + seconds, UTC).isoformat(timespec="milliseconds")
 
 
 def test_rto_runs_from_the_run_start_to_the_end_of_the_clients_switch() -> None:

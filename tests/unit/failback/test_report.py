@@ -6,23 +6,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.steps import RUN_START, at
 
 from kafka_dr.failback.plan import FailbackPlan, FailbackRun, SwitchBack
 from kafka_dr.failback.report import add_exact_rpo, failback_page, failback_report, resync_records
 from kafka_dr.failover.plan import FailoverPlan
-
-RUN_START = datetime(2026, 3, 1, 10, 0, 0, tzinfo=UTC)
-
-
-def at(seconds: float) -> str:
-    """A step time as the tasks record it (UTC ISO with milliseconds), `seconds` after the run started."""
-    return datetime.fromtimestamp(RUN_START.timestamp() + seconds, UTC).isoformat(timespec="milliseconds")
-
 
 FAILBACK_PLAN = FailbackPlan(
     topology="t.yaml",

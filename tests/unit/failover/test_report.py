@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import UTC, datetime
 from typing import Any
+
+from support.steps import RUN_START, at
 
 from kafka_dr.failover.plan import FailoverPlan, FailoverRun
 from kafka_dr.failover.report import failover_page, failover_report, group_summary, with_exact_rpo
@@ -17,7 +18,6 @@ from kafka_dr.reports import step_seconds
 
 MEASURED_MS = 1_700_000_000_000
 SNAPSHOT_MS = 1_699_999_990_000
-RUN_START = datetime(2026, 3, 1, 10, 0, 0, tzinfo=UTC)
 
 
 def lag(flow: str, *partitions: tuple[str, int, int], measured_at_ms: int = MEASURED_MS) -> FlowLag:
@@ -25,11 +25,6 @@ def lag(flow: str, *partitions: tuple[str, int, int], measured_at_ms: int = MEAS
     return FlowLag(
         flow, "dc1", "dc2", tuple(PartitionLag(t, p, t, 0, n, n, 0.0) for t, p, n in partitions), None, measured_at_ms
     )
-
-
-def at(seconds: float) -> str:
-    """A step time as the tasks record it (UTC ISO with milliseconds), `seconds` after the run started."""
-    return datetime.fromtimestamp(RUN_START.timestamp() + seconds, UTC).isoformat(timespec="milliseconds")
 
 
 PLAN = FailoverPlan(
