@@ -3,13 +3,13 @@
     spark-submit spark_jobs/replicate.py --topology FILE --flow NAME --mode bounded|continuous [--report FILE]
 
 bounded: copy up to the source end offsets taken at start, then exit.
-continuous: epochs of --epoch seconds until SIGTERM. In an epoch each Spark task keeps its
-partitions assigned and copies records as they arrive (no job launch between a record and its
-copy); between epochs the driver applies what the last discovery round found (new topics and
-partitions, every --discover-interval seconds). SIGTERM ends the run at the end of the epoch.
-Beside the copies, the driver sends heartbeats and keeps the flow's translated group offsets as
-checkpoints in the target (at start, every --checkpoint-interval seconds, and after the last epoch of
-a clean stop), ready for a disaster failover.
+continuous: epochs (the flow's epoch_seconds, 5 s by default, or --epoch) until SIGTERM. In an
+epoch each Spark task keeps its partitions assigned and copies records as they arrive (no job
+launch between a record and its copy); between epochs the driver applies what the last discovery
+round found (new topics and partitions, every --discover-interval seconds). SIGTERM ends the run
+at the end of the epoch. Beside the copies, the driver sends heartbeats and keeps the flow's
+translated group offsets as checkpoints in the target (at start, every --checkpoint-interval
+seconds, and after the last epoch of a clean stop), ready for a disaster failover.
 Ranges are planned on the driver and grouped into at most one Spark task per core, so the job
 scales out with --master. The JSON summary is the last line of standard output and goes to
 --report. Exit codes: 0 done, 1 failed, 2 bad input.
@@ -50,7 +50,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--flow", required=True)
     parser.add_argument("--mode", choices=["bounded", "continuous"], default="bounded")
     parser.add_argument("--report", type=Path, help="also write the JSON summary here")
-    parser.add_argument("--epoch", type=float, default=5.0, help="continuous: seconds each Spark job copies for")
+    parser.add_argument(
+        "--epoch", type=float, help="continuous: seconds each Spark job copies for (default: the flow's epoch_seconds)"
+    )
     parser.add_argument(
         "--discover-interval",
         type=float,
@@ -180,7 +182,7 @@ def run(
     discovery = Discovery(functools.partial(context.plan, force=force), args.discover_interval) if continuous else None
     copy = functools.partial(
         _copy_groups,
-        run_for=args.epoch if continuous else None,
+        run_for=(args.epoch or flow.epoch_seconds) if continuous else None,
         progress_interval=PROGRESS_INTERVAL_S if continuous else None,
         **({"commit_interval": COMMIT_INTERVAL_S} if continuous else {}),
     )

@@ -26,6 +26,10 @@ from .paths import default_topology
 from .times import epoch_ms
 
 INTERNAL_TOPIC_PREFIX = "_kdr."
+# A continuous replicator copies in epochs (spark_jobs/replicate.py): a stop ends at the end of one, and its claim is
+# written at the start of each, so the epoch also bounds how long a stop and the failover's activity watch take.
+DEFAULT_EPOCH_S = 5.0
+MAX_EPOCH_S = 300.0
 
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _TOPIC_CHARS_RE = re.compile(r"[A-Za-z0-9._-]*")
@@ -76,6 +80,7 @@ class Flow:
     sync_topic_configs: bool = True
     groups: TopicFilter = ALL_GROUPS
     start: str = "earliest"  # where a new flow begins: earliest, latest or an ISO time (FLOW_STARTS)
+    epoch_seconds: float = DEFAULT_EPOCH_S  # how long each Spark job of a continuous replicator copies for
 
     @property
     def start_ms(self) -> int | None:
@@ -407,7 +412,7 @@ class _Parser:
             value,
             path,
             ("name", "source", "target", "topics"),
-            ("rename", "provenance", "sync_topic_configs", "groups", "start"),
+            ("rename", "provenance", "sync_topic_configs", "groups", "start", "epoch_seconds"),
         )
         name = self.name(raw["name"], f"{path}.name", "flow name")
         source = self.cluster_ref(raw["source"], f"{path}.source", clusters)
@@ -424,7 +429,15 @@ class _Parser:
             sync_topic_configs=self.boolean(raw.get("sync_topic_configs", True), f"{path}.sync_topic_configs"),
             groups=self.filter(raw.get("groups", {}), f"{path}.groups", default_include=(".*",)),
             start=self.flow_start(raw.get("start", "earliest"), f"{path}.start"),
+            epoch_seconds=self.epoch_seconds(raw.get("epoch_seconds", DEFAULT_EPOCH_S), f"{path}.epoch_seconds"),
         )
+
+    def epoch_seconds(self, value: Any, path: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= MAX_EPOCH_S:
+            raise self.error(
+                path, f"must be a number of seconds > 0 and <= {MAX_EPOCH_S:g}, got {_type_name(value)} {value!r}"
+            )
+        return float(value)
 
     def flow_start(self, value: Any, path: str) -> str:
         """earliest, latest, or an ISO-8601 time (YAML may hand it over as a datetime already)."""

@@ -63,7 +63,7 @@ def drill(dag: Any, root: Path, mode: str, groups: int, records: int) -> dict[st
         local = stack.local
         dc1, dc2 = (local.config.dc(dc) for dc in ("dc1", "dc2"))
         topology = root / "topology.yaml"
-        fleet = checkpointed_fleet(local, topology, groups, records)
+        fleet = checkpointed_fleet(local, topology, groups, records, epoch_seconds=None)
         arriving: threading.Thread | None = None
         if mode == "disaster":
             local.stop("dc1")

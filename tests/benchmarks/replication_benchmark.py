@@ -115,6 +115,7 @@ def write_topology(path: Path, dc1: BrokerProcess, dc2: BrokerProcess, topic: st
         {"dc1": dc1.bootstrap, "dc2": dc2.bootstrap},
         f'  - {{name: bench, source: dc1, target: dc2, topics: {{include: ["{topic}"]}}, '
         f'rename: {{".*": "{{topic}}.copy"}}}}',
+        epoch_seconds=None,  # the product's default epoch
     )
 
 
@@ -158,7 +159,8 @@ def standalone(dc1: BrokerProcess, dc2: BrokerProcess, root: Path, records: int,
         f'rename: {{".*": "{{topic}}.{name}"}}}}'
         for name in ("local", "cluster")
     )
-    topology = write_clusters_topology(root / "standalone.yaml", {"dc1": dc1.bootstrap, "dc2": dc2.bootstrap}, flows)
+    clusters = {"dc1": dc1.bootstrap, "dc2": dc2.bootstrap}
+    topology = write_clusters_topology(root / "standalone.yaml", clusters, flows, epoch_seconds=None)
     runs = {}
     with standalone_spark(root / "spark", cores=2) as cluster:
         for name, master, conf in (

@@ -59,6 +59,7 @@ def test_default_layout_is_designs() -> None:
 def test_commands_follow_the_server_contract(tmp_path: Path) -> None:
     stack = LocalStack(tmp_path)  # paths without spaces: each command below is its words
     broker = f"-m kafka_dr.local.broker --host 127.0.0.1 --port 9091 --data-dir {tmp_path}/dc1/broker --node-id 1"
+    broker += " --config group.initial.rebalance.delay.ms=0"
     assert stack.command("dc1", BROKER) == [sys.executable, *broker.split()]
     registry = (
         "-m kafka_dr.local.registry --host 127.0.0.1 --port 8082 --kafkastore-bootstrap-servers 127.0.0.1:9091 "

@@ -387,6 +387,7 @@ def test_two_replicators_of_one_flow_raced_on_purpose_copy_each_record_once(clus
     create_topic(dc1.config, "raced", 4)
     produce(dc1.config, "raced", tagged(20_000, 4, "r1"))
     topology = one_flow(tmp_path, clusters, "race-flow", "raced")
+    window = activity.window_for([load_topology(topology).flow("race-flow")])
     command = spark_submit_command(
         "replicate",
         ["--topology", str(topology), "--flow", "race-flow", "--mode", "continuous", "--checkpoint-interval", "0"],
@@ -421,14 +422,14 @@ def test_two_replicators_of_one_flow_raced_on_purpose_copy_each_record_once(clus
             assert replicators.is_running("race-flow"), replicators.last_error("race-flow")
             assert time.monotonic() < deadline, "the second replicator did not catch up within 120 s"
             time.sleep(1)
-        assert activity.watch(dc2.config, ["race-flow"])["race-flow"].records > 0, "an idle replicator is seen too"
+        assert activity.watch(dc2.config, ["race-flow"], window)["race-flow"].records > 0, "an idle one is seen too"
     finally:
         if other_host.poll() is None:
             os.killpg(other_host.pid, signal.SIGKILL)
             other_host.wait()
         final = replicators.stop("race-flow")
     assert final is not None and not final.running
-    assert activity.watch(dc2.config, ["race-flow"])["race-flow"].records == 0, "stopped means nothing copies"
+    assert activity.watch(dc2.config, ["race-flow"], window)["race-flow"].records == 0, "stopped: nothing copies"
     code, report, err = run_in_process("verify", "--topology", str(topology), "--flow", "race-flow")
     assert code == 0, (report, err[-2000:])
     assert (report["missing"], report["duplicated"], report["mismatched"]) == (0, 0, 0), report

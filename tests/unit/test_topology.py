@@ -99,12 +99,19 @@ def test_default_file_is_the_replicator_demo_topology() -> None:
     assert [p.pattern for p in forward.groups.exclude] == ["console-consumer-.*"]
 
 
+def test_a_flow_sets_its_replicator_epoch(tmp_path: Path) -> None:
+    data = copy.deepcopy(DESIGN_TOPOLOGY)
+    data["flows"][0]["epoch_seconds"] = 2.5
+    assert load_topology(write(tmp_path, data)).flow("dc1-to-dc2").epoch_seconds == 2.5
+
+
 def test_defaults_of_a_minimal_flow() -> None:
     backward = load_topology(DEFAULT_TOPOLOGY).flow("dc2-to-dc1")
     assert (backward.source, backward.target) == ("dc2", "dc1")
     assert dict(backward.rename) == {}
     assert backward.provenance is True
     assert backward.sync_topic_configs is True
+    assert backward.epoch_seconds == 5.0
     assert [p.pattern for p in backward.topics.exclude] == []
     assert [p.pattern for p in backward.groups.include] == [".*"]
     assert [p.pattern for p in backward.groups.exclude] == []

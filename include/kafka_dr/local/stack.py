@@ -41,6 +41,9 @@ from .registry import auth as registry_auth
 BROKER = "broker"
 REGISTRY = "registry"
 KINDS = (BROKER, REGISTRY)
+# A group's first member gets its assignment at once instead of after Kafka's 3 s wait for more members: a local
+# stack's consumers come one at a time (Confluent's single-broker compose files set the same).
+BROKER_CONFIGS = ("--config", "group.initial.rebalance.delay.ms=0")
 META_PROPERTIES = "meta.properties"  # the broker's cluster id, as Kafka keeps it
 STARTUP_TIMEOUT = 30.0
 STOP_GRACE = 5.0
@@ -341,7 +344,8 @@ class LocalStack:
         cfg = self.config.dc(dc)
         data = str(self.server_dir(dc, kind))
         if kind == BROKER:
-            args = ["--port", str(cfg.broker_port), "--data-dir", data, "--node-id", "1", *self._broker_security_args()]
+            args = ["--port", str(cfg.broker_port), "--data-dir", data, "--node-id", "1", *BROKER_CONFIGS]
+            args += self._broker_security_args()
         else:
             args = [
                 "--port",

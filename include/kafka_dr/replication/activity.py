@@ -3,7 +3,7 @@
 Every running replicator appends to `_kdr.progress` in its target: its copy tasks a progress record per
 partition about once a second while records (or the driver's heartbeats) flow, its driver a claim
 record at every epoch even when nothing flows. Records of a flow appended during a window longer
-than an epoch, committed or not, mean some replicator of it still runs.
+than its epoch (`window_for`), committed or not, mean some replicator of it still runs.
 """
 
 from __future__ import annotations
@@ -17,9 +17,16 @@ from confluent_kafka import Consumer, IsolationLevel
 from confluent_kafka.admin import AdminClient
 
 from ..clients import end_offsets, read_partition
+from ..topology import DEFAULT_EPOCH_S, Flow
 from .internal import PROGRESS, owner_key
 
-WINDOW_S = 6.0  # longer than a continuous epoch (5 s by default): even an idle replicator writes its claim
+EPOCH_MARGIN_S = 1.0  # a driver's hand-over between two epochs, before it writes the next claim
+
+
+def window_for(flows: Iterable[Flow]) -> float:
+    """Seconds to watch `flows` for: longer than the longest of their epochs, so even an idle replicator of each
+    writes its claim meanwhile."""
+    return max((flow.epoch_seconds for flow in flows), default=DEFAULT_EPOCH_S) + EPOCH_MARGIN_S
 
 
 @dataclass(frozen=True)
@@ -30,7 +37,7 @@ class Activity:
 
 
 def watch(
-    target_config: dict[str, Any], flows: Iterable[str], window: float = WINDOW_S, timeout: float = 10.0
+    target_config: dict[str, Any], flows: Iterable[str], window: float, timeout: float = 10.0
 ) -> dict[str, Activity]:
     """Watch the target's `_kdr.progress` for `window` seconds; what each flow's replicators appended meanwhile."""
     flows = list(flows)
