@@ -1,9 +1,11 @@
-"""ReplicationOperator in bounded mode: spark-submit (local[2], from the spark_default connection) runs
-replicate.py to the end; the summary is the task result; secrets travel in the job's environment only."""
+"""ReplicationOperator: in bounded mode spark-submit (local[2], from the spark_default connection) runs replicate.py
+to the end, the summary is the task result, and secrets travel in the job's environment only; in continuous mode
+the task ends when the started job has claimed its flow in the target, or fails with the job's reason."""
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,6 +15,8 @@ from support.drills import send
 from support.kafka import create_topic
 
 from kafka_dr.airflow.operators.replication import REPLICATE_JOB, ReplicationOperator
+from kafka_dr.replication import replicators
+from kafka_dr.replication.internal import PROGRESS, latest_value, owner_key
 
 if TYPE_CHECKING:
     from support.stack import Stack
@@ -76,3 +80,31 @@ def test_bad_input_from_the_job_fails_the_task_with_its_one_line_reason(topology
         "dc2:opwide has 1 partitions, fewer than its source dc1:opwide (3)"
     ), message
     assert "\n" not in message
+
+
+def test_a_continuous_start_succeeds_once_its_replicator_has_claimed_the_flow(
+    topology: Path, stack: Stack, state
+) -> None:
+    """The task returns when the started job has begun its first epoch (its claim is in the target), not after a
+    fixed wait; the claim names the job's driver."""
+    started_at = time.time()
+    result = ReplicationOperator(task_id="start", flow="op-bounded", mode="continuous", topology=str(topology)).execute(
+        {}
+    )
+    try:
+        assert result["started"] and replicators.is_running("op-bounded")
+        claim = latest_value({"bootstrap.servers": stack.bootstrap("dc2")}, PROGRESS, owner_key("op-bounded"))
+        assert claim is not None and json.loads(claim)["started_at"] >= started_at, claim
+    finally:
+        replicators.stop("op-bounded")
+
+
+def test_a_continuous_job_that_ends_at_start_fails_the_task_with_its_one_line_reason(
+    topology: Path, state: Path
+) -> None:
+    with pytest.raises(AirflowException) as excinfo:
+        ReplicationOperator(task_id="start", flow="op-narrow", mode="continuous", topology=str(topology)).execute({})
+    message = str(excinfo.value)
+    assert message.startswith("flow op-narrow: replicator exited during startup: "), message
+    assert "destination topic dc2:opwide has 1 partitions, fewer than its source dc1:opwide (3)" in message, message
+    assert "\n" not in message and not replicators.is_running("op-narrow")

@@ -3,17 +3,19 @@
 Every running replicator appends to `_kdr.progress` in its target: its copy tasks a progress record per
 partition about once a second while records (or the driver's heartbeats) flow, its driver a claim
 record at every epoch even when nothing flows. Records of a flow appended during a window longer
-than its epoch (`window_for`), committed or not, mean some replicator of it still runs.
+than its epoch (`window_for`), committed or not, mean some replicator of it still runs. A claim
+appended after a replicator was started says it is up (`wait_for_claim`): it reached both clusters,
+planned, fenced any older replicator of the flow and began its first epoch.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, IsolationLevel
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from ..clients import end_offsets, read_partition
@@ -68,3 +70,36 @@ def watch(
     finally:
         reader.close()
     return {flow: Activity(flow, counts[flow], last.get(flow)) for flow in flows}
+
+
+def progress_end(target_config: dict[str, Any], timeout: float = 10.0) -> int:
+    """The end offset of the target's `_kdr.progress`, where what is appended from now on will be found (0 before
+    any replicator created the topic)."""
+    partition = (PROGRESS, 0)
+    try:
+        return end_offsets(AdminClient(target_config), [partition], IsolationLevel.READ_UNCOMMITTED, timeout)[partition]
+    except KafkaException as exc:
+        if exc.args and isinstance(exc.args[0], KafkaError) and exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            return 0
+        raise
+
+
+def wait_for_claim(
+    target_config: dict[str, Any], flow: str, since: int, running: Callable[[], bool], timeout: float
+) -> bool:
+    """Until a claim of `flow` is appended to the target's `_kdr.progress` at or after offset `since` (True), or
+    `running()` says the replicator is gone (False); TimeoutError after `timeout` seconds of neither."""
+    reader = Consumer({**target_config, "group.id": "_kdr.activity", "enable.auto.commit": False})
+    reader.assign([TopicPartition(PROGRESS, 0, since)])  # read_uncommitted is not needed: a claim is committed
+    deadline = time.monotonic() + timeout
+    claim = owner_key(flow)
+    try:
+        while time.monotonic() < deadline:
+            message = reader.poll(0.2)
+            if message is not None and not message.error() and message.key() == claim:
+                return True
+            if not running():
+                return False
+    finally:
+        reader.close()
+    raise TimeoutError(f"flow {flow}: no claim in {PROGRESS} within {timeout:g} s")

@@ -17,12 +17,15 @@ from typing import Any
 
 from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowException
+from confluent_kafka import KafkaException
 
+from ...clients import error_text
 from ...paths import SPARK_JOBS
-from ...replication import replicators
+from ...replication import activity, replicators
 from ...state import state_dir
 from ...topology import load_topology
 from .. import topology_path
+from ..hooks.kafka_cluster import KafkaClusterHook
 from ..hooks.spark_submit import submit_command
 from .spark_job import SparkJobOperator, force_args
 
@@ -41,7 +44,8 @@ class ReplicationOperator(SparkJobOperator):
     :param application: the replicate job (a path or URL the Spark master can read)
     :param conf: extra Spark configuration
     :param py_files: --py-files; by default the kafka_dr package on a cluster master, nothing in local mode
-    :param startup_check: continuous mode: seconds the job must stay up before the task succeeds
+    :param startup_timeout: continuous mode: seconds a started job has to claim its flow in the target (its first
+        epoch began) before the task fails; the task succeeds as soon as it has
     :param force: filter override of a failback restore, {"cluster", "topic", "from", "to"} (regexes, ISO times):
         copy the records the cycle rule refuses because of a provenance entry matching it
     """
@@ -56,7 +60,7 @@ class ReplicationOperator(SparkJobOperator):
         mode: str = "bounded",
         topology: str | None = None,
         application: str = str(REPLICATE_JOB),
-        startup_check: float = 5.0,
+        startup_timeout: float = 180.0,
         force: Mapping[str, str | None] | None = None,
         **kwargs: Any,
     ) -> None:
@@ -66,7 +70,7 @@ class ReplicationOperator(SparkJobOperator):
         self.flow = flow
         self.mode = mode
         self.topology = topology
-        self.startup_check = startup_check
+        self.startup_timeout = startup_timeout
         self.force = dict(force or {})
 
     def execute(self, context: Context) -> dict[str, Any]:
@@ -77,7 +81,8 @@ class ReplicationOperator(SparkJobOperator):
         args = ["--topology", str(path), "--flow", flow.name, "--mode", self.mode, *force_args(self.force)]
         if self.mode == "bounded":
             return self._run_bounded(args, env)
-        return self._start_continuous(args, env)
+        target = KafkaClusterHook(flow.target, self.kafka_conn_ids.get(flow.target), topology=topology)
+        return self._start_continuous(args, env, target.client_config())
 
     def _run_bounded(self, args: list[str], env: dict[str, str]) -> dict[str, Any]:
         summary = self.run_job(f"kdr-replicate-{self.flow}", args, env, f"flow {self.flow}: bounded replication")
@@ -98,10 +103,14 @@ class ReplicationOperator(SparkJobOperator):
         )
         return summary
 
-    def _start_continuous(self, args: list[str], env: dict[str, str]) -> dict[str, Any]:
+    def _start_continuous(self, args: list[str], env: dict[str, str], target_config: dict[str, Any]) -> dict[str, Any]:
         report = state_dir() / "replicators" / f"{self.flow}.summary.json"
         hook = self.spark_hook(f"kdr-replicate-{self.flow}", [*args, "--report", str(report)])
         command = submit_command(hook, self.application)
+        try:
+            since = activity.progress_end(target_config)  # its claim will be appended after this
+        except KafkaException as exc:
+            raise AirflowException(f"flow {self.flow}: its target does not answer: {error_text(exc)}") from None
         replicator, started = replicators.start(self.flow, command, env)
         if not started:
             self.log.info(
@@ -119,14 +128,7 @@ class ReplicationOperator(SparkJobOperator):
                 )
         else:
             self.log.info("flow %s: replicator started (pid %s), log %s", self.flow, replicator.pid, replicator.log)
-            deadline = time.monotonic() + self.startup_check
-            while time.monotonic() < deadline:
-                if not replicators.is_running(self.flow):
-                    raise AirflowException(
-                        f"flow {self.flow}: replicator exited during startup: "
-                        f"{replicators.last_error(self.flow)}; see {replicator.log}"
-                    )
-                time.sleep(0.5)
+            self._wait_for_claim(replicator, target_config, since)
         return {
             "flow": self.flow,
             "pid": replicator.pid,
@@ -134,3 +136,24 @@ class ReplicationOperator(SparkJobOperator):
             "started_at": replicator.started_at,
             "started": started,
         }
+
+    def _wait_for_claim(self, replicator: replicators.Replicator, target_config: dict[str, Any], since: int) -> None:
+        """Until the started job claims its flow in the target; its own error if it exits first."""
+        started = time.monotonic()
+        try:
+            claimed = activity.wait_for_claim(
+                target_config, self.flow, since, lambda: replicators.is_running(self.flow), self.startup_timeout
+            )
+        except TimeoutError:
+            raise AirflowException(
+                f"flow {self.flow}: replicator (pid {replicator.pid}) did not begin copying within "
+                f"{self.startup_timeout:g} s; see {replicator.log}"
+            ) from None
+        if not claimed:
+            raise AirflowException(
+                f"flow {self.flow}: replicator exited during startup: "
+                f"{replicators.last_error(self.flow)}; see {replicator.log}"
+            )
+        self.log.info(
+            "flow %s: replicator copying (claimed the flow after %.1f s)", self.flow, time.monotonic() - started
+        )
