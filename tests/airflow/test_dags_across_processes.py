@@ -149,6 +149,9 @@ def test_bringup_then_planned_failover_each_task_in_its_own_process_with_credent
         # Translated over SASL_SSL: the group resumes in dc2 at the copy of dc1's offset 25 (not offset 25 itself: a
         # transaction marker of each epoch takes an offset, so a copy split over two epochs shifts by one).
         assert committed_offsets(dc2, GROUP) == {(TOPIC, 0): copy_of(dc2, 25)}
+        # The report measured the RPO in dc1 itself, with the credentials of the connection (not an estimate).
+        report = json.loads(sorted((state / "reports").glob("dr_failover-*.json"))[-1].read_text())
+        assert (report["rpo"]["records"], report["rpo"]["exact"]) == (0, True), report["rpo"]
         # The CLI: the same credentials from the environment, as a deployment's shell sets them.
         cli_env = {**os.environ, **{config_env_var(dc): json.dumps(config) for dc in ("dc1", "dc2")}}
         for command in (["lag", "--json"], ["health", "--json"]):

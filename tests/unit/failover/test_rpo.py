@@ -1,0 +1,50 @@
+"""Reading each failed flow's lag for a failover's RPO (kafka_dr.failover.rpo.lag_readings) on fakes: measured with
+the clusters' security settings when the source answers, the target's last snapshot when it does not, every flow at
+once. The RPO arithmetic over readings is in test_report.py."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.topology import write_topology
+
+from kafka_dr.failover import rpo
+from kafka_dr.replication.lag import FlowLag, LagError
+from kafka_dr.topology import Topology, load_topology
+
+SECURITY = {"KDR_CLUSTER_DC1_CONFIG": '{"sasl.username": "alice"}'}
+
+
+@pytest.fixture
+def topo(tmp_path: Path) -> Topology:
+    flows = """\
+  - {name: up, source: dc1, target: dc2, topics: {include: ["a"]}}
+  - {name: down, source: dc3, target: dc2, topics: {include: ["b"]}}
+"""
+    clusters = {"dc1": "127.0.0.1:1", "dc2": "127.0.0.1:2", "dc3": "127.0.0.1:3"}
+    return load_topology(write_topology(tmp_path / "t.yaml", clusters, flows))
+
+
+def test_each_flow_is_measured_with_the_security_settings_or_read_from_its_snapshot(
+    topo: Topology, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    both_reading = threading.Barrier(2, timeout=5)  # broken unless the two flows are read at the same time
+    measured: list[tuple[str, Any]] = []
+    lag = FlowLag("up", "dc1", "dc2", (), None, 1_000)
+    snapshot = FlowLag("down", "dc3", "dc2", (), None, 500)
+
+    def fake_flow_lag(topology: Topology, name: str, *, timeout: float, environ: Any) -> FlowLag:
+        measured.append((name, environ))
+        both_reading.wait()
+        if name == "down":
+            raise LagError("flow down: cluster dc3 is not reachable")
+        return lag
+
+    monkeypatch.setattr(rpo, "flow_lag", fake_flow_lag)
+    monkeypatch.setattr(rpo, "load_snapshot", lambda target, name: snapshot if target == {"cluster": "dc2"} else None)
+    readings = rpo.lag_readings(topo, ["up", "down"], lambda cluster: {"cluster": cluster}, SECURITY)
+    assert readings == {"up": rpo.LagReading(lag, exact=True), "down": rpo.LagReading(snapshot, exact=False)}
+    assert sorted(measured) == [("down", SECURITY), ("up", SECURITY)]
