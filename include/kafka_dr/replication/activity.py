@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from ..clients import end_offsets, read_partition
@@ -75,13 +75,11 @@ def watch(
 def progress_end(target_config: dict[str, Any], timeout: float = 10.0) -> int:
     """The end offset of the target's `_kdr.progress`, where what is appended from now on will be found (0 before
     any replicator created the topic)."""
+    admin = AdminClient(target_config)
+    if PROGRESS not in admin.list_topics(timeout=timeout).topics:
+        return 0
     partition = (PROGRESS, 0)
-    try:
-        return end_offsets(AdminClient(target_config), [partition], IsolationLevel.READ_UNCOMMITTED, timeout)[partition]
-    except KafkaException as exc:
-        if exc.args and isinstance(exc.args[0], KafkaError) and exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-            return 0
-        raise
+    return end_offsets(admin, [partition], IsolationLevel.READ_UNCOMMITTED, timeout)[partition]
 
 
 def wait_for_claim(

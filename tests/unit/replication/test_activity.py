@@ -60,3 +60,32 @@ def test_the_window_outlasts_the_longest_epoch_of_the_flows_watched() -> None:
     flows = [Flow("a", "dc1", "dc2", TopicFilter(())), Flow("b", "dc1", "dc2", TopicFilter(()), epoch_seconds=1.5)]
     assert activity.window_for(flows) == DEFAULT_EPOCH_S + activity.EPOCH_MARGIN_S
     assert activity.window_for(flows[1:]) == 1.5 + activity.EPOCH_MARGIN_S
+
+
+def claims(monkeypatch: pytest.MonkeyPatch, log: list[FakeMessage], since: int) -> FakeConsumer:
+    """wait_for_claim's consumer: `log` as `_kdr.progress`, read from `since`."""
+    reader = FakeConsumer().add(PROGRESS, 0, log, low=0)
+    monkeypatch.setattr(activity, "Consumer", lambda config: reader)
+    return reader
+
+
+def test_a_claim_of_the_flow_after_the_start_means_it_is_up(monkeypatch) -> None:
+    log = [progress(0, owner_key("f")), progress(1, partition_key("f", "orders", 0)), progress(2, owner_key("g"))]
+    log.append(progress(3, owner_key("f")))
+    reader = claims(monkeypatch, log, since=1)
+    assert activity.wait_for_claim({}, "f", 1, running=lambda: True, timeout=5) is True
+    assert reader.assignments == [(PROGRESS, 0, 1)]  # the claim at 0 is an older replicator's
+
+
+def test_a_replicator_gone_before_its_claim_is_not_up(monkeypatch) -> None:
+    claims(monkeypatch, [progress(0, owner_key("f")), progress(1, owner_key("g"))], since=1)
+    alive = iter([True, True, False])
+    assert activity.wait_for_claim({}, "f", 1, running=lambda: next(alive), timeout=5) is False
+
+
+def test_no_claim_within_the_timeout_raises(monkeypatch) -> None:
+    claims(monkeypatch, [progress(0, owner_key("g"))], since=0)
+    clock = iter(range(0, 100, 2))  # two seconds a look
+    monkeypatch.setattr(activity.time, "monotonic", lambda: next(clock))
+    with pytest.raises(TimeoutError, match="flow f: no claim in _kdr.progress within 5 s"):
+        activity.wait_for_claim({}, "f", 0, running=lambda: True, timeout=5)
