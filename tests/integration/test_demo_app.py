@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.kafka import high_watermarks
 from support.stack import running_stack
 
 from kafka_dr.client_switch import switch
@@ -43,9 +44,16 @@ def test_the_application_follows_its_aliases_and_counts_each_record_once(
         app.start()
         try:
             assert until(lambda: len(app.tally.consumed) >= 50), app.tally
-            # dc2 has none of dc1's records (no flow here): the group starts there at the earliest offset, as it
-            # would at translated offsets after a failover.
-            switch(topology, [PRODUCER_ALIAS, CONSUMER_ALIAS], "dc2", "test")
+            # Producers first, as a planned dr_failover moves them: with no flow here, a record the producer still
+            # wrote to dc1 after the consumer had left would never reach it. dc2 has none of dc1's records: the
+            # group starts there at the earliest offset, as it would at translated offsets after a failover.
+            switch(topology, [PRODUCER_ALIAS], "dc2", "test")
+            assert until(lambda: "application producer moves dc1 -> dc2" in app.tally.moves), app.tally
+            in_dc1 = sum(
+                n for (topic, _), n in high_watermarks(client_config(topology.cluster("dc1"))).items() if topic == TOPIC
+            )
+            assert until(lambda: len(set(app.tally.consumed)) >= in_dc1), (in_dc1, app.tally)  # dc1 read to its end
+            switch(topology, [CONSUMER_ALIAS], "dc2", "test")
             before = len(app.tally.acknowledged)
             assert until(lambda: len(app.tally.acknowledged) >= before + 50), app.tally
             app.stop_producing()
