@@ -10,7 +10,7 @@ import pytest
 from airflow.sdk.exceptions import AirflowNotFoundException
 from support.ports import free_port
 
-from kafka_dr.airflow.hooks.kafka_cluster import ClusterUnreachable, KafkaClusterHook
+from kafka_dr.airflow.hooks.kafka_cluster import ClusterUnreachable, KafkaClusterHook, flows_environ
 from kafka_dr.clients import ClientConfigError
 from kafka_dr.topology import Topology, TopologyError, parse_topology
 
@@ -97,3 +97,23 @@ def test_check_reachable_returns_the_cluster_id_or_one_line_naming_the_cluster(s
         KafkaClusterHook("dc1", topology=topology(address)).check_reachable(1)
     assert str(excinfo.value).startswith(f"cluster dc1 ({address}) is not reachable: ")
     assert "\n" not in str(excinfo.value)
+
+
+def test_a_flows_environ_is_this_process_s_plus_its_clusters_settings_from_their_connections(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the lag trigger, the health run and the failover's RPO measure a secured flow with."""
+    topo = parse_topology(
+        {
+            "clusters": {"dc1": {"bootstrap_servers": "h:1"}, "dc2": {"bootstrap_servers": "h:2"}},
+            "flows": [{"name": "f", "source": "dc1", "target": "dc2", "topics": {"include": ["t"]}}],
+        }
+    )
+    connection(monkeypatch, "kafka_dr_dc1", login="alice", password=SECRET)
+    monkeypatch.delenv("AIRFLOW_CONN_KAFKA_DR_DC2", raising=False)
+    monkeypatch.setenv("KDR_CLUSTER_DC2_CONFIG", json.dumps({"client.id": "from-the-environment"}))
+    monkeypatch.setenv("UNRELATED", "kept")
+    environ = flows_environ(topo, ["f"])
+    assert json.loads(environ["KDR_CLUSTER_DC1_CONFIG"]) == {"sasl.username": "alice", "sasl.password": SECRET}
+    assert json.loads(environ["KDR_CLUSTER_DC2_CONFIG"]) == {"client.id": "from-the-environment"}
+    assert environ["UNRELATED"] == "kept"

@@ -10,8 +10,6 @@ nothing.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable
 from typing import Any
 
 from airflow.sdk import get_current_context, task
@@ -28,7 +26,7 @@ from ..schema_registry import RegistryError
 from ..topology import Topology, TopologyError, load_topology
 from . import topology_path
 from .common import groups_param, timed, write_report
-from .hooks.kafka_cluster import ClusterUnreachable, KafkaClusterHook, clusters_env
+from .hooks.kafka_cluster import ClusterUnreachable, KafkaClusterHook, flows_environ
 from .hooks.schema_registry import load_registry_credentials
 
 
@@ -160,9 +158,7 @@ def failover_report(plan: dict[str, Any], results: dict[str, Any]) -> dict[str, 
     body = report.failover_report(
         failover,
         run,
-        lag_readings(
-            topo, failover.flows, lambda cluster: _config(topo, cluster), _measuring_env(topo, failover.flows)
-        ),
+        lag_readings(topo, failover.flows, lambda cluster: _config(topo, cluster), flows_environ(topo, failover.flows)),
         dag_id=dag_id,
         run_id=run_id,
         run_started=context["dag_run"].start_date,
@@ -173,10 +169,3 @@ def failover_report(plan: dict[str, Any], results: dict[str, Any]) -> dict[str, 
 
 def _config(topo: Topology, cluster: str) -> dict[str, Any]:
     return KafkaClusterHook(cluster, topology=topo).client_config()
-
-
-def _measuring_env(topo: Topology, flows: Iterable[str]) -> dict[str, str]:
-    """The security settings of the flows' clusters from their connections, as flow_lag reads them: without them a
-    secured source would not answer and the RPO would fall back to an estimate."""
-    clusters = {cluster for name in flows for cluster in (topo.flow(name).source, topo.flow(name).target)}
-    return {**os.environ, **clusters_env(topo, clusters)}

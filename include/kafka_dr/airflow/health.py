@@ -7,7 +7,6 @@ settings, the restart of a dead replicator with its own command line, and the ru
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from airflow.sdk import get_current_context, task
@@ -18,10 +17,10 @@ from ..health.check import check_flow
 from ..health.healing import heal
 from ..health.rules import FlowHealth, render_table
 from ..state import now_iso
-from ..topology import Topology, TopologyError, load_topology
+from ..topology import TopologyError, load_topology
 from . import topology_path
 from .common import selected_flows, write_report
-from .hooks.kafka_cluster import clusters_env
+from .hooks.kafka_cluster import flows_environ
 
 
 @task
@@ -39,7 +38,7 @@ def validate_flows(params: dict[str, Any] | None = None) -> list[dict[str, str]]
 def check(flow: str, topology: str) -> dict[str, Any]:
     """One health sample and evaluation of `flow` (what `kafka-dr health --flow FLOW` shows), as JSON."""
     topo = load_topology(topology)
-    health = check_flow(topo, flow, environ=_environ(topo, flow))
+    health = check_flow(topo, flow, environ=flows_environ(topo, [flow]))
     print(render_table([health]))  # the task log's table
     return health.to_dict()
 
@@ -50,7 +49,7 @@ def self_heal(checked: list[dict[str, Any]], topology: str | None = None) -> lis
     topo = load_topology(topology_path(topology))
     actions = []
     for health in checked:
-        action = heal(FlowHealth.from_dict(health), environ=_environ(topo, health["name"]))
+        action = heal(FlowHealth.from_dict(health), environ=flows_environ(topo, [health["name"]]))
         if action is not None:
             print(f"flow {health['name']}: {action['action']}: {action['reason']}")
             actions.append(action)
@@ -78,9 +77,3 @@ def report(checked: list[dict[str, Any]], healed: list[dict[str, Any]]) -> dict[
     if failed:
         raise AirflowFailException("\n".join(failed))
     return written
-
-
-def _environ(topo: Topology, flow_name: str) -> dict[str, str]:
-    """This process's environment plus the flow's clusters' settings from their Airflow connections."""
-    flow = topo.flow(flow_name)
-    return {**os.environ, **clusters_env(topo, (flow.source, flow.target))}

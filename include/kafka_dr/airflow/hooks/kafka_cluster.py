@@ -11,6 +11,7 @@ command line, and nothing secret is logged.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -143,3 +144,10 @@ def clusters_env(
     for cluster in clusters:
         env.update(KafkaClusterHook(cluster, (conn_ids or {}).get(cluster), topology=topology).env_for_subprocess())
     return env
+
+
+def flows_environ(topology: Topology, flows: Iterable[str]) -> dict[str, str]:
+    """This process's environment plus the settings of the flows' clusters from their connections: what the core's
+    measurements (flow_lag, check_flow, heal) read a secured cluster's credentials from."""
+    clusters = {cluster for name in flows for cluster in (topology.flow(name).source, topology.flow(name).target)}
+    return {**os.environ, **clusters_env(topology, sorted(clusters))}

@@ -7,7 +7,6 @@ triggerer's event loop keeps serving other triggers and no worker slot is held w
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import time
 from collections.abc import AsyncIterator
@@ -19,7 +18,7 @@ from ...clients import ClientConfigError
 from ...replication import replicators
 from ...replication.lag import FlowLag, LagError, check_thresholds, flow_lag
 from ...topology import TopologyError, load_topology
-from ..hooks.kafka_cluster import KafkaClusterHook
+from ..hooks.kafka_cluster import flows_environ
 
 
 class ReplicationLagTrigger(BaseTrigger):
@@ -94,10 +93,7 @@ class ReplicationLagTrigger(BaseTrigger):
         """Settings come from the Airflow connections where the trigger runs, never from its kwargs
         (they are stored in the metadata database)."""
         topology = load_topology(self.topology)
-        flow = topology.flow(self.flow)
-        environ = dict(os.environ)
-        for cluster in (flow.source, flow.target):
-            environ.update(KafkaClusterHook(cluster, topology=topology).env_for_subprocess())
+        environ = flows_environ(topology, [self.flow])
         return flow_lag(topology, self.flow, topics=self.topics, timeout=self.lag_timeout, environ=environ)
 
 
