@@ -24,7 +24,7 @@ UV_ENV = $(eval UV_ENV := UV_PYTHON=$(BIN)/python UV_INDEX_STRATEGY=unsafe-best-
 	$(call uv_setting,UV_FIND_LINKS,$(subst $() ,$(comma),$(call pip_setting,PIP_FIND_LINKS,find-links))))$(UV_ENV)
 UV = $(UV_ENV) $(BIN)/uv pip
 
-.PHONY: venv constraints demo test lint format bench bench-broker bench-replication bench-translation bench-health bench-failback bench-backfill bench-spark-cluster bench-curves bench-failover clean
+.PHONY: venv constraints demo test lint format bench bench-broker bench-replication bench-translation bench-health bench-failback bench-backfill bench-spark-cluster bench-curves bench-failover sabotage clean
 
 venv: $(STAMP)
 
@@ -105,6 +105,11 @@ bench-curves: venv
 
 bench-failover: venv
 	PYTHONPATH=tests $(BIN)/python tests/benchmarks/failover_benchmark.py
+
+# One deliberate break per invariant, in a scratch copy, and the test named for it must fail (README: Tests).
+# Outside `make test`: about N minutes.
+sabotage: venv
+	$(BIN)/python tests/sabotage.py
 
 clean:
 	rm -rf $(VENV) .kafka-dr airflow-home

@@ -34,7 +34,7 @@ from kafka_dr.clients import end_offsets
 from kafka_dr.replication.copier import CopyTask, copy_ranges
 from kafka_dr.replication.fencing import writer_groups
 from kafka_dr.replication.internal import ensure_internal_topics
-from kafka_dr.replication.verify import VerifyTask, verify_partition
+from kafka_dr.replication.verify import VerifyTask, summarize, verify_partition
 from kafka_dr.spark.job import BadInput, job_main
 from kafka_dr.spark.session import start_spark
 from kafka_dr.topology import Flow, Topology
@@ -164,14 +164,10 @@ def run(
     verify_started = time.monotonic()
     checked = spark_context.parallelize(verify_tasks, max(len(verify_tasks), 1)).map(verify_partition).collect()
     summary["verify_seconds"] = round(time.monotonic() - verify_started, 3)
-    bad = [r for r in checked if not r.ok]
-    summary["verify"] = {
-        "status": "failed" if bad else "verified",
-        **{k: sum(getattr(r, k) for r in checked) for k in ("expected", "copied", "filtered", "missing", "duplicated")},
-    }
-    if bad:
+    summary["verify"] = summarize(checked)
+    if summary["verify"]["status"] == "failed":
         summary["status"] = "failed"
-        summary["error"] = f"window not verified: {bad[0].topic}[{bad[0].partition}] {bad[0].examples}"
+        summary["error"] = f"window not verified: {summary['verify'].pop('error')}"
     summary["seconds"] = round(time.monotonic() - started, 3)
     return summary
 

@@ -23,7 +23,7 @@ from confluent_kafka.admin import OffsetSpec
 
 from kafka_dr.replication.planner import FlowContext
 from kafka_dr.replication.provenance import ForceCopy
-from kafka_dr.replication.verify import VerifyTask, verify_partition
+from kafka_dr.replication.verify import VerifyTask, summarize, verify_partition
 from kafka_dr.spark.job import BadInput, add_force_args, force_copy, job_main
 from kafka_dr.spark.session import start_spark
 from kafka_dr.topology import Flow, Topology
@@ -98,25 +98,8 @@ def run(
     ]
     context.close()
     results = spark_context.parallelize(tasks, max(len(tasks), 1)).map(verify_partition).collect()
-    totals = {
-        k: sum(getattr(r, k) for r in results)
-        for k in ("expected", "copied", "filtered", "skipped", "missing", "duplicated", "mismatched")
-    }
-    failed = [r for r in results if not r.ok]
-    summary = {
-        "flow": flow.name,
-        "status": "failed" if failed else "verified",
-        **totals,
-        "partitions": [r.to_dict() for r in results],
-    }
-    if failed:
-        first = failed[0]
-        summary["error"] = (
-            f"{totals['missing']} missing, {totals['duplicated']} duplicated, {totals['mismatched']} mismatched of "
-            f"{totals['expected']} records in {len(failed)} partitions; {first.topic}-{first.partition}: "
-            f"{first.examples}"
-        )
-    return summary
+    verdict = summarize(results)
+    return {"flow": flow.name, "status": verdict.pop("status"), **verdict, "partitions": [r.to_dict() for r in results]}
 
 
 def main(argv: list[str] | None = None) -> int:

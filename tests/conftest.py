@@ -49,13 +49,30 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return ByFile(config, log)
 
 
+SPARK = pytest.StashKey[Any]()
+
+
 @pytest.fixture(scope="session")
-def spark() -> Iterator[object]:
+def spark(request: pytest.FixtureRequest) -> Iterator[object]:
     """One local[2] Spark session for every job a test runs in process (support.spark)."""
     from support.spark import local_session
 
     session = local_session()
+    request.config.stash[SPARK] = session
     try:
         yield session
     finally:
+        del request.config.stash[SPARK]
         session.stop()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def clients_closed_after_each_file(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After a test file, and after the brokers of its own fixtures stopped (this one is set up first), the Kafka
+    clients its jobs cached are closed, in this process and in the session Spark's Python workers."""
+    yield
+    from support.spark import close_cached_clients, close_worker_clients
+
+    close_cached_clients()
+    if SPARK in request.config.stash:
+        close_worker_clients(request.config.stash[SPARK])

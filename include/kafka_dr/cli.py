@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn
 
-from kafka_dr.clients import ClientConfigError
+from kafka_dr.clients import LIBRDKAFKA_LOG, ClientConfigError
 from kafka_dr.local.broker.security import SASL_MECHANISMS, SECURITY_PROTOCOLS, USERS_ENV
 from kafka_dr.local.config import SecurityConfig, StackConfig, StackInputError, check_bootstrap_servers
 from kafka_dr.local.stack import LocalStack, StackError, recorded_data_dir
@@ -32,6 +33,7 @@ class _Parser(argparse.ArgumentParser):
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    _configure_logging(args.verbose)
     try:
         return args.run(args)
     except (StackInputError, TopologyError, ClientConfigError, ReplicatorError) as exc:
@@ -48,8 +50,27 @@ def _fail(message: str) -> None:
     print(f"kafka-dr: error: {message}", file=sys.stderr)
 
 
+def _configure_logging(verbose: bool) -> None:
+    """Warnings of kafka-dr on stderr, as Python shows them by default; with --verbose its info lines and librdkafka's
+    own log lines too, timed and named. Without it librdkafka's lines are dropped: a refused connection is logged
+    many times before the command's one error line says what failed."""
+    if verbose:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        LIBRDKAFKA_LOG.setLevel(logging.DEBUG)
+    else:
+        logging.basicConfig(level=logging.WARNING, format="%(message)s")
+        LIBRDKAFKA_LOG.setLevel(logging.CRITICAL + 1)
+
+
+def _verbose_option(parser: argparse.ArgumentParser, default: object = False) -> None:
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", default=default, help="also log kafka-dr's and librdkafka's own lines"
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="kafka-dr", description="Disaster recovery for multi-datacenter Apache Kafka.")
+    _verbose_option(parser)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     data_dir = _Parser(add_help=False)
@@ -129,6 +150,7 @@ def _parser() -> argparse.ArgumentParser:
 
     lag = commands.add_parser("lag", help="replication lag per flow and partition, in records and seconds")
     _topology_option(lag)
+    _verbose_option(lag, default=argparse.SUPPRESS)  # after the command too
     lag.add_argument("--flow", metavar="NAME", help="only this flow (default: every flow)")
     lag.add_argument("--json", action="store_true", help="print a JSON list, one object per flow")
     lag.add_argument(
@@ -144,6 +166,7 @@ def _parser() -> argparse.ArgumentParser:
         "health", help="sample and evaluate each flow once (what dr_replication_health does, without self-heal)"
     )
     _topology_option(health)
+    _verbose_option(health, default=argparse.SUPPRESS)  # after the command too
     health.add_argument("--flow", metavar="NAME", help="only this flow (default: every flow)")
     health.add_argument("--json", action="store_true", help='print {"flows": [...]} as docs/design.md describes it')
     health.set_defaults(run=_health)
@@ -154,6 +177,7 @@ def _parser() -> argparse.ArgumentParser:
     offsets.add_argument("group", metavar="GROUP")
     offsets.add_argument("--to", required=True, metavar="CLUSTER", dest="to_cluster", help="the cluster to resume in")
     _topology_option(offsets)
+    _verbose_option(offsets, default=argparse.SUPPRESS)  # after the command too
     offsets.add_argument("--flow", metavar="NAME", help="only this flow into CLUSTER (default: every one)")
     offsets.add_argument(
         "--live",

@@ -83,9 +83,12 @@ def active_cluster(topology: Topology, alias: str) -> str:
 
 def client_config_for(alias: str, topology: Topology | None = None) -> dict[str, Any]:
     """librdkafka settings for `alias`: bootstrap servers of its active cluster plus that cluster's security
-    settings from the environment. Usage: `Producer(client_config_for("orders-service"))`."""
+    settings from the environment, as plain data: the application's logging is its own. Usage:
+    `Producer(client_config_for("orders-service"))`."""
     topology = topology or load_topology()
-    return client_config(topology.cluster(active_cluster(topology, alias)))
+    config = client_config(topology.cluster(active_cluster(topology, alias)))
+    del config["logger"]
+    return config
 
 
 def switch(topology: Topology, aliases: Iterable[str], to_cluster: str, reason: str) -> list[Move]:

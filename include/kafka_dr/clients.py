@@ -3,12 +3,13 @@
 The bootstrap address comes from the topology file; security settings (SASL/SSL, any librdkafka
 key) come from the environment variable named by `config_env_var`, as a JSON object, which the
 Airflow hook fills from a connection. The YAML never holds secrets and `redact` keeps them out of
-logs.
+logs. librdkafka's own log lines go to the Python logger `kafka_dr.librdkafka`, not to stderr.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import time
@@ -29,6 +30,9 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from .topology import Cluster
 
+LIBRDKAFKA_LOG = logging.getLogger("kafka_dr.librdkafka")
+"""Where kafka-dr's clients send librdkafka's log lines (confluent-kafka hands them over as a client is polled): a
+job's or task's log shows them, the CLI only with --verbose, so a command's error stays one line."""
 SECRET_HINTS = ("password", "secret", "sasl.jaas.config", "ssl.key.pem", "oauthbearer", "token")
 
 
@@ -63,15 +67,12 @@ def extra_settings(cluster_name: str, environ: Mapping[str, str] | None = None) 
 
 
 def client_config(cluster: Cluster, environ: Mapping[str, str] | None = None, **overrides: Any) -> dict[str, Any]:
-    """Settings for a confluent-kafka client of `cluster`; keyword overrides use librdkafka names
-    with dots written as underscores (enable_idempotence=True).
-
-    librdkafka logs warnings and errors only (log_level 4, unless the cluster's settings say otherwise): its
-    informational lines, such as a client at exit purging an event nobody waited for, are noise on the stderr of
-    a CLI whose errors are one line."""
+    """Settings for a confluent-kafka client of kafka-dr's own on `cluster`, its librdkafka log lines going to
+    LIBRDKAFKA_LOG; keyword overrides use librdkafka names with dots written as underscores
+    (enable_idempotence=True)."""
     return {
         "bootstrap.servers": cluster.bootstrap_servers,
-        "log_level": 4,
+        "logger": LIBRDKAFKA_LOG,
         **extra_settings(cluster.name, environ),
         **{k.replace("_", "."): v for k, v in overrides.items()},
     }

@@ -138,6 +138,12 @@ class FollowingConsumer:
         self.dropped += 1
         return None
 
+    def commit(self, **kwargs: Any) -> Any:
+        """Consumer.commit (asynchronous, offsets...) in the cluster the consumer reads now: without offsets, the
+        positions after the records it read there, returned or dropped."""
+        assert self._consumer is not None, "commit before the first poll"
+        return self._consumer.commit(**kwargs)
+
     def close(self) -> None:
         if self._consumer is not None:
             self._consumer.close()

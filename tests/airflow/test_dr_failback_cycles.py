@@ -1,5 +1,7 @@
-"""Three planned failover and failback cycles in a row with dag.test() on an embedded stack of their own, in a module
-of their own so that xdist can run it beside the other failback drills (tests/conftest.py hands out files)."""
+"""Three planned failover and failback cycles in a row with dag.test() on an embedded stack of their own, the data
+carried by the DAGs' own continuous replicators (dr_bringup starts them, dr_failover stops them, dr_failback starts
+them again); in a module of their own so that xdist can run it beside the other failback drills (tests/conftest.py
+hands out files)."""
 
 from __future__ import annotations
 
@@ -7,14 +9,9 @@ import json
 
 import pytest
 from airflow.utils.state import DagRunState
-from support.drills import (
-    copy_flow,
-    fail_back,
-    high_watermarks,
-    send,
-    states_of,
-)
+from support.drills import fail_back, high_watermarks, send, states_of
 from support.kafka import create_topic
+from support.retry import eventually
 from support.topology import write_topology
 
 from kafka_dr import client_switch
@@ -24,14 +21,26 @@ from kafka_dr.replication.provenance import hops
 from kafka_dr.topology import load_topology
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.usefixtures("jobs_in_process")]
+FLOWS = ("cy-dc1-to-dc2", "cy-dc2-to-dc1")
+
+
+def contents(bootstrap: str) -> tuple[list[str], int]:
+    """The values of topic `cycles` in one cluster, sorted, and the longest provenance chain among them."""
+    ends = {("cycles", 0): (0, high_watermarks(bootstrap)[("cycles", 0)])}
+    values, longest = [], 0
+    for message in read_committed({"bootstrap.servers": bootstrap}, ends, 30):
+        values.append(message.value().decode())
+        longest = max(longest, len(hops(message.headers())))
+    return sorted(values), longest
 
 
 def test_three_planned_failover_and_failback_cycles_lose_nothing_and_duplicate_nothing(
     dags, own_stack, state, tmp_path
 ):
-    """Active-active: three times in a row a planned failover dc1 -> dc2, records produced in dc2, and a failback:
-    RPO 0 each time (failover and failback agree), every record once in each cluster, and no provenance chain longer
-    than the one hop each record actually took."""
+    """Active-active: three times in a row a planned failover dc1 -> dc2 right after records were produced in dc1
+    (its lag gate waits for the running replicator to copy them), records produced in dc2, and a failback: RPO 0 each
+    time (failover and failback agree), every record once in each cluster, and no provenance chain longer than the one
+    hop each record actually took. No test code copies a record."""
     dc1, dc2 = own_stack.config.dc("dc1"), own_stack.config.dc("dc2")
     path = write_topology(
         tmp_path / "cycles.yaml",
@@ -47,11 +56,15 @@ def test_three_planned_failover_and_failback_cycles_lose_nothing_and_duplicate_n
         create_topic({"bootstrap.servers": broker.broker_address}, "cycles")
     expected: list[str] = []
     try:
+        bringup = dags["dr_bringup"].test(
+            run_conf={"topology": str(path), "flows": list(FLOWS), "max_lag_records": 0, "max_lag_seconds": None}
+        )
+        assert bringup.state == DagRunState.SUCCESS, states_of(bringup)
         for cycle in range(3):
             batch = [f"c{cycle}-dc1-{i}" for i in range(50)]
             send(dc1.broker_address, "cycles", batch)
             expected += batch
-            copy_flow(topology, "cy-dc1-to-dc2")  # replication caught up before the planned failover
+            assert replicators.is_running("cy-dc1-to-dc2"), cycle  # what carries the batch to dc2
             failover = dags["dr_failover"].test(
                 run_conf={
                     "topology": str(path),
@@ -63,13 +76,13 @@ def test_three_planned_failover_and_failback_cycles_lose_nothing_and_duplicate_n
                 }
             )
             assert failover.state == DagRunState.SUCCESS, (cycle, states_of(failover))
+            assert not replicators.is_running("cy-dc1-to-dc2"), cycle
             batch = [f"c{cycle}-dc2-{i}" for i in range(50)]
             send(dc2.broker_address, "cycles", batch)
             expected += batch
             run = fail_back(dags, path)
             assert run.state == DagRunState.SUCCESS, (cycle, states_of(run))
-            for flow in ("cy-dc1-to-dc2", "cy-dc2-to-dc1"):
-                replicators.stop(flow)
+            assert all(replicators.is_running(flow) for flow in FLOWS), cycle
             reports_dir = state / "reports"
             failover_report = json.loads(sorted(reports_dir.glob("dr_failover-*.json"))[-1].read_text())
             failback_report = json.loads(sorted(reports_dir.glob("dr_failback-*.json"))[-1].read_text())
@@ -79,20 +92,11 @@ def test_three_planned_failover_and_failback_cycles_lose_nothing_and_duplicate_n
                 "cy-producer": "dc1",
                 "cy-consumer": "dc1",
             }
-        for flow in ("cy-dc1-to-dc2", "cy-dc2-to-dc1"):
-            copy_flow(topology, flow)  # whatever the stopped replicators had left
-        for broker in (dc1, dc2):
-            records = read_committed(
-                {"bootstrap.servers": broker.broker_address},
-                {("cycles", 0): (0, high_watermarks(broker.broker_address)[("cycles", 0)])},
-                30,
-            )
-            values, longest = [], 0
-            for message in records:
-                values.append(message.value().decode())
-                longest = max(longest, len(hops(message.headers())))
-            assert sorted(values) == sorted(expected), broker.name  # every record once in each cluster
-            assert longest == 1, broker.name  # a copy took one hop, and never came back for a second
+        for broker in (dc1, dc2):  # the running replicators finish what the last cycle wrote
+            address = broker.broker_address
+            eventually(lambda a=address: contents(a)[0] == sorted(expected), f"every record in {broker.name}", 60)
+            # every record once in each cluster, a copy one hop, never come back for a second
+            assert contents(address) == (sorted(expected), 1), broker.name
     finally:
-        for flow in ("cy-dc1-to-dc2", "cy-dc2-to-dc1"):
+        for flow in FLOWS:
             replicators.stop(flow)

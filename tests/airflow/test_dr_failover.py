@@ -37,6 +37,7 @@ from kafka_dr.topology import load_topology
 from kafka_dr.translation.group_offsets import LIVE, translated_offsets
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.usefixtures("jobs_in_process")]
+LOCAL = 7  # records dc2 holds of its own before the copies: a translator that kept dc1's offsets would be caught
 USER_SCHEMA = json.dumps({"type": "record", "name": "User", "fields": [{"name": "name", "type": "string"}]})
 
 
@@ -75,7 +76,9 @@ def test_planned_failover_loses_nothing_and_consumers_resume_without_duplicates(
     """dc1 still up: producers move first, the lag drains to 0, then offsets and consumers move. RPO 0."""
     dc1, dc2 = own_stack.config.dc("dc1"), own_stack.config.dc("dc2")
     topology = write_topology(own_stack, tmp_path / "t.yaml", "payments", registry=False)
-    create_topic({"bootstrap.servers": dc1.broker_address}, "payments")
+    for dc in (dc1, dc2):
+        create_topic({"bootstrap.servers": dc.broker_address}, "payments")
+    produce(dc2.broker_address, "payments", 0, LOCAL)
     produce(dc1.broker_address, "payments", 0, 5_000)
     commit_offsets({"bootstrap.servers": dc1.broker_address}, "ledger", {("payments", 0): 3_000})
     command = spark_submit_command(
@@ -94,7 +97,7 @@ def test_planned_failover_loses_nothing_and_consumers_resume_without_duplicates(
     assert report["rpo"] == {**report["rpo"], "records": 0, "exact": True}
     assert report["clients"]["producers_first"] == ["orders-producer"] and report["clients"]["moved"] == ["billing"]
     assert report["schema_registry"]["skipped"].startswith("the primary registry is not set")
-    assert committed(dc2.broker_address, "ledger") == {("payments", 0): 3_000}
+    assert committed(dc2.broker_address, "ledger") == {("payments", 0): LOCAL + 3_000}
     assert read_rest(dc2.broker_address, "ledger", "payments") == list(range(3_000, 5_100))  # none lost, none twice
 
 
@@ -130,12 +133,14 @@ def test_failover_fails_while_a_replicator_the_tracker_does_not_know_still_copie
 
 
 def test_white_paper_disaster_failover(dags, own_stack, state, tmp_path):
-    """10,000 records in dc1, 9,998 replicated, a group that read 8,000; dc1 lost; dr_failover (disaster):
-    the group resumes in dc2 at origin offset 8,000 and reads exactly the other 1,998; RPO = 2; dc2's
-    registry registers new ids; clients point at dc2."""
+    """10,000 records in dc1, 9,998 replicated after 7 of dc2's own, a group that read 8,000; dc1 lost; dr_failover
+    (disaster): the group resumes in dc2 at 8,007, origin offset 8,000, and reads exactly the other 1,998; RPO = 2;
+    dc2's registry registers new ids; clients point at dc2."""
     dc1, dc2 = own_stack.config.dc("dc1"), own_stack.config.dc("dc2")
     topology = write_topology(own_stack, tmp_path / "t.yaml", "orders")
-    create_topic({"bootstrap.servers": dc1.broker_address}, "orders")
+    for dc in (dc1, dc2):
+        create_topic({"bootstrap.servers": dc.broker_address}, "orders")
+    produce(dc2.broker_address, "orders", 0, LOCAL)
     registry1 = SchemaRegistryClient({"url": dc1.registry_url})
     old_id = registry1.register_schema("users-value", _schema())
     produce(dc1.broker_address, "orders", 0, 9_998)
@@ -144,9 +149,9 @@ def test_white_paper_disaster_failover(dags, own_stack, state, tmp_path):
     produce(dc1.broker_address, "orders", 9_998, 2)  # never replicated
     commit_offsets({"bootstrap.servers": dc1.broker_address}, "billing", {("orders", 0): 8_000})
     checkpoint = run_job("translate_offsets", "--topology", str(topology), "--flow", "wp-dc1-to-dc2")
-    assert checkpoint["groups"]["billing"][0]["dest_offset"] == 8_000
+    assert checkpoint["groups"]["billing"][0]["dest_offset"] == LOCAL + 8_000
     live = translated_offsets("billing", "dc2", loaded, source=LIVE)  # what an application asks while dc1 answers
-    assert [(p.topic, p.partition, p.offset) for p in live.partitions] == [("orders", 0, 8_000)]
+    assert [(p.topic, p.partition, p.offset) for p in live.partitions] == [("orders", 0, LOCAL + 8_000)]
     own_stack.stop("dc1")  # the disaster
 
     run = fail_over(dags, topology, "disaster", groups="billing")
@@ -154,7 +159,7 @@ def test_white_paper_disaster_failover(dags, own_stack, state, tmp_path):
     assert run.state == DagRunState.SUCCESS, states
     assert states["switch_producers"] == TaskInstanceState.SKIPPED and states["lag_zero"] == TaskInstanceState.SKIPPED
     assert states["disaster_path"] == TaskInstanceState.SUCCESS
-    assert committed(dc2.broker_address, "billing") == {("orders", 0): 8_000}
+    assert committed(dc2.broker_address, "billing") == {("orders", 0): LOCAL + 8_000}
     kept = subprocess.run(  # the application's view, dc1 lost: the checkpoint kept in dc2, as the DAG applied it
         [
             sys.executable,
@@ -174,7 +179,7 @@ def test_white_paper_disaster_failover(dags, own_stack, state, tmp_path):
     )
     assert kept.returncode == 0, kept.stderr
     assert [(p["topic"], p["partition"], p["offset"]) for p in json.loads(kept.stdout)["partitions"]] == [
-        ("orders", 0, 8_000)
+        ("orders", 0, LOCAL + 8_000)
     ]
     assert read_rest(dc2.broker_address, "billing", "orders") == list(range(8_000, 9_998))
     report_file = next((state / "reports").glob("dr_failover-*.json"))

@@ -1,8 +1,11 @@
 """An application that never restarts, through a disaster dr_failover and then a dr_failback (dag.test() on an
 embedded stack of its own): a FollowingProducer writes through its alias wherever it points, and two
-FollowingConsumers read continuously, one in a group the DAGs apply offsets for and one in a group they leave out
-(it starts at the translation kept in the new cluster's checkpoints). Each consumer delivers every record of the
-topic exactly once, in order per partition."""
+FollowingConsumers read, one in a group the DAGs apply offsets for and one in a group they leave out (it starts at the
+translation kept in the new cluster's checkpoints, and back home at its own old commits).
+
+The consumers lag at the disaster and have delivered past the last checkpoint, so each reads a known number of
+records again and must drop exactly those; the producer has records dc1 never acknowledged, which it must send again
+to dc2 once. Every record of the topic is delivered exactly once, in order per partition."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from collections.abc import Callable
 import pytest
 from airflow.utils.state import DagRunState
 from support.drills import copy_flow, fail_back, fail_over, states_of, write_topology
-from support.kafka import create_topic
+from support.kafka import create_topic, read_all
 
 from kafka_dr.follower import FollowingConsumer, FollowingProducer
 from kafka_dr.replication import replicators
@@ -25,21 +28,41 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.usefixtures
 
 TOPIC, PARTITIONS, FLOW = "following", 2, "wp-dc1-to-dc2"
 APPLIED, SELF = "follow-applied", "follow-self"  # the DAGs apply offsets for the first only
+CHECKPOINTED, AT_DISASTER = 100, 200  # records each group had delivered at the last checkpoint, at the disaster
+IN_FLIGHT = range(300, 350)  # produced once dc1 is down: never acknowledged there
 
 
 class Reader:
-    """A FollowingConsumer polled in a thread: `values` in the order the application received them."""
+    """A FollowingConsumer polled in a thread, as far as `read_to` lets it: `values` in the order the application
+    received them. Offsets are committed only by `read_to`, so each group's commits are known."""
 
     def __init__(self, topology, group: str) -> None:
-        config = {"group.id": group, "auto.offset.reset": "earliest", "session.timeout.ms": 6000}
+        config = {
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": 6000,
+            "enable.auto.commit": False,
+        }
         self.consumer = FollowingConsumer(topology, "billing", [TOPIC], config)
         self.values: list[tuple[int, int]] = []  # (partition, number)
+        self._until, self._committed = 0, True
         self._running = True
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
 
+    def read_to(self, count: int) -> None:
+        """Deliver until `count` records in all, commit their positions, and stop there (the consumer lags)."""
+        self._committed, self._until = False, count
+        until(lambda: self._committed)
+
     def _read(self) -> None:
         while self._running:
+            if len(self.values) >= self._until:
+                if not self._committed:
+                    self.consumer.commit(asynchronous=False)
+                    self._committed = True
+                time.sleep(0.05)
+                continue
             message = self.consumer.poll(0.2)
             if message is not None and message.error() is None:
                 self.values.append((message.partition(), int(message.value())))
@@ -50,56 +73,74 @@ class Reader:
         self.consumer.close()
 
 
-def produce(producer: FollowingProducer, numbers: range) -> None:
+def produce(producer: FollowingProducer, numbers: range, flush: bool = True) -> None:
     for number in numbers:
         producer.produce(TOPIC, value=str(number).encode(), key=str(number).encode(), partition=number % PARTITIONS)
-    assert producer.flush(60) == 0
+    if flush:
+        assert producer.flush(60) == 0
 
 
 def until(condition: Callable[[], bool], timeout: float = 90.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.2)
+        time.sleep(0.05)
 
 
 def test_an_application_follows_a_disaster_failover_and_a_failback_without_a_restart(dags, own_stack, state, tmp_path):
-    dc1 = own_stack.config.dc("dc1")
+    dc1, dc2 = own_stack.config.dc("dc1"), own_stack.config.dc("dc2")
     path = write_topology(own_stack, tmp_path / "t.yaml", TOPIC, registry=False)
     topology = load_topology(path)
     create_topic({"bootstrap.servers": dc1.broker_address}, TOPIC, PARTITIONS)
     producer = FollowingProducer(topology, "orders-producer", {"linger.ms": 5})
-    readers = [Reader(topology, APPLIED), Reader(topology, SELF)]
+    readers = {group: Reader(topology, group) for group in (APPLIED, SELF)}
+    dropped: dict[str, list[int]] = {group: [] for group in readers}  # records read again, per phase
     try:
         produce(producer, range(0, 300))
-        until(lambda: all(len(r.values) >= 150 for r in readers))  # reading in dc1
-        copy_flow(topology, FLOW)  # all 300 replicated: the disaster loses no record, so every one must arrive
-        checkpoint_groups(topology, topology.flow(FLOW), None)  # the replicator's last checkpoint pass
+        for reader in readers.values():
+            reader.read_to(CHECKPOINTED)
+        copy_flow(topology, FLOW)  # the replicator: all 300 copied...
+        checkpoint_groups(topology, topology.flow(FLOW), None)  # ...and its last checkpoint pass, at 100 each
         close_readers()
+        for reader in readers.values():
+            reader.read_to(AT_DISASTER)  # delivered and committed in dc1 after the checkpoint; 100 still unread
         own_stack.stop("dc1")  # the disaster
+        produce(producer, IN_FLIGHT, flush=False)  # the application goes on writing: nothing acknowledges these
 
         run = fail_over(dags, path, "disaster", groups=APPLIED)
         assert run.state == DagRunState.SUCCESS, states_of(run)
-        produce(producer, range(300, 500))  # the business goes on in dc2
-        assert producer.cluster == "dc2"
-        until(lambda: all(len({v for _, v in r.values}) >= 500 for r in readers))
+        produce(producer, range(IN_FLIGHT.stop, 500))  # the business goes on in dc2; the 50 are sent again first
+        assert producer.cluster == "dc2" and producer.resent == len(IN_FLIGHT)
+        for group, reader in readers.items():
+            reader.read_to(500)
+            dropped[group].append(reader.consumer.dropped)
 
         own_stack.start("dc1")  # back, with its data
         run = fail_back(dags, path, groups=APPLIED)
         assert run.state == DagRunState.SUCCESS, states_of(run)
         produce(producer, range(500, 600))  # and in dc1 again
         assert producer.cluster == "dc1"
-        until(lambda: all(len({v for _, v in r.values}) >= 600 for r in readers))
-        time.sleep(3)  # anything read twice would arrive now
+        for group, reader in readers.items():
+            reader.read_to(600)
+            dropped[group].append(reader.consumer.dropped - dropped[group][-1])
+        time.sleep(2)  # anything read twice would arrive now
+        assert all(len(reader.values) == 600 for reader in readers.values())
     finally:
-        for reader in readers:
+        for reader in readers.values():
             reader.stop()
         replicators.stop(FLOW)
-    for reader in readers:
+    for reader in readers.values():
         assert reader.consumer.cluster == "dc1"
         numbers = [v for _, v in reader.values]
         assert sorted(numbers) == list(range(600)), (reader.consumer.config["group.id"], len(numbers))
         for partition in range(PARTITIONS):
             in_partition = [v for p, v in reader.values if p == partition]
             assert in_partition == sorted(in_partition) and all(v % PARTITIONS == partition for v in in_partition)
-    print(f"dropped (read again, not delivered): {[r.consumer.dropped for r in readers]}, resent {producer.resent}")
+    # In dc2 both groups resume at the checkpoint and read again what they delivered after it. Back in dc1, the
+    # applied group resumes where it stopped in dc2; the other at its own commits from before the disaster: it reads
+    # again dc1's records after them and the resync's copies of what dc2 wrote meanwhile.
+    again = AT_DISASTER - CHECKPOINTED
+    assert dropped == {APPLIED: [again, 0], SELF: [again, (300 - AT_DISASTER) + (500 - 300)]}
+    # The 50 resent are in dc2 once (and maybe copies of 500-599: the flow resumed after the failback).
+    in_dc2 = [int(m.value()) for m in read_all({"bootstrap.servers": dc2.broker_address}, TOPIC)]
+    assert set(range(500)) <= set(in_dc2) and len(in_dc2) == len(set(in_dc2)), "dc2 lacks or doubles a record"

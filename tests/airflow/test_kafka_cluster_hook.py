@@ -11,7 +11,7 @@ from airflow.sdk.exceptions import AirflowNotFoundException
 from support.ports import free_port
 
 from kafka_dr.airflow.hooks.kafka_cluster import ClusterUnreachable, KafkaClusterHook, flows_environ
-from kafka_dr.clients import ClientConfigError
+from kafka_dr.clients import LIBRDKAFKA_LOG, ClientConfigError
 from kafka_dr.topology import Topology, TopologyError, parse_topology
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ def connection(monkeypatch: pytest.MonkeyPatch, conn_id: str, **fields: object) 
 def test_without_a_connection_or_variable_the_cluster_is_plaintext(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KDR_CLUSTER_DC1_CONFIG", raising=False)
     hook = KafkaClusterHook("dc1", topology=topology())
-    assert hook.client_config() == {"bootstrap.servers": "127.0.0.1:9091", "log_level": 4}
+    assert hook.client_config() == {"bootstrap.servers": "127.0.0.1:9091", "logger": LIBRDKAFKA_LOG}
     assert hook.env_for_subprocess() == {}
 
 
@@ -56,7 +56,7 @@ def test_connection_extras_and_login_become_librdkafka_settings(
     }
     assert hook.client_config(enable_idempotence=True) == {
         "bootstrap.servers": "127.0.0.1:9091",
-        "log_level": 4,
+        "logger": LIBRDKAFKA_LOG,
         **expected,
         "enable.idempotence": True,
     }

@@ -1,31 +1,40 @@
-"""Failover at scale: dr_failover through dag.test() on the embedded two-DC stack, with --groups consumer groups
-(default 1,000) x 6 partitions, in both modes.
+"""Failover at scale: dr_failover on the embedded two-DC stack, with --groups consumer groups (default 1,000) x 6
+partitions, in both modes, run by dag.test() and, with --scheduler real (or both), by the real Airflow.
 
+Both modes start with a continuous replicator of the flow running (dr_bringup's), so stop_replication has one to stop:
 disaster: the groups are checkpointed into dc2 as a running replicator does, then dc1 (broker and registry) is
-  stopped; dr_failover applies the checkpoints, makes dc2's registry lead on its own store and moves the clients.
-planned: dc1 stays up and a continuous replicator copies while records keep arriving; dr_failover moves the
-  producers, waits for replication lag 0 (the lag gate), stops the replicator, translates from the source (a Spark
-  job) and applies, then moves the consumers.
+  stopped under the running replicator; dr_failover stops it, applies the checkpoints, makes dc2's registry lead on
+  its own store and moves the clients.
+planned: dc1 stays up and the replicator copies while records keep arriving; dr_failover moves the producers, waits
+  for replication lag 0 (the lag gate), stops the replicator, translates from the source (a Spark job) and applies,
+  then moves the consumers.
 
 Printed per mode: the RTO (the run's start to clients switched) split into kafka-dr's own steps (the time inside
 each task's work, as the report records it), the lag-gate wait (planned) and Airflow's task overhead (the rest:
 starting each task instance, params, XComs); each step's seconds; and exactness: every group's committed offsets
-in dc2 against the ground truth read from dc2's provenance headers (not from kafka-dr's translation).
+in dc2 against the ground truth read from dc2's provenance headers (not from kafka-dr's translation). What the RTO
+leaves out is kept in the JSON too: dag.test()'s one-off warm-up of Airflow's in-process API (`warm_up_s`) and, on
+the real scheduler, the wait from the trigger to the run's first task (`scheduler_delay_s`) and the trigger to
+clients switched as the operator sees it (`trigger_to_switched_s`).
 
     make bench-failover
     PYTHONPATH=tests .venv/bin/python tests/benchmarks/failover_benchmark.py [disaster|planned|both] [--groups N]
+        [--scheduler dag-test|real|both]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import threading
 import time
-from datetime import datetime
+from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,14 +46,18 @@ from support.drills import (
     checkpointed_fleet,
     fail_over,
     resumed_offsets,
-    states_of,
 )
 from support.fleet import fill, ground_truth
+from support.ports import free_port
 from support.stack import running_stack
 
-from kafka_dr.replication import replicators
+from kafka_dr.airflow_rest import AirflowRest
+from kafka_dr.demo.drill import trigger_and_wait
+from kafka_dr.local.airflow import PASSWORD, USER
+from kafka_dr.replication import activity, replicators
 from kafka_dr.reports import step_seconds
 from kafka_dr.spark.submit import spark_env, spark_submit_command
+from kafka_dr.topology import load_topology
 
 # On the way to the clients' switch, in run order; the lag gate is the planned mode's wait, counted apart.
 OWN_STEPS = (
@@ -55,37 +68,42 @@ OWN_STEPS = (
     "schema_registry",
     "switch_consumers",
 )
+KAFKA_DR = Path(sys.executable).parent / "kafka-dr"
 
 
-def drill(dag: Any, root: Path, mode: str, groups: int, records: int) -> dict[str, Any]:
+def drill(root: Path, mode: str, groups: int, records: int, dag: Any | None) -> dict[str, Any]:
+    """One failover of `mode` on a stack of its own under `root`: by `dag` (dag.test()) or, without one, by the
+    real Airflow (`kafka-dr airflow up`, started beside the stack, triggered through its REST API)."""
     os.environ["KDR_STATE_DIR"] = str(root / "state")
     with running_stack(root) as stack:
         local = stack.local
         dc1, dc2 = (local.config.dc(dc) for dc in ("dc1", "dc2"))
         topology = root / "topology.yaml"
         fleet = checkpointed_fleet(local, topology, groups, records, epoch_seconds=None)
-        arriving: threading.Thread | None = None
-        if mode == "disaster":
-            local.stop("dc1")
-        else:
-            command = spark_submit_command(
-                "replicate",
-                ["--topology", str(topology), "--flow", FLEET_FLOW, "--mode", "continuous"],
-            )
-            replicators.start(FLEET_FLOW, command, env=spark_env())
-            # Records still arriving when the failover starts: the lag gate has something to wait for.
-            arriving = threading.Thread(
-                target=fill, args=({"bootstrap.servers": dc1.broker_address}, FLEET_TOPIC, FLEET_PARTITIONS, 200, "new")
-            )
-            arriving.start()
-        run = fail_over({"dr_failover": dag}, topology, mode, groups="fleet-.*")
-        if arriving is not None:
-            arriving.join()
-        states = states_of(run)
-        if str(run.state) != "success":
-            raise SystemExit(f"{mode} failover failed: {states}")
-        report = json.loads(next((root / "state" / "reports").glob("dr_failover-*.json")).read_text())
-        lag_gate = _task_seconds(run, "lag_zero")
+        with real_airflow(root, topology) if dag is None else contextlib.nullcontext() as api:
+            warm_up_s = warm_up(api, dag, root) if api is not None else None
+            with replicator_running(topology):
+                arriving: threading.Thread | None = None
+                if mode == "disaster":
+                    local.stop("dc1")  # under the running replicator
+                else:  # records still arriving when the failover starts: the lag gate has something to wait for
+                    config = {"bootstrap.servers": dc1.broker_address}
+                    arriving = threading.Thread(target=fill, args=(config, FLEET_TOPIC, FLEET_PARTITIONS, 200, "new"))
+                    arriving.start()
+                conf = {"topology": str(topology), "failed_cluster": "dc1", "target_cluster": "dc2", "mode": mode}
+                conf |= {"groups": "fleet-.*", "reset_to_datetime": None}
+                triggered = datetime.now(UTC)
+                if api is None:
+                    run = dag.test(run_conf=conf)
+                    state, tasks, scheduler_delay = str(run.state), _task_times(run), None
+                else:
+                    step = trigger_and_wait(api, "dr_failover", conf, lambda line: None)
+                    state, tasks, scheduler_delay = step.state, _rest_task_times(api, step.run_id), step.scheduler_delay
+                if arriving is not None:
+                    arriving.join()
+        if state != "success":
+            raise SystemExit(f"{mode} failover failed: {tasks}")
+        report = json.loads(max((root / "state" / "reports").glob("dr_failover-*.json")).read_text())
         dc2_config = {"bootstrap.servers": dc2.broker_address}
         truth = ground_truth(dc2_config, FLEET_TOPIC, FLEET_PARTITIONS, fleet.source_cluster_id)
         resumed = resumed_offsets(dc2.broker_address, sorted(fleet.commits), FLEET_TOPIC)
@@ -93,8 +111,11 @@ def drill(dag: Any, root: Path, mode: str, groups: int, records: int) -> dict[st
     steps = {name: step_seconds(step) for name, step in report["steps"].items()}
     own = round(sum(seconds for name, seconds in steps.items() if name.startswith(OWN_STEPS) and seconds), 3)
     rto = report["rto_seconds"]
+    lag_gate = next((end - begin for task, begin, end in tasks if task == "lag_zero"), None)
+    started = datetime.fromisoformat(report["run_started"])
     return {
         "mode": mode,
+        "scheduler": "dag.test" if dag is not None else "real (LocalExecutor)",
         "groups": groups,
         "group_partitions": groups * FLEET_PARTITIONS,
         "groups_exact": exact_groups,
@@ -103,46 +124,109 @@ def drill(dag: Any, root: Path, mode: str, groups: int, records: int) -> dict[st
         "rpo_records": report["rpo"]["records"],
         "rto_s": rto,
         "kafka_dr_s": round(own, 3),
-        "lag_gate_s": lag_gate,
+        "lag_gate_s": None if lag_gate is None else round(lag_gate, 3),
         "airflow_s": round(rto - own - (lag_gate or 0), 3),
+        "warm_up_s": warm_up_s,
+        "scheduler_delay_s": scheduler_delay,
+        "trigger_to_switched_s": round((started - triggered).total_seconds() + rto, 3),
         "steps_s": steps,
-        "tasks": _task_times(run, report),
+        "tasks": tasks,
     }
 
 
-def _task_seconds(run: Any, task_id: str) -> float | None:
-    """How long Airflow says a task instance ran (None: it did not run)."""
-    for ti in run.get_task_instances():
-        if ti.task_id == task_id and ti.state == "success" and ti.start_date and ti.end_date:
-            return round((ti.end_date - ti.start_date).total_seconds(), 3)
-    return None
+@contextlib.contextmanager
+def replicator_running(topology: Path) -> Iterator[None]:
+    """The flow's continuous replicator, as dr_bringup leaves it, running from its first epoch on; stopped after
+    (a failover that got far has stopped it already)."""
+    command = spark_submit_command(
+        "replicate", ["--topology", str(topology), "--flow", FLEET_FLOW, "--mode", "continuous"]
+    )
+    from_offset = activity.progress_end(_target_config(topology))
+    replicators.start(FLEET_FLOW, command, env=spark_env())
+    try:
+        if not activity.wait_for_claim(
+            _target_config(topology), FLEET_FLOW, from_offset, lambda: replicators.is_running(FLEET_FLOW), 180
+        ):
+            raise SystemExit(
+                f"the replicator of {FLEET_FLOW} exited during its start: {replicators.last_error(FLEET_FLOW)}"
+            )
+        yield
+    finally:
+        with contextlib.suppress(replicators.ReplicatorError):
+            replicators.stop(FLEET_FLOW)
 
 
-def _task_times(run: Any, report: dict[str, Any]) -> list[tuple[str, float, float]]:
-    """Each task instance's start and end in seconds after the run's start, as Airflow recorded them."""
-    start = datetime.fromisoformat(report["run_started"])
+def _target_config(topology: Path) -> dict[str, Any]:
+    from kafka_dr.clients import client_config
+
+    return client_config(load_topology(topology).cluster("dc2"))
+
+
+@contextlib.contextmanager
+def real_airflow(root: Path, topology: Path) -> Iterator[AirflowRest]:
+    """`kafka-dr airflow up` for this stack (its own home and port, none of this process's Airflow settings), down
+    after."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "KDR_"))}
+    env["KDR_STATE_DIR"] = str(root / "state")
+    started = time.perf_counter()
+    up = [str(KAFKA_DR), "airflow", "up", "--topology", str(topology), "--port", str(port)]
+    done = subprocess.run(up, env=env, capture_output=True, text=True, timeout=600, check=False)
+    try:
+        if done.returncode != 0:
+            raise SystemExit(f"kafka-dr airflow up failed: {done.stderr[-2000:]}")
+        print(f"Airflow up ({time.perf_counter() - started:.0f} s)", flush=True)
+        yield AirflowRest(f"http://127.0.0.1:{port}", USER, PASSWORD)
+    finally:
+        subprocess.run([str(KAFKA_DR), "airflow", "down"], env=env, capture_output=True, timeout=120, check=False)
+
+
+def _task_times(run: Any) -> list[tuple[str, float, float]]:
+    """Each task instance's start and end (epoch seconds) as Airflow recorded them, in order."""
     return sorted(
-        (ti.task_id, round((ti.start_date - start).total_seconds(), 3), round((ti.end_date - start).total_seconds(), 3))
+        (ti.task_id, ti.start_date.timestamp(), ti.end_date.timestamp())
         for ti in run.get_task_instances()
-        if ti.start_date and ti.end_date
+        if ti.start_date and ti.end_date and ti.state == "success"
     )
 
 
-def warm_up(dag: Any, session: Path) -> None:
-    """A dr_failover run that fails its validation (a topology file that does not exist), changing nothing. The
-    first task dag.test() runs in a process builds Airflow's in-process execution API (about 3 s here, once per
-    process); a deployed Airflow has its API server up before any failover, so the drills run after this."""
+def _rest_task_times(api: AirflowRest, run_id: str) -> list[tuple[str, float, float]]:
+    return sorted(
+        (
+            ti["task_id"],
+            datetime.fromisoformat(ti["start_date"]).timestamp(),
+            datetime.fromisoformat(ti["end_date"]).timestamp(),
+        )
+        for ti in api.task_instances("dr_failover", run_id)
+        if ti.get("start_date") and ti.get("end_date") and ti.get("state") == "success"
+    )
+
+
+def warm_up(api: AirflowRest | None, dag: Any | None, root: Path) -> float:
+    """A dr_failover run that fails its validation (a topology file that does not exist), changing nothing; its
+    seconds. In dag.test() the first task of a process builds Airflow's in-process execution API (about 3 s, once per
+    process); the real Airflow's first run parses and serializes afresh. A deployed Airflow has done both before any
+    failover, so the drills run after this, and the JSON keeps it."""
+    conf = {"topology": str(root / "no-such-topology.yaml"), "failed_cluster": "dc1", "target_cluster": "dc2"}
+    conf |= {"mode": "disaster", "groups": ".*", "reset_to_datetime": None}
     started = time.perf_counter()
-    run = fail_over({"dr_failover": dag}, session / "no-such-topology.yaml", "disaster", groups=".*")
-    print(f"Airflow warm-up run ({run.state}, expected failed): {time.perf_counter() - started:.1f} s", flush=True)
+    if api is not None:
+        state = trigger_and_wait(api, "dr_failover", conf, lambda line: None).state
+    else:
+        state = str(fail_over({"dr_failover": dag}, Path(conf["topology"]), "disaster", groups=".*").state)
+    seconds = round(time.perf_counter() - started, 3)
+    print(f"Airflow warm-up run ({state}, expected failed): {seconds:.1f} s", flush=True)
+    return seconds
 
 
 def describe(r: dict[str, Any]) -> str:
     gate = f", lag gate {r['lag_gate_s']} s" if r["lag_gate_s"] is not None else ""
+    delay = "" if r["scheduler_delay_s"] is None else f"; scheduler delay {r['scheduler_delay_s']:.1f} s"
     steps = ", ".join(f"{name} {seconds}" for name, seconds in r["steps_s"].items() if seconds is not None)
     return (
-        f"{r['mode']} failover, {r['groups']} groups x {FLEET_PARTITIONS} partitions: RTO {r['rto_s']} s = "
-        f"kafka-dr {r['kafka_dr_s']} s{gate} + Airflow task overhead {r['airflow_s']} s; exact "
+        f"{r['mode']} failover ({r['scheduler']}), {r['groups']} groups x {FLEET_PARTITIONS} partitions: RTO "
+        f"{r['rto_s']} s = kafka-dr {r['kafka_dr_s']} s{gate} + Airflow task overhead {r['airflow_s']} s; trigger to "
+        f"clients switched {r['trigger_to_switched_s']} s{delay}; warm-up run {r['warm_up_s']} s; exact "
         f"{r['groups_exact']}/{r['groups']} groups ({r['group_partitions_exact']}/{r['group_partitions']} "
         f"group-partitions), RPO {r['rpo_records']} records\n  steps (s): {steps}"
     )
@@ -153,19 +237,25 @@ def main() -> int:
     parser.add_argument("mode", choices=["disaster", "planned", "both"], nargs="?", default="both")
     parser.add_argument("--groups", type=int, default=1000)
     parser.add_argument("--records", type=int, default=2000, help="records per partition replicated before")
+    parser.add_argument("--scheduler", choices=["dag-test", "real", "both"], default="both")
     args = parser.parse_args()
     session = Path(tempfile.mkdtemp(prefix="kdr-failover-bench-"))
     configure_environment(session)
     migrate_db()
     dag = load_dag("dr_failover")
-    warm_up(dag, session)
+    dag_test_warm_up = warm_up(None, dag, session)
     results = []
-    for mode in ("disaster", "planned") if args.mode == "both" else (args.mode,):
-        started = time.perf_counter()
-        result = drill(dag, session / mode, mode, args.groups, args.records)
-        result["drill_wall_s"] = round(time.perf_counter() - started, 1)
-        print(describe(result), flush=True)
-        results.append(result)
+    schedulers = ("dag-test", "real") if args.scheduler == "both" else (args.scheduler,)
+    for scheduler in schedulers:
+        for mode in ("disaster", "planned") if args.mode == "both" else (args.mode,):
+            started = time.perf_counter()
+            root = session / f"{scheduler}-{mode}"
+            result = drill(root, mode, args.groups, args.records, dag if scheduler == "dag-test" else None)
+            if scheduler == "dag-test":
+                result["warm_up_s"] = dag_test_warm_up  # once per process: the first drill's
+            result["drill_wall_s"] = round(time.perf_counter() - started, 1)
+            print(describe(result), flush=True)
+            results.append(result)
     print(json.dumps({"at": datetime.now().isoformat(timespec="seconds"), "results": results}))
     return 0 if all(r["groups_exact"] == r["groups"] for r in results) else 1
 

@@ -58,6 +58,7 @@ RECORDS = 50
 # Committed offsets of a group on each side: the disaster failover translates returns-app's from the checkpoints that
 # e2e-dc2-to-dc1's replicator kept in dc1, and leaves billing's, a group of the cluster that survives, as it was.
 GROUPS = {"dc1": ("billing", 30), "dc2": ("returns-app", 20)}
+LOCAL = 7  # records of dc1's own in e2e-returns before the copies: translated offsets differ from dc2's
 CHECKPOINT_WAIT = 90.0  # a continuous replicator checkpoints its groups every 30 s
 RUN_TIMEOUT = 240.0  # a DAG run, queued to finished (about a minute each here)
 
@@ -89,7 +90,7 @@ def test_a_disaster_failover_triggered_from_the_browser(tmp_path: Path, monkeypa
                 assert bringup["triggered_by"] == "rest_api"  # what a run not triggered from the UI says
                 timings["dr_bringup"] = time.monotonic() - mark
                 mark = time.monotonic()
-                wait_for_checkpoint(stack, FLOWS[1], *GROUPS["dc2"])
+                wait_for_checkpoint(stack, FLOWS[1], GROUPS["dc2"][0], LOCAL + GROUPS["dc2"][1])
                 timings["first checkpoint"] = time.monotonic() - mark
 
                 ui.log_in(USER, PASSWORD)
@@ -124,11 +125,13 @@ def test_a_disaster_failover_triggered_from_the_browser(tmp_path: Path, monkeypa
 
 
 def prepare(stack: Stack) -> Path:
-    """Records in a topic of each DC, billing's offset in dc1, and the topology over this stack (flows both ways,
-    client aliases, dc1's registry the primary)."""
+    """Records in a topic of each DC (and LOCAL of dc1's own where dc2's are copied to), each group's offset on its
+    side, and the topology over this stack (flows both ways, client aliases, dc1's registry the primary)."""
     for dc, topic in TOPICS.items():
         create_topic({"bootstrap.servers": stack.bootstrap(dc)}, topic)
         produce(stack.bootstrap(dc), topic, 0, RECORDS)
+    create_topic({"bootstrap.servers": stack.bootstrap("dc1")}, TOPICS["dc2"])
+    produce(stack.bootstrap("dc1"), TOPICS["dc2"], 0, LOCAL)
     for dc, (group, offset) in GROUPS.items():
         commit_offsets({"bootstrap.servers": stack.bootstrap(dc)}, group, {(TOPICS[dc], 0): offset})
     return stack.write_topology("browser-failover", TOPOLOGY_FLOWS, extra=CLIENTS)
@@ -163,8 +166,8 @@ def replicators_stopped() -> Iterator[None]:
 
 
 def wait_for_checkpoint(stack: Stack, flow: str, group: str, offset: int) -> None:
-    """Until the flow's replicator has kept a lag snapshot and `group`'s committed `offset` translated in its target
-    (the topics hold the same offsets on both sides: replicated from 0): what a disaster failover later starts from.
+    """Until the flow's replicator has kept a lag snapshot and `group`'s commit translated to `offset` in its target:
+    what a disaster failover later starts from.
     A pass made before the records were copied checkpoints the group too, at the end of what was copied then."""
     target = {"bootstrap.servers": stack.bootstrap("dc1")}
     deadline = time.monotonic() + CHECKPOINT_WAIT
@@ -176,10 +179,11 @@ def wait_for_checkpoint(stack: Stack, flow: str, group: str, offset: int) -> Non
 
 
 def assert_group_moved(stack: Stack, failed: str, target: str) -> None:
-    """The group of the failed side resumes in the target where it stopped (the topics start at the same offsets
-    on both sides: replicated from 0)."""
+    """The group of the failed side resumes in the target where it stopped: its offset there is past the target's
+    own LOCAL records, as the copies' provenance says."""
     group, offset = GROUPS[failed]
-    assert committed_offsets({"bootstrap.servers": stack.bootstrap(target)}, group) == {(TOPICS[failed], 0): offset}
+    moved = committed_offsets({"bootstrap.servers": stack.bootstrap(target)}, group)
+    assert moved == {(TOPICS[failed], 0): LOCAL + offset}
 
 
 def trigger_failover(ui: AirflowUi, api: AirflowApi, topology: Path, failed: str, target: str, mode: str) -> str:

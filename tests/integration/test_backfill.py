@@ -5,18 +5,19 @@ dry run that changes nothing, a window partly deleted by retention, and bad wind
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer, TopicPartition
+from confluent_kafka import Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
-from support.kafka import HOUR_MS, create_topic, high_watermarks, hourly_records, iso
+from support.kafka import HOUR_MS, Record, create_topic, high_watermarks, hourly_records, iso, produce, read_all
 from support.servers import BrokerProcess
 from support.spark import run_in_process
 from support.topology import write_topology
 
 from kafka_dr.clients import read_committed
-from kafka_dr.replication.provenance import hops
+from kafka_dr.replication.provenance import HEADER, Hop, hops
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("spark")]
 PER_HOUR = 100  # records per hour, over 2 partitions
@@ -105,6 +106,37 @@ def test_a_window_partly_deleted_by_retention_reports_it_and_copies_the_rest(clu
     assert code == 0, err[-2000:]  # partition 0 begins in what retention deleted: reported, never skipped silently
     assert timed["unavailable"] == [{"topic": "bf-old", "partition": 0, "from_offset": None, "to_offset": 19}]
     assert (timed["copied"], timed["already_present"]) == (PER_HOUR // 2, 30)  # partition 0's 20-49 are there
+
+
+def test_a_target_already_holding_a_duplicate_and_a_changed_copy_fails_verify_naming_both(clusters, tmp_path):
+    """Backfill copies only what the target lacks, so copies already there are what its verify must judge: a
+    duplicate and a copy whose value was changed are named with their offsets, and the job exits 1."""
+    dc1, dc2 = clusters["dc1"], clusters["dc2"]
+    create_topic(dc1.config, "bf-audit", 1)
+    produce(dc1.config, "bf-audit", [Record(b"v%d" % i, b"k%d" % i) for i in range(10)])
+    now_ms = int(time.time() * 1000)
+
+    def copy(m: Message, value: bytes) -> Record:
+        hop = Hop(dc1.cluster_id, "bf-audit", 0, m.offset(), now_ms)
+        return Record(value, m.key(), 0, m.timestamp()[1], [(HEADER, hop.encode())])
+
+    source = read_all(dc1.config, "bf-audit")
+    create_topic(dc2.config, "bf-audit.bf", 1)
+    produce(dc2.config, "bf-audit.bf", [copy(source[2], b"v2"), copy(source[2], b"v2"), copy(source[4], b"changed")])
+    flow = "  - {name: bf-flow, source: dc1, target: dc2, topics: {include: ['bf-audit']}}"
+    topology = write_topology(tmp_path / "audit.yaml", {"dc1": dc1.bootstrap, "dc2": dc2.bootstrap}, flow)
+
+    code, summary, err = backfill(topology, "--offsets", '{"bf-audit:0": [0, 9]}', "--target-topic", "{topic}.bf")
+    assert code == 1, (summary, err[-2000:])
+    assert (summary["status"], summary["copied"], summary["already_present"]) == ("failed", 8, 2)
+    verify = summary["verify"]
+    assert (verify["status"], verify["expected"], verify["missing"], verify["duplicated"], verify["mismatched"]) == (
+        "failed", 10, 0, 1, 1,
+    )  # fmt: skip
+    assert summary["error"] == (
+        "window not verified: 1 duplicated, 1 mismatched (value 1) of 10 records, in 1 of 1 partitions; "
+        "bf-audit.bf-0: duplicated [2], mismatched [4]"
+    )
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,7 @@ active member there, and a refusal changes nothing."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -32,9 +33,9 @@ def two_partitions(topic: str, per_partition: int) -> list[Record]:
     return [Record(f"{topic}-{p}-{i}".encode(), partition=p) for p in (0, 1) for i in range(per_partition)]
 
 
-def kafka_dr(*args: str) -> subprocess.CompletedProcess[str]:
+def kafka_dr(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "kafka_dr.cli", *args], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-m", "kafka_dr.cli", *args], capture_output=True, text=True, timeout=120, check=False, env=env
     )
 
 
@@ -133,3 +134,20 @@ def test_apply_refuses_while_the_group_has_an_active_member_and_changes_nothing(
     applied = kafka_dr("offsets", GROUP, "--to", "dc2", "--topology", str(path), "--apply")
     assert applied.returncode == 0, applied.stderr
     assert committed_offsets(dc2.config, GROUP) == dag
+
+
+def test_an_error_stays_one_line_while_librdkafka_talks_and_verbose_shows_what_it_said(replicated):
+    """librdkafka's debug log of dc2's clients (many lines a second) goes through Python logging: dropped by a
+    command's plain run, which ends with its one error line, and shown named and timed with --verbose."""
+    path, _, _ = replicated
+    env = {**os.environ, "KDR_CLUSTER_DC2_CONFIG": json.dumps({"debug": "broker,protocol"})}
+    args = ("offsets", "go-nobody", "--to", "dc2", "--topology", str(path))
+    quiet = kafka_dr(*args, env=env)
+    assert quiet.returncode == 1 and quiet.stdout == "", quiet
+    expected = "kafka-dr: error: group go-nobody has no offsets checkpointed in dc2 (no commit in the flows' topics"
+    expected += " yet?)"
+    assert quiet.stderr == expected + "\n", quiet.stderr
+    verbose = kafka_dr(*args, "--verbose", env=env)
+    assert verbose.returncode == 1, verbose
+    said = [line for line in verbose.stderr.splitlines() if " DEBUG kafka_dr.librdkafka: " in line]
+    assert len(said) > 10 and verbose.stderr.endswith(quiet.stderr), verbose.stderr[-3000:]

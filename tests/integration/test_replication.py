@@ -144,6 +144,50 @@ def test_a_rename_naming_the_source_lands_records_in_source_dot_topic(clusters, 
     assert "mm2-named" not in AdminClient(dc2.config).list_topics(timeout=10).topics
 
 
+def test_verify_names_a_missing_a_duplicated_and_changed_copies_and_exits_1(clusters, tmp_path):
+    """What every "0 missing, 0 duplicated" of the suite rests on, shown failing: a destination built by hand from
+    honest copies, with one left out, one twice and one each with a changed value, header and timestamp."""
+    dc1, dc2 = clusters["dc1"], clusters["dc2"]
+    create_topic(dc1.config, "audited", 1)
+    produce(dc1.config, "audited", tagged(10, 1, "a"))
+    line = "  - {{name: {0}, source: dc1, target: dc2, topics: {{include: ['audited']}}, rename: {{'.*': '{1}'}}}}"
+    flows = "\n".join([line.format("honest-flow", "{topic}"), line.format("tampered-flow", "{topic}.tampered")])
+    topology = str(write_brokers_topology(tmp_path / "audit.yaml", {"dc1": dc1, "dc2": dc2}, flows))
+    code, summary, err = run_in_process("replicate", "--topology", topology, "--flow", "honest-flow")
+    assert code == 0, err[-3000:]
+    code, report, err = run_in_process("verify", "--topology", topology, "--flow", "honest-flow")
+    assert (code, report["status"], report["copied"]) == (0, "verified", 10), (report, err[-2000:])
+
+    tampered = []
+    for m in read_all(dc2.config, "audited"):  # the honest copies, provenance header last
+        offset, headers, time_ms = hops(m.headers())[-1].offset, m.headers(), m.timestamp()[1]
+        if offset == 3:
+            continue  # missing
+        copies = 2 if offset == 5 else 1  # duplicated
+        value = b"changed" if offset == 6 else m.value()
+        if offset == 7:
+            headers = [("injected", b"x"), *headers]
+        time_ms += 1 if offset == 8 else 0
+        tampered += [Record(value, m.key(), 0, time_ms, headers)] * copies
+    create_topic(dc2.config, "audited.tampered", 1)
+    produce(dc2.config, "audited.tampered", tampered)
+    report_file = tmp_path / "verify.json"
+    code, report, err = run_in_process(
+        "verify", "--topology", topology, "--flow", "tampered-flow", "--report", str(report_file)
+    )
+    assert code == 1, (report, err[-2000:])
+    assert report["status"] == "failed" and json.loads(report_file.read_text()) == report
+    counts = tuple(report[k] for k in ("expected", "copied", "missing", "duplicated", "mismatched"))
+    assert counts == (10, 9, 1, 1, 3), report
+    assert report["mismatched_fields"] == {"value": 1, "headers": 1, "timestamp": 1}
+    audited = next(p for p in report["partitions"] if p["topic"] == "audited")  # the flow copies heartbeats too
+    assert audited["examples"] == {"missing": [3], "duplicated": [5], "mismatched": [6, 7, 8]}, report
+    assert report["error"] == (
+        "1 missing, 1 duplicated, 3 mismatched (value 1, headers 1, timestamp 1) of 10 records, in 1 of "
+        f"{len(report['partitions'])} partitions; audited.tampered-0: missing [3], duplicated [5], mismatched [6, 7, 8]"
+    )
+
+
 def test_chain_carries_one_provenance_entry_per_hop_and_refuses_the_cycle(clusters, tmp_path):
     a, b, c = clusters["dc1"], clusters["dc2"], clusters["dc3"]
     create_topic(a.config, "chain", 1)

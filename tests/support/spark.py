@@ -136,6 +136,25 @@ def close_cached_clients() -> None:
     close_readers()
 
 
+def close_worker_clients(session: Any) -> None:
+    """The same in the Python workers of `session`'s Spark, which jobs run in process leave behind: a cached client
+    of a broker since stopped reconnects several times a second for as long as its worker lives (about a tenth of
+    a core per worker, measured). Two tasks per core, each holding its worker a moment, reach every worker of a
+    pool that local mode's concurrency keeps at one per core."""
+
+    def close(_: int) -> None:  # pickled by value: the workers import kafka_dr, not the tests' support package
+        from kafka_dr.replication.copier import close_clients
+        from kafka_dr.translation.offsets import close_readers
+
+        close_clients()
+        close_readers()
+        time.sleep(0.1)  # the other tasks of the round go to the other workers
+
+    context = session.sparkContext
+    tasks = 2 * context.defaultParallelism
+    context.parallelize(range(tasks), tasks).foreach(close)
+
+
 class SparkDaemon(ServerProcess):
     """A Spark standalone master or worker, run by pyspark's own `spark-class`, on 127.0.0.1 (SPARK_LOCAL_IP, from
     spark_env, also binds its web UI there)."""

@@ -8,7 +8,7 @@ import json
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from kafka_dr.clients import ClientConfigError, client_config, config_env_var, error_text, redact
+from kafka_dr.clients import LIBRDKAFKA_LOG, ClientConfigError, client_config, config_env_var, error_text, redact
 from kafka_dr.topology import parse_topology
 
 CLUSTER = parse_topology({"clusters": {"us-east": {"bootstrap_servers": "10.0.0.1:9092"}}}).cluster("us-east")
@@ -17,11 +17,12 @@ SECRET = "s3cret-never-shown"
 
 def test_defaults_then_the_clusters_variable_then_keyword_overrides() -> None:
     assert config_env_var("us-east") == "KDR_CLUSTER_US_EAST_CONFIG"
-    assert client_config(CLUSTER, {}) == {"bootstrap.servers": "10.0.0.1:9092", "log_level": 4}
+    assert client_config(CLUSTER, {}) == {"bootstrap.servers": "10.0.0.1:9092", "logger": LIBRDKAFKA_LOG}
     environ = {"KDR_CLUSTER_US_EAST_CONFIG": json.dumps({"log_level": 7, "security.protocol": "SSL"})}
     assert client_config(CLUSTER, environ, enable_idempotence=True, security_protocol="SASL_SSL") == {
         "bootstrap.servers": "10.0.0.1:9092",
-        "log_level": 7,  # the operator's choice beats the default
+        "logger": LIBRDKAFKA_LOG,
+        "log_level": 7,
         "security.protocol": "SASL_SSL",
         "enable.idempotence": True,
     }

@@ -53,6 +53,6 @@ def backfill_page(body: Mapping[str, Any]) -> str:
     if verify:
         lines.append(
             f"- verify: {verify['status']} ({verify['expected']} records of the window expected, {verify['missing']} "
-            f"missing, {verify['duplicated']} duplicated)"
+            f"missing, {verify['duplicated']} duplicated, {verify.get('mismatched', 0)} mismatched)"
         )
     return "\n".join(lines) + "\n"

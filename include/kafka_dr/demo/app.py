@@ -2,7 +2,8 @@
 
 Both are kafka_dr.follower's clients: they ask `client_switch` where their alias points and reconnect when it moves,
 as an application of a kafka-dr deployment would. Every record carries the run id and a sequence number, so the
-consumer, not an assumption, tells how many records were lost or read twice:
+consumer, not an assumption, tells how many records were lost or read twice, and the producer's own counts say how
+many sends were acknowledged, refused or left waiting:
 - the producer is FollowingProducer: it produces again what its old cluster never acknowledged (idempotent
   producer, 10 s delivery timeout), on the cluster its alias points at;
 - the consumer is kafka_dr.follower's FollowingConsumer: it resumes at the offsets the DAGs translated and drops,
@@ -41,7 +42,10 @@ SCHEMA = """{"type": "record", "name": "Order", "namespace": "kafka_dr.demo", "f
 class Tally:
     """What the application saw; read by the drill while the threads run (counters only grow)."""
 
+    sent: int = 0  # records handed to the producer
     acknowledged: set[int] = field(default_factory=set)
+    refused: set[int] = field(default_factory=set)  # a delivery error no retry mends
+    unacknowledged: int = 0  # what the producer's last flush left waiting
     consumed: list[int] = field(default_factory=list)  # every record counted, in order: repeats are duplicates
     resent: int = 0
     dropped: int = 0  # records the consumer read again after a switch and did not deliver (kafka_dr.follower)
@@ -49,11 +53,18 @@ class Tally:
 
     @property
     def lost(self) -> int:
+        """Records a cluster acknowledged that the consumer never got."""
         return len(self.acknowledged - set(self.consumed))
 
     @property
     def duplicated(self) -> int:
+        """Records delivered to the application more than once, after the follower's de-duplication."""
         return len(self.consumed) - len(set(self.consumed))
+
+    @property
+    def read_twice(self) -> int:
+        """Records read from Kafka more than once, before the follower's de-duplication."""
+        return self.dropped + self.duplicated
 
 
 class DemoApplication:
@@ -76,6 +87,8 @@ class DemoApplication:
         self.tally = Tally()
         self._producing = threading.Event()
         self._running = threading.Event()
+        self._consuming = threading.Event()  # cleared: the consumer is held back and falls behind
+        self._consuming.set()
         self._assigned = threading.Event()
         self._threads = [
             threading.Thread(target=self._consume, name="demo-consumer", daemon=True),
@@ -90,6 +103,20 @@ class DemoApplication:
         if not self._assigned.wait(timeout):
             raise RuntimeError(f"the demo consumer got no partition of {TOPIC} within {timeout:.0f} s")
         self._threads[1].start()
+
+    def hold_consumer(self) -> None:
+        """The consumer stops reading (a slow application): records it has not read pile up in the cluster."""
+        self._consuming.clear()
+
+    def release_consumer(self) -> None:
+        self._consuming.set()
+
+    def wait_consumed(self, numbers: set[int], timeout: float) -> bool:
+        """Wait until the consumer got every record of `numbers`; False when `timeout` passed first."""
+        deadline = time.monotonic() + timeout
+        while not numbers <= set(self.tally.consumed) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        return numbers <= set(self.tally.consumed)
 
     def stop_producing(self) -> None:
         self._producing.clear()
@@ -133,11 +160,12 @@ class DemoApplication:
             value = serializers[cluster]({"run": self.run, "seq": seq, "amount": seq * 1.5}, context)
             producer.produce(TOPIC, key=str(seq).encode(), value=value, on_delivery=self._delivered(seq))
             seq += 1
+            self.tally.sent = seq
             deadline = time.monotonic() + 1 / self.rate
             while time.monotonic() < deadline:
                 producer.poll(max(deadline - time.monotonic(), 0))
             self.tally.resent = producer.resent
-        producer.flush(15)
+        self.tally.unacknowledged = producer.flush(15)
         self.tally.resent = producer.resent
 
     def _delivered(self, number: int) -> Callable[[KafkaError | None, Any], None]:
@@ -145,6 +173,7 @@ class DemoApplication:
             if err is None:  # FollowingProducer produces again what a cluster did not acknowledge
                 self.tally.acknowledged.add(number)
             else:
+                self.tally.refused.add(number)
                 self.log(f"application producer: record {number} refused: {err.str()}")
 
         return delivered
@@ -169,6 +198,8 @@ class DemoApplication:
         )
         try:
             while self._running.is_set():
+                if not self._consuming.wait(0.5):
+                    continue
                 message = consumer.poll(0.5)
                 self.tally.dropped = consumer.dropped
                 if message is None or message.error() is not None:

@@ -32,6 +32,7 @@ from ..translation.checkpoints import load_checkpoints
 from .app import GROUP, TOPIC, DemoApplication
 
 RUN_TIMEOUT = 900.0  # seconds a DAG run may take before the demo gives up on it
+HOLD_S = 8.0  # the consumer stops reading this long before the disaster: it is behind when dc1 is lost
 HEALTH_TRIES = 6  # a fresh flow may lack its first checkpoint for a minute: health is asked again
 FAILED, SERVING = "dc1", "dc2"
 
@@ -81,9 +82,21 @@ def run_demo(data_dir: str | Path, out: Callable[[str], None] = print) -> bool:
     steps.append(healthy(run, lambda line: out(f"[{_clock(started)}] {line}")))
     age = checkpointed(topology, app, timeout=90)
     out(f"[{_clock(started)}] group {GROUP} checkpointed in {SERVING} " + (f"{age:.0f} s ago" if age else "(none yet)"))
-    out(f"[{_clock(started)}] DISASTER: {FAILED} lost: {', '.join(stack.stop(FAILED))} killed ({app_counts()})")
+    app.hold_consumer()
+    time.sleep(HOLD_S)
+    killed = stack.stop(FAILED)
+    time.sleep(1)  # acknowledgements dc1 sent before it died reach the producer's callbacks
+    acknowledged_by_failed = set(app.tally.acknowledged)
+    behind = len(acknowledged_by_failed - set(app.tally.consumed))
+    out(f"[{_clock(started)}] DISASTER: {FAILED} lost: {', '.join(killed)} killed ({app_counts()}; the consumer is "
+        f"{behind} records behind)")  # fmt: skip
     steps.append(run("dr_failover", {"failed_cluster": FAILED, "target_cluster": SERVING, "mode": "disaster"}))
+    app.release_consumer()
     time.sleep(15)  # the application goes on in dc2
+    # Once the consumer has what dc2 acknowledged, it has read dc2 to past every copy (each partition in order).
+    app.wait_consumed(set(app.tally.acknowledged) - acknowledged_by_failed, 120)
+    unread = len(acknowledged_by_failed - set(app.tally.consumed))
+    out(f"[{_clock(started)}] the consumer read {SERVING}: {unread} records {FAILED} had acknowledged are not there")
     out(f"[{_clock(started)}] {FAILED} back: {', '.join(stack.start(FAILED))} started ({app_counts()})")
     back = {"restored_cluster": FAILED, "serving_cluster": SERVING, "mode": "data_kept", "unreplicated": "republish"}
     steps.append(run("dr_failback", back))
@@ -93,7 +106,7 @@ def run_demo(data_dir: str | Path, out: Callable[[str], None] = print) -> bool:
     steps.append(healthy(run, lambda line: out(f"[{_clock(started)}] {line}")))
     app.stop()
     out("")
-    out(summary(app, steps, drained))
+    out(summary(app, steps, drained, behind, unread))
     out("")
     out(f"Airflow UI: {local_airflow.url} (user {USER}, password {PASSWORD})")
     out(f"Kafka DR page: {local_airflow.url}/kafka-dr/")
@@ -103,7 +116,8 @@ def run_demo(data_dir: str | Path, out: Callable[[str], None] = print) -> bool:
         "`kafka-dr replicators stop` and `kafka-dr local down`."
     )
     tally = app.tally
-    return all(s.state == "success" for s in steps) and drained and tally.lost == 0 and tally.duplicated == 0
+    counts = (tally.lost, tally.duplicated, len(tally.refused), tally.unacknowledged)
+    return all(s.state == "success" for s in steps) and drained and counts == (0, 0, 0, 0)
 
 
 def trigger_and_wait(api: AirflowRest, dag_id: str, conf: dict[str, Any], progress: Callable[[str], None]) -> Step:
@@ -148,18 +162,25 @@ def healthy(run: Callable[[str, dict[str, Any]], Step], out: Callable[[str], Non
     return step
 
 
-def summary(app: DemoApplication, steps: list[Step], drained: bool) -> str:
-    """The drill's table: the consumer's counts, then each DAG run's figures."""
+def summary(app: DemoApplication, steps: list[Step], drained: bool, behind: int, unread: int) -> str:
+    """The drill's table: the producer's and the consumer's counts, then each DAG run's figures. `behind`: records
+    acknowledged by dc1 the consumer had not read when dc1 was lost; `unread`: those of them it never found in dc2
+    (what the failover lost, as the application sees it, before the failback republishes it)."""
     tally = app.tally
     failover = next((s for s in steps if s.dag_id == "dr_failover"), None)
     failback = next((s for s in steps if s.dag_id == "dr_failback"), None)
     rows = [
-        ("records produced (acknowledged)", str(len(tally.acknowledged))),
-        ("records consumed (distinct)", str(len(set(tally.consumed)))),
-        ("records lost", f"{tally.lost}" + ("" if drained else " (the consumer had not caught up)")),
-        ("records duplicated (delivered twice)", str(tally.duplicated)),
-        ("records read again, dropped by provenance", str(tally.dropped)),
+        ("records sent by the producer", str(tally.sent)),
+        ("  acknowledged by a cluster", str(len(tally.acknowledged))),
+        ("  refused (an error no retry mends)", str(len(tally.refused))),
+        ("  never acknowledged (left at the end)", str(tally.unacknowledged)),
         ("sends retried by the producer", str(tally.resent)),
+        ("consumer behind when dc1 was lost", str(behind)),
+        ("  acknowledged by dc1, not found in dc2", str(unread)),
+        ("records consumed (distinct)", str(len(set(tally.consumed)))),
+        ("records lost (acknowledged, never consumed)", f"{tally.lost}" + ("" if drained else " (not caught up)")),
+        ("records read twice from Kafka", str(tally.read_twice)),
+        ("  delivered twice (after de-duplication)", str(tally.duplicated)),
         ("failover RPO (records not replicated)", _report(failover, "rpo", "records")),
         ("failover RTO (s)", _report(failover, "rto_seconds")),
         ("failback unreplicated, republished", _report(failback, "unreplicated", "records")),

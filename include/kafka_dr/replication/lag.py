@@ -15,7 +15,6 @@ Only reads; never commits or joins a group, so measuring cannot disturb the flow
 from __future__ import annotations
 
 import json
-import logging
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -38,8 +37,6 @@ from ..topology import Cluster, Flow, Topology
 from .internal import HEARTBEATS, PROGRESS, latest_value, put_records
 from .provenance import ProvenanceError, hops
 
-LOG = logging.getLogger(__name__)
-"""librdkafka's own logs go here rather than to stderr: a CLI user sees one error line, Airflow sees them all."""
 COUNT_LIMIT = 10_000
 """Up to this many uncopied offsets in a partition, data records are counted exactly."""
 HEARTBEAT_WINDOW = 1_000
@@ -283,7 +280,7 @@ class ClusterSide:
         self, role: str, flow: str, cluster: Cluster, timeout: float, environ: Mapping[str, str] | None
     ) -> None:
         self.role, self.flow, self.cluster, self.timeout = role, flow, cluster, timeout
-        self.config = {**client_config(cluster, environ), "logger": LOG}
+        self.config = client_config(cluster, environ)
         self.admin = AdminClient(self.config)
 
     def error(self, what: str, reason: object) -> LagError:

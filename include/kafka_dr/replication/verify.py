@@ -3,9 +3,10 @@
 For each source partition, every committed source record that the cycle rule lets through must
 appear in the destination exactly once (found by the last provenance hop), with the same key,
 value, headers and timestamp. Reported per partition: expected, copied, missing, duplicated,
-mismatched, filtered (blocked by the cycle rule) and skipped (ranges a failback moved the flow past
-on purpose). With a replicator running, records it has not copied yet are read again until
-`settle_s` has passed before they count as missing.
+mismatched (with the fields that differ), filtered (blocked by the cycle rule) and skipped (ranges a
+failback moved the flow past on purpose). With a replicator running, records it has not copied yet
+are read again until `settle_s` has passed before they count as missing. `summarize` adds the
+partitions up into the verify and backfill jobs' summary and its one-line error.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from ..clients import read_partition
 from .provenance import HEADER, ForceCopy, blocked, hops
 
 EXAMPLES = 5  # offsets listed per problem kind
+PROBLEMS = ("missing", "duplicated", "mismatched")
+COUNTS = ("expected", "copied", "filtered", "skipped", *PROBLEMS)
+FIELDS = ("key", "value", "headers", "timestamp")  # compared between a record and its copy
 
 
 @dataclass(frozen=True)
@@ -50,7 +54,8 @@ class VerifyResult:
     missing: int = 0
     duplicated: int = 0
     mismatched: int = 0
-    examples: dict[str, list[int]] = field(default_factory=dict)
+    mismatched_fields: dict[str, int] = field(default_factory=dict)  # copies whose key, value, ... differ
+    examples: dict[str, list[int]] = field(default_factory=dict)  # the first offsets of each problem
 
     @property
     def ok(self) -> bool:
@@ -104,16 +109,45 @@ def verify_partition(task: VerifyTask) -> VerifyResult:
     duplicated = sorted(offset for offset, n in seen.items() if n > 1)
     result.missing, result.duplicated = len(missing), sum(seen[o] - 1 for o in duplicated)
     result.mismatched = len(mismatched)
-    for kind, offsets in (("missing", missing), ("duplicated", duplicated), ("mismatched", mismatched)):
+    for fields in mismatched.values():
+        for name in fields:
+            result.mismatched_fields[name] = result.mismatched_fields.get(name, 0) + 1
+    for kind, offsets in (("missing", missing), ("duplicated", duplicated), ("mismatched", sorted(mismatched))):
         if offsets:
             result.examples[kind] = offsets[:EXAMPLES]
     return result
 
 
-def _copies(task: VerifyTask, source: dict[int, tuple]) -> tuple[dict[int, int], list[int]]:
-    """How often each source offset is in the destination, and the copies that differ from their original."""
+def summarize(results: list[VerifyResult]) -> dict[str, Any]:
+    """The partitions' counts added up, status "verified" or "failed", and for a failure an `error` line naming
+    each problem with its count and, per partition (the first few), its first offsets."""
+    summary: dict[str, Any] = {k: sum(getattr(r, k) for r in results) for k in COUNTS}
+    fields: dict[str, int] = {}
+    for r in results:
+        for name, n in r.mismatched_fields.items():
+            fields[name] = fields.get(name, 0) + n
+    summary["mismatched_fields"] = {name: fields[name] for name in FIELDS if name in fields}
+    failed = [r for r in results if not r.ok]
+    summary["status"] = "failed" if failed else "verified"
+    if failed:
+        kinds = [f"{summary[kind]} {kind}" for kind in PROBLEMS if summary[kind]]
+        if fields:
+            kinds[-1] += " (" + ", ".join(f"{name} {n}" for name, n in summary["mismatched_fields"].items()) + ")"
+        where = "; ".join(
+            f"{r.dest_topic}-{r.partition}: " + ", ".join(f"{kind} {offsets}" for kind, offsets in r.examples.items())
+            for r in failed[:EXAMPLES]
+        )
+        summary["error"] = (
+            f"{', '.join(kinds)} of {summary['expected']} records, in {len(failed)} of {len(results)} partitions; "
+            f"{where}"
+        )
+    return summary
+
+
+def _copies(task: VerifyTask, source: dict[int, tuple]) -> tuple[dict[int, int], dict[int, list[str]]]:
+    """How often each source offset is in the destination, and the fields in which its copies differ from it."""
     seen: dict[int, int] = {}
-    mismatched = []
+    mismatched: dict[int, list[str]] = {}
     origin = (task.source_cluster_id, task.topic, task.partition)
     for m in _read(task.target_config, task.dest_topic, task.partition, "read_committed"):
         headers = m.headers() or []
@@ -123,8 +157,12 @@ def _copies(task: VerifyTask, source: dict[int, tuple]) -> tuple[dict[int, int],
         offset = chain[-1].offset
         seen[offset] = seen.get(offset, 0) + 1
         original = source.get(offset)
-        if original is not None and (m.key(), m.value(), _without_last_hop(headers), m.timestamp()[1]) != original:
-            mismatched.append(offset)
+        if original is not None:
+            copy = (m.key(), m.value(), _without_last_hop(headers), m.timestamp()[1])
+            differing = [name for name, a, b in zip(FIELDS, copy, original, strict=True) if a != b]
+            if differing:
+                known = mismatched.setdefault(offset, [])  # a duplicate may differ in other fields
+                known += [name for name in differing if name not in known]
     return seen, mismatched
 
 

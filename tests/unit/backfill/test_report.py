@@ -72,7 +72,7 @@ def test_report_has_the_fields_design_md_fixes() -> None:
     )
     assert "- records copied: 40 (offsets to copy when planned: 50); already present: 10" in page
     assert "- **unavailable**: orders[1] offsets ?-4 deleted by retention at the source" in page
-    assert "- verify: OK (50 records of the window expected, 0 missing, 0 duplicated)" in page
+    assert "- verify: OK (50 records of the window expected, 0 missing, 0 duplicated, 0 mismatched)" in page
 
 
 def test_a_dry_run_of_offsets_before_the_job_said_anything() -> None:

@@ -8,7 +8,7 @@ from support.fakes import FakeConsumer, FakeMessage
 
 from kafka_dr.replication import verify
 from kafka_dr.replication.provenance import HEADER, ForceCopy, Hop
-from kafka_dr.replication.verify import EXAMPLES, VerifyTask, verify_partition
+from kafka_dr.replication.verify import EXAMPLES, VerifyResult, VerifyTask, summarize, verify_partition
 
 SOURCE = {"bootstrap.servers": "dc1:9092"}
 TARGET = {"bootstrap.servers": "dc2:9092"}
@@ -20,12 +20,21 @@ def original(offset: int, headers: list | None = None) -> FakeMessage:
     return FakeMessage("orders", 0, offset, b"k%d" % offset, b"v%d" % offset, headers or [("trace", b"t")], offset)
 
 
-def copy_of(record: FakeMessage, dest_offset: int, value: bytes | None = None, partition: int = 0) -> FakeMessage:
-    """The copy the flow makes of `record`: same key, value, headers and time, and one hop naming the original."""
+def copy_of(
+    record: FakeMessage,
+    dest_offset: int,
+    value: bytes | None = None,
+    partition: int = 0,
+    headers: list | None = None,
+    timestamp: int | None = None,
+) -> FakeMessage:
+    """The copy the flow makes of `record`: same key, value, headers and time (unless given), and one hop naming the
+    original."""
     hop = Hop(SRC, record.topic(), partition, record.offset(), 1)
-    headers = [*(record.headers() or []), (HEADER, hop.encode())]
+    headers = [*(record.headers() if headers is None else headers), (HEADER, hop.encode())]
     value = record.value() if value is None else value
-    return FakeMessage(DEST, 0, dest_offset, record.key(), value, headers, record.timestamp()[1])
+    timestamp = record.timestamp()[1] if timestamp is None else timestamp
+    return FakeMessage(DEST, 0, dest_offset, record.key(), value, headers, timestamp)
 
 
 def verified(monkeypatch: pytest.MonkeyPatch, source: list[FakeMessage], dest: list[FakeMessage], **task) -> dict:
@@ -64,7 +73,23 @@ def test_missing_duplicated_and_mismatched_copies_are_counted_with_their_offsets
     result = verified(monkeypatch, source, dest)
     assert counts(result) == (5, 3, 0, 0, 2, 2, 1)
     assert result["examples"] == {"missing": [2, 4], "duplicated": [1], "mismatched": [3]}
+    assert result["mismatched_fields"] == {"value": 1}
     assert not result["ok"]
+
+
+def test_a_changed_header_or_timestamp_is_a_mismatch_named_by_its_field(monkeypatch) -> None:
+    source = [original(o) for o in range(4)]
+    dest = [
+        copy_of(source[0], 0, headers=[("trace", b"other")]),
+        copy_of(source[1], 1, timestamp=source[1].timestamp()[1] + 1),
+        copy_of(source[2], 2, headers=[]),  # a header dropped
+        copy_of(source[3], 3),
+        copy_of(source[3], 4, value=b"x", timestamp=0),  # a duplicate that differs in two fields
+    ]
+    result = verified(monkeypatch, source, dest)
+    assert counts(result) == (4, 4, 0, 0, 0, 1, 4)
+    assert result["mismatched_fields"] == {"headers": 2, "timestamp": 2, "value": 1}
+    assert result["examples"] == {"duplicated": [3], "mismatched": [0, 1, 2, 3]}
 
 
 def test_copies_of_another_origin_do_not_count(monkeypatch) -> None:
@@ -112,3 +137,24 @@ def test_records_not_copied_yet_are_read_again_until_they_settle(monkeypatch) ->
     monkeypatch.setattr(verify.time, "sleep", replicator_copies_meanwhile)
     result = verify_partition(VerifyTask(SOURCE, TARGET, SRC, DST, "orders", 0, DEST, 2, settle_s=60))
     assert (result.copied, result.missing, len(waits)) == (2, 0, 1)
+
+
+def test_summarize_adds_partitions_up_and_names_each_problem_in_one_line() -> None:
+    good = VerifyResult("orders", 0, DEST, expected=3, copied=3)
+    bad = VerifyResult(
+        "orders", 1, DEST, expected=5, copied=4, missing=1, duplicated=2, mismatched=3,
+        mismatched_fields={"value": 1, "timestamp": 2},
+        examples={"missing": [3], "duplicated": [5], "mismatched": [6, 7, 8]},
+    )  # fmt: skip
+    summary = summarize([good, bad])
+    assert (summary["status"], summary["expected"], summary["copied"], summary["missing"]) == ("failed", 8, 7, 1)
+    assert summary["mismatched_fields"] == {"value": 1, "timestamp": 2}
+    assert summary["error"] == (
+        "1 missing, 2 duplicated, 3 mismatched (value 1, timestamp 2) of 8 records, in 1 of 2 partitions; "
+        f"{DEST}-1: missing [3], duplicated [5], mismatched [6, 7, 8]"
+    )
+    assert "\n" not in summary["error"]
+    assert summarize([good]) == {
+        "expected": 3, "copied": 3, "filtered": 0, "skipped": 0, "missing": 0, "duplicated": 0, "mismatched": 0,
+        "mismatched_fields": {}, "status": "verified",
+    }  # fmt: skip

@@ -100,12 +100,8 @@ class KafkaClusterHook(BaseHook):
         or TLS handshake ends the wait at once and is the reason given: librdkafka retries it until the request
         times out and reports only the time-out, its cause going to the error callback."""
         refused: list[KafkaError] = []
-        admin = AdminClient(  # our one-line error replaces librdkafka's log
-            {
-                **self.client_config(),
-                "log_level": 0,
-                "error_cb": lambda e: refused.append(e) if e.code() in LOGIN_ERRORS else None,
-            }
+        admin = AdminClient(
+            {**self.client_config(), "error_cb": lambda e: refused.append(e) if e.code() in LOGIN_ERRORS else None}
         )
         future = admin.describe_cluster(request_timeout=timeout)
         while not future.done() and not refused:

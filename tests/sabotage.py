@@ -1,0 +1,205 @@
+"""Sabotage checks (`make sabotage`, outside `make test`): does the test named after an invariant fail when the
+invariant is broken on purpose?
+
+For each invariant, a scratch copy of the project's tracked files gets one deliberate break (an exact text
+replacement in one source file, which must match once), and the tests named for it run there against the copy's
+code (PYTHONPATH puts the copy's include/ ahead of the venv's editable kafka-dr). A sabotage is caught when every
+named test fails; before any sabotage the same tests must pass in an untouched copy, so a failure is the break's
+doing. Prints a table and exits 1 when a sabotage went unnoticed or the baseline failed.
+
+    make sabotage
+    .venv/bin/python tests/sabotage.py [NAME ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Sabotage:
+    name: str
+    what: str
+    changes: tuple[tuple[str, str, str], ...]  # (file relative to the project, text, its replacement)
+    tests: tuple[str, ...]  # node ids that must fail
+
+
+SABOTAGES = (
+    Sabotage(
+        "translation-off-by-one",
+        "offset translation returns the copy after the right one",
+        (
+            (
+                "include/kafka_dr/translation/offsets.py",
+                "            found[current] = message.offset()\n",
+                "            found[current] = message.offset() + 1\n",
+            ),
+        ),
+        (
+            "tests/unit/translation/test_offsets.py::test_many_groups_of_one_partition_in_one_request",
+            "tests/integration/test_translation.py::test_every_group_offset_is_exact_with_interleaved_local_records",
+        ),
+    ),
+    Sabotage(
+        "cycle-rule-off",
+        "the cycle rule lets every record through",
+        (
+            (
+                "include/kafka_dr/replication/provenance.py",
+                "    return any(\n        hop.cluster_id == dest_cluster_id\n",
+                "    return False and any(\n        hop.cluster_id == dest_cluster_id\n",
+            ),
+        ),
+        (
+            "tests/unit/replication/test_provenance.py::test_cycle_rule_blocks_only_the_cluster_and_topic_named",
+            "tests/integration/test_replication.py::test_chain_carries_one_provenance_entry_per_hop_and_refuses_the_cycle",
+        ),
+    ),
+    Sabotage(
+        "fencing-off",
+        "every writer and flow claim gets a transactional id of its own: a newer replicator fences no older one",
+        (
+            (
+                "include/kafka_dr/replication/fencing.py",
+                '    return f"_kdr.{flow}.writer-{slot}"\n',
+                "    return f\"_kdr.{flow}.writer-{slot}.{__import__('uuid').uuid4().hex}\"\n",
+            ),
+            (
+                "include/kafka_dr/replication/fencing.py",
+                '"transactional.id": f"_kdr.{flow}.claim"',
+                '"transactional.id": f"_kdr.{flow}.claim.{__import__(\'uuid\').uuid4().hex}"',
+            ),
+        ),
+        (
+            "tests/integration/test_replication.py::test_two_replicators_of_one_flow_raced_on_purpose_copy_each_record_once",
+        ),
+    ),
+    Sabotage(
+        "verify-blind",
+        "verify counts no record as missing",
+        (
+            (
+                "include/kafka_dr/replication/verify.py",
+                "        missing = sorted(set(source) - set(seen))\n",
+                "        missing = []\n",
+            ),
+        ),
+        (
+            "tests/unit/replication/test_verify.py::test_missing_duplicated_and_mismatched_copies_are_counted_with_their_offsets",
+            "tests/integration/test_replication.py::test_verify_names_a_missing_a_duplicated_and_changed_copies_and_exits_1",
+        ),
+    ),
+    Sabotage(
+        "resume-from-checkpoint",
+        "a replicator resumes at its progress record, not after the copies the destination log holds past it",
+        (
+            (
+                "include/kafka_dr/replication/resume.py",
+                "        return progress.next if last is None else max(last + 1, progress.next)\n",
+                "        return progress.next\n",
+            ),
+        ),
+        (
+            "tests/unit/replication/test_resume.py::test_progress_within_the_log_bounds_the_search_and_later_copies_are_found",
+            "tests/integration/test_replication.py::test_sigkill_at_random_moments_loses_and_duplicates_nothing",
+        ),
+    ),
+    Sabotage(
+        "follower-start-off",
+        "a following consumer in a group the DAG left out starts at auto.offset.reset, not the kept translation",
+        (("include/kafka_dr/follower.py", "        if moved_in:\n", "        if False:\n"),),
+        (
+            "tests/integration/test_follower.py::test_a_following_consumer_moves_with_its_alias_and_delivers_each_record_once",
+        ),
+    ),
+)
+
+
+def scratch_copy(into: Path) -> Path:
+    """The project's tracked files (as they are in the working tree) under `into`."""
+    files = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True, text=True
+    ).stdout.split("\0")
+    for name in filter(None, files):
+        source = ROOT / name
+        if source.is_file():
+            target = into / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    return into
+
+
+def apply(copy: Path, sabotage: Sabotage) -> None:
+    """The sabotage's changes in the copy; a text that is not there exactly once stops everything (the source moved
+    on: the sabotage must be written again)."""
+    for name, old, new in sabotage.changes:
+        path = copy / name
+        text = path.read_text()
+        if text.count(old) != 1:
+            raise SystemExit(f"{sabotage.name}: {name} holds the text to replace {text.count(old)} times, not once")
+        path.write_text(text.replace(old, new))
+
+
+def run_tests(copy: Path, tests: tuple[str, ...], log: Path) -> dict[str, str]:
+    """Each test's outcome ("passed", "failed", "error", ...) in the copy, from pytest's report lines."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(copy / "include"), str(copy / "tests")])}
+    env.pop("PYTEST_ADDOPTS", None)
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA", "-q", "-n", "2", *tests]
+    with open(log, "w") as out:
+        subprocess.run(command, cwd=copy, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=1800, check=False)
+    outcomes = {test: "not run" for test in tests}
+    for line in log.read_text(errors="replace").splitlines():
+        word, _, rest = line.partition(" ")
+        if word in ("PASSED", "FAILED", "ERROR", "SKIPPED") and rest.split(" - ")[0] in outcomes:
+            outcomes[rest.split(" - ")[0]] = word.lower()
+    return outcomes
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", help="sabotages to run (default: all)")
+    args = parser.parse_args()
+    chosen = [s for s in SABOTAGES if not args.names or s.name in args.names]
+    if args.names and len(chosen) != len(args.names):
+        raise SystemExit(f"unknown sabotage: {sorted(set(args.names) - {s.name for s in SABOTAGES})}")
+    work = Path(tempfile.mkdtemp(prefix="kdr-sabotage-"))
+    print(f"scratch copies and logs in {work}", flush=True)
+    tests = tuple(dict.fromkeys(t for s in chosen for t in s.tests))
+    started = time.monotonic()
+    baseline = run_tests(scratch_copy(work / "baseline"), tests, work / "baseline.log")
+    print(f"baseline, no sabotage: {sum(o == 'passed' for o in baseline.values())}/{len(tests)} passed "
+          f"({time.monotonic() - started:.0f} s)", flush=True)  # fmt: skip
+    ok = all(outcome == "passed" for outcome in baseline.values())
+    rows = []
+    for sabotage in chosen:
+        started = time.monotonic()
+        copy = scratch_copy(work / sabotage.name)
+        apply(copy, sabotage)
+        outcomes = run_tests(copy, sabotage.tests, work / f"{sabotage.name}.log")
+        caught = all(outcome == "failed" for outcome in outcomes.values())
+        ok &= caught
+        print(
+            f"{sabotage.name}: {'caught' if caught else 'NOT CAUGHT'} ({time.monotonic() - started:.0f} s)", flush=True
+        )
+        for test, outcome in outcomes.items():
+            rows.append((sabotage.name, test, outcome))
+    print("\n| sabotage | test | outcome |\n|---|---|---|")
+    for name, test, outcome in rows:
+        print(f"| {name} | `{test}` | {outcome} |")
+    if not all(outcome == "passed" for outcome in baseline.values()):
+        print(f"\nbaseline failed: {baseline}", file=sys.stderr)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
