@@ -4,8 +4,8 @@ validate params (both clusters reachable) -> measure the records that never left
 RPO of the disaster; the failover report this failback follows gains the figure) -> decide: the report is written to
 .kafka-dr/reports/, and the run stops on a dry run, or when records never left and `unreplicated` is `report` ->
 resync the serving cluster's records into the restored one -> the switch back, a planned failover in reverse:
-the restored cluster's ends marked -> producers back -> catch-up resync -> lag 0 -> the unreplicated records
-republished or discarded -> offsets translated back (no later than the first record the moved producers wrote) ->
+the restored cluster's ends marked -> the unreplicated records republished or discarded -> producers back ->
+catch-up resync -> lag 0 -> offsets translated back (no later than the first record written after the marks) ->
 schema registry back -> consumers back -> every flow of the topology resumed -> verify (the verify
 job on every flow and resync inverse, so both clusters per origin; groups and aliases) -> report.
 The first task checks every param; a bad one fails the run there, with nothing changed. `data_lost` (a wiped or
@@ -125,5 +125,8 @@ with DAG(
             "verify": verified,
         },
     )
-    chain(go, back, each, resynced, mark, producers, caught_up, drained, handled, translated, registry, consumers)
+    # The records that never left go to the end of the restored partitions before the producers come back: behind
+    # the producers' new records they would follow later records of their own origin partition, which a consumer
+    # that de-duplicates by origin (kafka_dr.follower) takes for records read again.
+    chain(go, back, each, resynced, mark, handled, producers, caught_up, drained, translated, registry, consumers)
     chain(consumers, resumed, flows_verified, verified, report)

@@ -4,8 +4,10 @@ FollowingConsumers read, one in a group the DAGs apply offsets for and one in a 
 translation kept in the new cluster's checkpoints, and back home at its own old commits).
 
 The consumers lag at the disaster and have delivered past the last checkpoint, so each reads a known number of
-records again and must drop exactly those; the producer has records dc1 never acknowledged, which it must send again
-to dc2 once. Every record of the topic is delivered exactly once, in order per partition."""
+records again and must drop exactly those; dc1 holds records it never replicated, which the failback republishes while
+the producer keeps writing; the producer has records dc1 never acknowledged, which it must send again to dc2 once.
+Every record of the topic is delivered exactly once, in order per partition but for those stuck in dc1 and those
+written during the failback."""
 
 from __future__ import annotations
 
@@ -29,7 +31,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.usefixtures
 TOPIC, PARTITIONS, FLOW = "following", 2, "wp-dc1-to-dc2"
 APPLIED, SELF = "follow-applied", "follow-self"  # the DAGs apply offsets for the first only
 CHECKPOINTED, AT_DISASTER = 100, 200  # records each group had delivered at the last checkpoint, at the disaster
-IN_FLIGHT = range(300, 350)  # produced once dc1 is down: never acknowledged there
+UNREPLICATED = range(300, 310)  # acknowledged by dc1, never copied: only the failback's republish brings them
+IN_FLIGHT = range(310, 360)  # produced once dc1 is down: never acknowledged there
+WRITE_EVERY_S = 0.2
 
 
 class Reader:
@@ -73,6 +77,29 @@ class Reader:
         self.consumer.close()
 
 
+class Writer:
+    """The application producing one record every WRITE_EVERY_S from `start` on, in a thread, until `stop`."""
+
+    def __init__(self, producer: FollowingProducer, start: int) -> None:
+        self.producer, self.next = producer, start
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._write, daemon=True)
+        self._thread.start()
+
+    def _write(self) -> None:
+        while not self._stopped.wait(WRITE_EVERY_S):
+            produce(self.producer, range(self.next, self.next + 1), flush=False)
+            self.producer.poll(0)
+            self.next += 1
+
+    def stop(self) -> int:
+        """Stops, waits until all it wrote is acknowledged; how many records the topic holds now."""
+        self._stopped.set()
+        self._thread.join(30)
+        assert self.producer.flush(60) == 0
+        return self.next
+
+
 def produce(producer: FollowingProducer, numbers: range, flush: bool = True) -> None:
     for number in numbers:
         producer.produce(TOPIC, value=str(number).encode(), key=str(number).encode(), partition=number % PARTITIONS)
@@ -104,6 +131,7 @@ def test_an_application_follows_a_disaster_failover_and_a_failback_without_a_res
         close_readers()
         for reader in readers.values():
             reader.read_to(AT_DISASTER)  # delivered and committed in dc1 after the checkpoint; 100 still unread
+        produce(producer, UNREPLICATED)
         own_stack.stop("dc1")  # the disaster
         produce(producer, IN_FLIGHT, flush=False)  # the application goes on writing: nothing acknowledges these
 
@@ -111,20 +139,24 @@ def test_an_application_follows_a_disaster_failover_and_a_failback_without_a_res
         assert run.state == DagRunState.SUCCESS, states_of(run)
         produce(producer, range(IN_FLIGHT.stop, 500))  # the business goes on in dc2; the 50 are sent again first
         assert producer.cluster == "dc2" and producer.resent == len(IN_FLIGHT)
+        in_dc2 = 500 - len(UNREPLICATED)
         for group, reader in readers.items():
-            reader.read_to(500)
+            reader.read_to(in_dc2)
             dropped[group].append(reader.consumer.dropped)
 
         own_stack.start("dc1")  # back, with its data
-        run = fail_back(dags, path, groups=APPLIED)
+        writing = Writer(producer, start=500)  # through the failback: into dc2, then into dc1 once producers move
+        try:
+            run = fail_back(dags, path, groups=APPLIED, unreplicated="republish")
+        finally:
+            total = writing.stop()
         assert run.state == DagRunState.SUCCESS, states_of(run)
-        produce(producer, range(500, 600))  # and in dc1 again
-        assert producer.cluster == "dc1"
+        assert producer.cluster == "dc1" and total > 520, total
         for group, reader in readers.items():
-            reader.read_to(600)
+            reader.read_to(total)
             dropped[group].append(reader.consumer.dropped - dropped[group][-1])
         time.sleep(2)  # anything read twice would arrive now
-        assert all(len(reader.values) == 600 for reader in readers.values())
+        assert all(len(reader.values) == total for reader in readers.values())
     finally:
         for reader in readers.values():
             reader.stop()
@@ -132,15 +164,24 @@ def test_an_application_follows_a_disaster_failover_and_a_failback_without_a_res
     for reader in readers.values():
         assert reader.consumer.cluster == "dc1"
         numbers = [v for _, v in reader.values]
-        assert sorted(numbers) == list(range(600)), (reader.consumer.config["group.id"], len(numbers))
+        assert sorted(numbers) == list(range(total)), (reader.consumer.config["group.id"], len(numbers))
         for partition in range(PARTITIONS):
             in_partition = [v for p, v in reader.values if p == partition]
-            assert in_partition == sorted(in_partition) and all(v % PARTITIONS == partition for v in in_partition)
+            assert all(v % PARTITIONS == partition for v in in_partition)
+            # In order, but for the records stuck in dc1, which arrive once the failback republished them, and those
+            # written during the failback: the catch-up's copies of what reached dc2 land after what the moved
+            # producer already wrote into dc1.
+            late = [v for v in in_partition if v in UNREPLICATED]
+            before = [v for v in in_partition if v < 500 and v not in UNREPLICATED]
+            assert late == sorted(late) and before == sorted(before), (reader.consumer.config["group.id"], in_partition)
     # In dc2 both groups resume at the checkpoint and read again what they delivered after it. Back in dc1, the
-    # applied group resumes where it stopped in dc2; the other at its own commits from before the disaster: it reads
-    # again dc1's records after them and the resync's copies of what dc2 wrote meanwhile.
+    # applied group resumes where it stopped in dc2 and reads the republished records first; the other at its own
+    # commits from before the disaster: it reads again dc1's records after them (the unreplicated ones it had not
+    # seen are new to it), the resync's copies of what dc2 wrote meanwhile and the republished records.
     again = AT_DISASTER - CHECKPOINTED
-    assert dropped == {APPLIED: [again, 0], SELF: [again, (300 - AT_DISASTER) + (500 - 300)]}
+    written_in_dc2 = 500 - IN_FLIGHT.start
+    back_home = (UNREPLICATED.start - AT_DISASTER) + written_in_dc2 + len(UNREPLICATED)
+    assert dropped == {APPLIED: [again, 0], SELF: [again, back_home]}
     # The 50 resent are in dc2 once (and maybe copies of 500-599: the flow resumed after the failback).
     in_dc2 = [int(m.value()) for m in read_all({"bootstrap.servers": dc2.broker_address}, TOPIC)]
     assert set(range(500)) <= set(in_dc2) and len(in_dc2) == len(set(in_dc2)), "dc2 lacks or doubles a record"

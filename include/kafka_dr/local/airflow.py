@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import processes
+from ..airflow_rest import AirflowRest, AirflowRestError
 from ..paths import PROJECT_ROOT, TOPOLOGY_ENV, state_dir
 from ..spark.submit import spark_env
 from ..topology import Topology
@@ -102,7 +103,7 @@ class LocalAirflow:
                     self._start(component, env)
                     started.append(component)
             self._wait_healthy(timeout)
-            self._wait_parsed(env)
+            self._wait_parsed()
             return started
 
     def down(self) -> list[str]:
@@ -268,23 +269,19 @@ class LocalAirflow:
                 raise StackError(f"Airflow not healthy after {timeout:.0f} s ({waiting})")
             time.sleep(1.0)
 
-    def _wait_parsed(self, env: dict[str, str]) -> None:
+    def _wait_parsed(self) -> None:
         """Until the dag-processor has parsed every DAG of dags/ (at most two minutes), so that the UI lists them
         all when `up` returns. They are unpaused at creation (DAGS_ARE_PAUSED_AT_CREATION off), except those a DAG
-        file pauses on purpose (KEPT_PAUSED)."""
+        file pauses on purpose (KEPT_PAUSED). Asked of the api-server, up by now: an `airflow dags list` would cost
+        about 10 s of CPU each time."""
         expected = {p.stem for p in (PROJECT_ROOT / "dags").glob("dr_*.py")}
+        api = AirflowRest(self.url, USER, PASSWORD)
         deadline = time.monotonic() + 120
         while True:
-            listed = subprocess.run(
-                [str(Path(sys.executable).parent / "airflow"), "dags", "list", "--output", "json"],
-                capture_output=True,
-                text=True,
-                env={**os.environ, **env},
-            )
             try:
-                found = {d["dag_id"] for d in json.loads(listed.stdout.strip().splitlines()[-1])}
-            except (ValueError, IndexError, KeyError, TypeError):
+                found = {d["dag_id"] for d in api.call("GET", "/api/v2/dags?limit=100")["dags"]}
+            except (AirflowRestError, KeyError, TypeError):
                 found = set()
             if expected <= found or time.monotonic() >= deadline:
                 return
-            time.sleep(3.0)
+            time.sleep(1.0)
