@@ -119,7 +119,7 @@ SABOTAGES = (
         "a following consumer in a group the DAG left out starts at auto.offset.reset, not the kept translation",
         (("include/kafka_dr/follower.py", "        if moved_in:\n", "        if False:\n"),),
         (
-            "tests/integration/test_follower.py::test_a_following_consumer_moves_with_its_alias_and_delivers_each_record_once",
+            "tests/airflow/test_following_clients.py::test_an_application_follows_a_disaster_failover_and_a_failback_without_a_restart",
         ),
     ),
 )
