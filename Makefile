@@ -114,7 +114,7 @@ bench-failover: venv
 	PYTHONPATH=tests $(BIN)/python tests/benchmarks/failover_benchmark.py
 
 # One deliberate break per invariant, in a scratch copy, and the test named for it must fail (README: Tests).
-# Outside `make test`: about N minutes.
+# Outside `make test`: about 9 minutes.
 sabotage: venv
 	$(BIN)/python tests/sabotage.py
 
