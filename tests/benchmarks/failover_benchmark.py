@@ -141,11 +141,12 @@ def replicator_running(topology: Path) -> Iterator[None]:
     command = spark_submit_command(
         "replicate", ["--topology", str(topology), "--flow", FLEET_FLOW, "--mode", "continuous"]
     )
-    from_offset = activity.progress_end(_target_config(topology))
+    target = _target_config(topology)
+    from_offset = activity.progress_end(target)
     replicators.start(FLEET_FLOW, command, env=spark_env())
     try:
         if not activity.wait_for_claim(
-            _target_config(topology), FLEET_FLOW, from_offset, lambda: replicators.is_running(FLEET_FLOW), 180
+            target, FLEET_FLOW, from_offset, lambda: replicators.is_running(FLEET_FLOW), 180
         ):
             raise SystemExit(
                 f"the replicator of {FLEET_FLOW} exited during its start: {replicators.last_error(FLEET_FLOW)}"

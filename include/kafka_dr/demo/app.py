@@ -124,10 +124,7 @@ class DemoApplication:
 
     def drain(self, timeout: float) -> bool:
         """Wait until every acknowledged record was consumed; False when `timeout` passed first."""
-        deadline = time.monotonic() + timeout
-        while self.tally.lost and time.monotonic() < deadline:
-            time.sleep(0.5)
-        return not self.tally.lost
+        return self.wait_consumed(self.tally.acknowledged, timeout)  # the live set: what is acknowledged meanwhile too
 
     def stop(self) -> None:
         self._producing.clear()
