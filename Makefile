@@ -71,7 +71,7 @@ demo: venv
 
 test: lint
 	$(BYTECODE)
-	$(BIN)/python -m pytest -n 2 --dist loadfile tests  # one worker per core, a file at a time to whichever is free: tests/conftest.py
+	$(BIN)/python -m pytest -n 3 --dist loadfile tests  # a file at a time to whichever worker is free: tests/conftest.py
 
 lint: venv
 	$(BIN)/ruff check .
