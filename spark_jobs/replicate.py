@@ -7,9 +7,10 @@ continuous: epochs (the flow's epoch_seconds, 5 s by default, or --epoch) until 
 epoch each Spark task keeps its partitions assigned and copies records as they arrive (no job
 launch between a record and its copy); between epochs the driver applies what the last discovery
 round found (new topics and partitions, every --discover-interval seconds). SIGTERM ends the run
-at the end of the epoch. Beside the copies, the driver sends heartbeats and keeps the flow's
-translated group offsets as checkpoints in the target (at start, every --checkpoint-interval
-seconds, and after the last epoch of a clean stop), ready for a disaster failover.
+at the end of the epoch (one more if the last heartbeat is not copied yet). Beside the copies, the
+driver sends heartbeats and keeps the flow's translated group offsets as checkpoints in the target
+(at start, every --checkpoint-interval seconds, and after the last epoch of a clean stop), ready for
+a disaster failover.
 Ranges are planned on the driver and grouped into at most one Spark task per core, so the job
 scales out with --master. The JSON summary is the last line of standard output and goes to
 --report. Exit codes: 0 done, 1 failed, 2 bad input.
@@ -211,6 +212,8 @@ def run(
             summary.add_epoch(epoch)
             if not continuous or stop.is_set():
                 if continuous:
+                    if heartbeats.uncopied(epochs.positions.next):
+                        summary.add_epoch(epochs.next())  # its last heartbeat came as the epoch ended: copied too
                     checkpoints.last_pass()
                 return summary.to_dict("done")
             if not epoch.ranges:

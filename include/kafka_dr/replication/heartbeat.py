@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -74,20 +74,30 @@ class HeartbeatSender:
         self.producer = Producer(
             {**source_config, "acks": "all", "linger.ms": 0, "message.timeout.ms": int(timeout * 1000)}
         )
+        self.last_written: tuple[int, int] | None = None  # (partition, offset) of the last heartbeat acknowledged
 
     def send(self) -> Heartbeat:
         heartbeat = Heartbeat(flow=self.flow, id=uuid.uuid4().hex, created_ms=int(time.time() * 1000))
         errors: list[KafkaError] = []
+        written: list[tuple[int, int]] = []
+
+        def delivered(err: KafkaError | None, msg: Any) -> None:
+            if err is None:
+                written.append((msg.partition(), msg.offset()))
+            else:
+                errors.append(err)
+
         self.producer.produce(
             HEARTBEATS,
             key=self.flow.encode(),
             value=heartbeat.encode(),
             timestamp=heartbeat.created_ms,
-            on_delivery=lambda err, _msg: errors.append(err) if err is not None else None,
+            on_delivery=delivered,
         )
         if self.producer.flush(self.timeout) or errors:
             reason = errors[0].str() if errors else f"not acknowledged within {self.timeout:g} s"
             raise HeartbeatError(f"heartbeat of flow {self.flow} not written to {HEARTBEATS} on {self.where}: {reason}")
+        self.last_written = written[0]
         return heartbeat
 
 
@@ -106,21 +116,32 @@ class HeartbeatTask:
     ) -> None:
         self.source_config, self.flow, self.interval, self.stop = source_config, flow, interval, stop
         self.make_sender = sender
+        self.sender: HeartbeatSender | None = None
         self.thread = threading.Thread(target=self.run, name="kdr-heartbeats", daemon=True)
 
     def start(self) -> None:
         self.thread.start()
 
     def run(self) -> None:
-        sender: HeartbeatSender | None = None
         while True:
             try:
-                sender = sender or self.make_sender(self.source_config, self.flow)
-                sender.send()
+                self.sender = self.sender or self.make_sender(self.source_config, self.flow)
+                self.sender.send()
             except Exception as exc:  # noqa: BLE001 - an outage must not stop replication; the lag sensor sees it
                 log.warning("heartbeat not sent: %s", exc)
             if self.stop.wait(self.interval):
                 return
+
+    def uncopied(self, copied_to: Mapping[tuple[str, int], int], timeout: float = 15.0) -> bool:
+        """Once `stop` is set: whether the last heartbeat this task wrote is at or past `copied_to` (the next
+        source offset to copy, per topic and partition) of a flow that copies heartbeats. A heartbeat written as
+        the last epoch ended would otherwise stay behind in the source after a clean stop. Waits for a send under
+        way first: no heartbeat follows."""
+        self.thread.join(timeout)
+        last = None if self.sender is None else self.sender.last_written
+        if last is None or (HEARTBEATS, last[0]) not in copied_to:
+            return False
+        return copied_to[(HEARTBEATS, last[0])] <= last[1]
 
 
 def send_heartbeat(source_config: dict[str, Any], flow: str, timeout: float = 10.0) -> Heartbeat:

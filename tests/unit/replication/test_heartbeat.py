@@ -12,6 +12,7 @@ import time
 import pytest
 
 from kafka_dr.replication.heartbeat import Heartbeat, HeartbeatError, HeartbeatTask, parse_heartbeat
+from kafka_dr.replication.internal import HEARTBEATS
 
 
 def test_heartbeat_value_round_trip() -> None:
@@ -36,6 +37,7 @@ class Senders:
         self.made: list[tuple[dict, str]] = []
         self.sent = 0
         self.unreachable, self.failing = unreachable, failing
+        self.last_written: tuple[int, int] | None = None
 
     def __call__(self, source_config: dict, flow: str) -> Senders:
         self.made.append((source_config, flow))
@@ -47,6 +49,7 @@ class Senders:
         self.sent += 1
         if self.sent in self.failing:
             raise HeartbeatError("heartbeat of flow f not written to _kdr.heartbeats on cluster dc1:9092: timed out")
+        self.last_written = (0, 100 + self.sent)  # partition 0 at offset 101, 102...
 
 
 def run_until(senders: Senders, sent: int) -> HeartbeatTask:
@@ -76,3 +79,17 @@ def test_an_outage_is_logged_and_the_next_heartbeat_tried_again(caplog) -> None:
     assert len(senders.made) == 3  # made again after each failed making, then kept through a failed send
     assert caplog.text.count("heartbeat not sent: cannot create _kdr.heartbeats on cluster dc1:9092") == 2
     assert "heartbeat not sent: heartbeat of flow f not written" in caplog.text
+
+
+def test_a_stopped_task_says_whether_its_last_heartbeat_is_left_to_copy() -> None:
+    senders = Senders()
+    task = run_until(senders, 3)
+    last = 100 + senders.sent
+    assert task.uncopied({(HEARTBEATS, 0): last}) is True  # the next offset to copy is the last heartbeat's own
+    assert task.uncopied({(HEARTBEATS, 0): last + 1}) is False
+    assert task.uncopied({(HEARTBEATS, 1): 0, ("orders", 0): 0}) is False  # not a partition this flow copies
+
+
+def test_a_task_that_wrote_no_heartbeat_has_none_left_to_copy() -> None:
+    task = run_until(Senders(unreachable=1000), 0)
+    assert task.uncopied({(HEARTBEATS, 0): 0}) is False
