@@ -213,7 +213,8 @@ def run(
             if not continuous or stop.is_set():
                 if continuous:
                     if heartbeats.uncopied(epochs.positions.next):
-                        summary.add_epoch(epochs.next())  # its last heartbeat came as the epoch ended: copied too
+                        log.info("flow %s: its last heartbeat came as the epoch ended; one more epoch", flow.name)
+                        summary.add_epoch(epochs.next())
                     checkpoints.last_pass()
                 return summary.to_dict("done")
             if not epoch.ranges:
