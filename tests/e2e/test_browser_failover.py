@@ -108,7 +108,7 @@ def operate(
         mark = time.monotonic()
         disaster = trigger_failover(ui, api, topology, failed="dc2", target="dc1", mode="disaster")
         # Meanwhile the browser shows a blank page: left on the DAG's page, whose grid re-renders at every
-        # auto-refresh, Chromium spent about 15 s more CPU over the run. The run's state comes from the REST API.
+        # auto-refresh, Chromium spent about 14 s more CPU over the run. The run's state comes from the REST API.
         ui.driver.get("about:blank")
         tasks = assert_succeeded(api, airflow, "dr_failover", disaster)
         timings["disaster failover"] = time.monotonic() - mark
