@@ -20,7 +20,7 @@ import sys
 
 from benchmarks.replication_benchmark import create, fill, plain_copy
 from support.servers import temporary_brokers
-from support.spark import submit
+from support.spark import submit, topic_total
 from support.topology import write_topology
 
 
@@ -48,7 +48,7 @@ def main() -> int:
         create(restored, "orders.plain", args.partitions)
         plain_s = plain_copy(serving, restored, "orders", "orders.plain", args.records, args.partitions)
         code, summary, err = submit("replicate", "--topology", str(path), "--flow", "resync", timeout=900)
-        copied = sum(p["records"] for p in summary["partitions"] if p["topic"] == "orders") if summary else None
+        copied = topic_total(summary, "orders") if summary else None
         assert code == 0 and copied == args.records, (summary, err[-3000:])
     result = {
         "records": args.records,

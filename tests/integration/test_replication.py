@@ -25,7 +25,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewPartitions
 from support.kafka import HOUR_MS, Record, create_topic, hourly_records, iso, produce, read_all
 from support.servers import FAST_GROUPS, BrokerProcess, start_brokers, stop_all
-from support.spark import close_cached_clients, run_in_process, submit_in_background
+from support.spark import close_cached_clients, run_in_process, submit_in_background, topic_total
 from support.topology import write_brokers_topology
 
 from kafka_dr.replication import activity, replicators
@@ -156,8 +156,10 @@ def test_verify_names_a_missing_a_duplicated_and_changed_copies_and_exits_1(clus
     code, summary, err = run_in_process("replicate", "--topology", topology, "--flow", "honest-flow")
     assert code == 0, err[-3000:]
     code, report, err = run_in_process("verify", "--topology", topology, "--flow", "honest-flow")
-    copied = sum(p["copied"] for p in report["partitions"] if p["topic"] == "audited")  # heartbeats are copied too
-    assert (code, report["status"], copied) == (0, "verified", 10), (report, err[-2000:])
+    assert (code, report["status"], topic_total(report, "audited", "copied")) == (0, "verified", 10), (
+        report,
+        err[-2000:],
+    )
 
     tampered = []
     for m in read_all(dc2.config, "audited"):  # the honest copies, provenance header last
@@ -260,9 +262,8 @@ def test_sigkill_at_random_moments_loses_and_duplicates_nothing(clusters, tmp_pa
     assert code == 0, err[-3000:]
     code, report, err = run_in_process("verify", "--topology", str(topology), "--flow", "kill-flow")
     assert code == 0, (report, err[-2000:])
-    killed = [p for p in report["partitions"] if p["topic"] == "killed"]  # the flow copies heartbeats too
     assert (report["missing"], report["duplicated"], report["mismatched"]) == (0, 0, 0), report
-    assert (sum(p["expected"] for p in killed), sum(p["copied"] for p in killed)) == (produced, produced)
+    assert (topic_total(report, "killed", "expected"), topic_total(report, "killed", "copied")) == (produced, produced)
     assert kills == 6, f"only {kills} kills landed before the copy finished"
     assert any(0 < n < produced for n in copied_before_kill), copied_before_kill  # some kills hit mid-copy
 
@@ -498,13 +499,12 @@ def test_a_new_flow_begins_at_its_start_and_topics_found_later_at_earliest(clust
     code, first, err = run_in_process("replicate", "--topology", str(topology), "--flow", flow)
     assert code == 0, err[-2000:]
     expected = 0 if start == "latest" else 100  # latest: none of the history; the time: hours 2 and 3
-    # (A heartbeat this run sent after planning may be copied too: the flow copies its source's heartbeats.)
-    assert sum(p["records"] for p in first["partitions"] if p["topic"] == topic) == expected, first
+    assert topic_total(first, topic) == expected, first  # a heartbeat this run sent after planning may be copied too
     produce(dc1.config, topic, tagged(10, 2, "new"))
     create_topic(dc1.config, later, 1)
     produce(dc1.config, later, tagged(7, 1, "later"))
     code, second, err = run_in_process("replicate", "--topology", str(topology), "--flow", flow)
     assert code == 0, err[-2000:]
-    copied = {name: sum(p["records"] for p in second["partitions"] if p["topic"] == name) for name in (topic, later)}
+    copied = {name: topic_total(second, name) for name in (topic, later)}
     assert copied == {topic: 10, later: 7}  # the new records only; the later topic from its first record
     assert len(read_all(dc2.config, topic)) == expected + 10

@@ -113,6 +113,12 @@ def last_json_line(stdout: str) -> dict[str, Any]:
     return json.loads(lines[-1]) if lines else {}
 
 
+def topic_total(summary: dict[str, Any], topic: str, field: str = "records") -> int:
+    """`field` summed over the partitions of `topic` in a job's summary: a flow also copies `_kdr.heartbeats`, whose
+    count depends on timing and on what other tests of a shared stack sent."""
+    return sum(p[field] for p in summary["partitions"] if p["topic"] == topic)
+
+
 def local_session() -> Any:
     """A local[2] Spark session for this process (the jobs' own settings: no UI, warnings only)."""
     os.environ.update(spark_env())
