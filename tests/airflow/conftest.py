@@ -28,9 +28,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 @pytest.fixture(scope="session")
-def airflow_db() -> Path:
-    """A migrated metadata DB in this session's AIRFLOW_HOME (about 5 s, once)."""
-    return migrate_db()
+def airflow_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A migrated metadata DB in this session's AIRFLOW_HOME, migrated once for all xdist workers of the run (their
+    base temporary folders are subfolders of the run's)."""
+    base = tmp_path_factory.getbasetemp()
+    return migrate_db(base.parent if "PYTEST_XDIST_WORKER" in os.environ else base)
 
 
 @pytest.fixture(scope="module")

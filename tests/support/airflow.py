@@ -9,8 +9,10 @@ import airflow).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -60,13 +62,22 @@ def load_dag(dag_id: str) -> Any:
     return bag.dags[dag_id]
 
 
-def migrate_db() -> Path:
-    """A migrated metadata DB in AIRFLOW_HOME (about 5 s)."""
-    result = subprocess.run(
-        [str(VENV_BIN / "airflow"), "db", "migrate"], capture_output=True, text=True, env=os.environ, timeout=180
-    )
-    assert result.returncode == 0, f"airflow db migrate failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
-    return Path(os.environ["AIRFLOW_HOME"])
+def migrate_db(shared: Path) -> Path:
+    """A migrated metadata DB in AIRFLOW_HOME. `airflow db migrate` (about 5 s of CPU) runs once for the pytest-xdist
+    workers that share the folder `shared`: the first one migrates and leaves a copy there, the others copy it."""
+    home = Path(os.environ["AIRFLOW_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    template = shared / "airflow.db"
+    with open(shared / "airflow.db.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not template.exists():
+            command = [str(VENV_BIN / "airflow"), "db", "migrate"]
+            done = subprocess.run(command, capture_output=True, text=True, env=os.environ, timeout=180)
+            assert done.returncode == 0, f"airflow db migrate failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+            shutil.copyfile(home / "airflow.db", template)
+        else:
+            shutil.copyfile(template, home / "airflow.db")
+    return home
 
 
 # --- DAG runs with every task in its own process -------------------------------------------------------------
@@ -185,7 +196,6 @@ def backfill_with_scheduler(
     conf: dict[str, Any],
     api_env: dict[str, str],
     log: Path,
-    extra: tuple[str, ...] = (),
     timeout: float = DAG_RUN_TIMEOUT,
 ) -> list[tuple[str, str]]:
     """`airflow backfill create` over [from_date, to_date], executed by a scheduler (LocalExecutor: a process per
@@ -201,7 +211,7 @@ def backfill_with_scheduler(
         start = log.stat().st_size
         created = subprocess.run(
             [str(VENV_BIN / "airflow"), "backfill", "create", "--dag-id", dag_id, "--from-date", from_date,
-             "--to-date", to_date, "--dag-run-conf", json.dumps(conf), *extra],
+             "--to-date", to_date, "--dag-run-conf", json.dumps(conf)],
             stdout=out, stderr=subprocess.STDOUT, env=env, check=False,
         )  # fmt: skip
         assert created.returncode == 0, log.read_text(errors="replace")[-3000:]
