@@ -193,11 +193,11 @@ def test_redirected_follower_keeps_old_ids_and_registers_new_ones(stack: Stack) 
     follower.stop()
     follower.configure(stack.dc2.bootstrap, eligible=True)
     follower.start()
+    client = follower.client()
+    for schema_id in old_ids:  # at once: a read waits until the store is loaded up to the end it had at the start
+        assert client.get_schema(schema_id).schema_str
     eventually(lambda: follower.leader()["is_leader"], "the redirected registry to lead", timeout=20)
 
-    client = follower.client()
-    for schema_id in old_ids:
-        assert client.get_schema(schema_id).schema_str
     new_id = client.register_schema(SUBJECT, Schema(USER_V4, "AVRO"))
     assert new_id > max(old_ids), (new_id, old_ids, stack.logs())
     assert client.get_latest_version(SUBJECT).version == 3

@@ -179,13 +179,19 @@ class KafkaStore:
                 "group.id": f"kdr-schema-registry-reader-{uuid.uuid4()}",
                 "enable.auto.commit": False,
                 "enable.partition.eof": True,
-                "fetch.wait.max.ms": 100,  # the end of the log is detected one empty fetch later
+                # At the log's end a fetch waits this long for the next record; the broker answers as soon as one
+                # is appended, so a longer wait delays nothing and keeps an idle registry's fetches few.
+                "fetch.wait.max.ms": 500,
                 "error_cb": self._on_error,
             }
         )
-        consumer.assign([TopicPartition(self.topic, 0, OFFSET_BEGINNING)])
+        partition = TopicPartition(self.topic, 0, OFFSET_BEGINNING)
+        consumer.assign([partition])
         log.info("reading %s from %s", self.topic, self.bootstrap)
         self.reading.set()
+        end = self._end_offset(consumer, partition)
+        if end == 0:
+            self._set_loaded(0)
         try:
             while not self._stop.is_set():
                 message = consumer.poll(POLL_S)
@@ -194,9 +200,7 @@ class KafkaStore:
                 error = message.error()
                 if error is not None:
                     if error.code() == KafkaError._PARTITION_EOF:
-                        if not self.loaded.is_set():
-                            log.info("loaded %s up to offset %d", self.topic, message.offset())
-                            self.loaded.set()
+                        self._set_loaded(message.offset())  # when the end offset was not known at the start
                     else:
                         self._on_error(error)
                     continue
@@ -204,8 +208,24 @@ class KafkaStore:
                 with self._applied:
                     self._next_offset = message.offset() + 1
                     self._applied.notify_all()
+                if end is not None and self._next_offset >= end:
+                    self._set_loaded(self._next_offset)
         finally:
             consumer.close()
+
+    def _end_offset(self, consumer: Consumer, partition: TopicPartition) -> int | None:
+        """The log's end as the reading starts: loaded once applied up to it, without waiting for an empty fetch.
+        None if the cluster does not answer (the end-of-partition event says it then)."""
+        try:
+            return consumer.get_watermark_offsets(partition, timeout=5)[1]
+        except KafkaException as exc:
+            log.debug("end offset of %s unknown: %s", self.topic, exc)
+            return None
+
+    def _set_loaded(self, offset: int) -> None:
+        if not self.loaded.is_set():
+            log.info("loaded %s up to offset %d", self.topic, offset)
+            self.loaded.set()
 
     def wait_loaded(self, timeout: float = LOAD_WAIT_S) -> None:
         """Hold a read while a reachable store is still being loaded, so a fresh instance does not
