@@ -26,7 +26,7 @@ UV_ENV = $(eval UV_ENV := UV_PYTHON=$(BIN)/python UV_INDEX_STRATEGY=unsafe-best-
 	$(call uv_setting,UV_FIND_LINKS,$(subst $() ,$(comma),$(call pip_setting,PIP_FIND_LINKS,find-links))))$(UV_ENV)
 UV = $(UV_ENV) $(BIN)/uv pip
 
-.PHONY: venv constraints demo test lint format bench bench-broker bench-replication bench-translation bench-health bench-failback bench-backfill bench-spark-cluster bench-curves bench-failover sabotage clean
+.PHONY: venv constraints demo test durations lint format bench bench-broker bench-replication bench-translation bench-health bench-failback bench-backfill bench-spark-cluster bench-curves bench-failover sabotage clean
 
 venv: $(STAMP)
 
@@ -69,9 +69,17 @@ demo: venv
 	$(BYTECODE)
 	$(BIN)/kafka-dr demo
 
+# A file at a time to whichever worker is free, the longest first (tests/conftest.py).
+PYTEST := $(BIN)/python -m pytest -n 3 --dist loadfile tests
+
 test: lint
 	$(BYTECODE)
-	$(BIN)/python -m pytest -n 3 --dist loadfile tests  # a file at a time to whichever worker is free: tests/conftest.py
+	$(PYTEST)
+
+# tests/durations.json anew from a whole run: the seconds per test file by which make test orders its files.
+durations: lint
+	$(BYTECODE)
+	KDR_WRITE_DURATIONS=tests/durations.json $(PYTEST)
 
 lint: venv
 	$(BIN)/ruff check .

@@ -5,15 +5,20 @@ tests wait for servers and start-ups, and with two workers the cores were busy 7
 
 The unit of work is a test file, run whole on one worker in file order with module fixtures of its own; each worker
 builds the session fixtures it needs (brokers, stack, Spark session, Airflow DB) itself. Files are handed out one at
-a time to whichever worker is free, those with the most `slow` tests first: the longest work starts early and the
-many short files fill the gaps at the end, without a hand-kept list of files. (xdist's own `--dist loadgroup` does
-not group with pytest 9: it renames node ids through an attribute pytest 9 no longer reads.)"""
+a time to whichever worker is free, the longest first (tests/durations.json: seconds per file in a recent run,
+written by `make durations`): the longest work starts early and the many short files fill the gaps at the end. A
+file not listed yet counts as long as the median file; a stale figure only changes the order. (xdist's own
+`--dist loadgroup` does not group with pytest 9: it renames node ids through an attribute pytest 9 no longer
+reads.)"""
 
 from __future__ import annotations
 
+import json
 import os
+import statistics
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,11 +32,30 @@ def file_of(nodeid: str) -> str:
     return nodeid.split("::")[0]
 
 
+DURATIONS = Path(__file__).with_name("durations.json")
+WRITE_DURATIONS = "KDR_WRITE_DURATIONS"  # a path: where `make durations` has this run's seconds per file written
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Files with more `slow` tests first, each file's tests in their order (a stable sort, the same on every worker,
-    so xdist sees identical collections)."""
-    slow = Counter(file_of(item.nodeid) for item in items if item.get_closest_marker("slow"))
-    items.sort(key=lambda item: -slow[file_of(item.nodeid)])
+    """The longest files first, each file's tests in their order (a stable sort, the same on every worker, so xdist
+    sees identical collections)."""
+    seconds: dict[str, float] = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
+    unknown = statistics.median(seconds.values()) if seconds else 0.0
+    items.sort(key=lambda item: -seconds.get(file_of(item.nodeid), unknown))
+
+
+SPENT: Counter[str] = Counter()  # seconds per file in this run, for `make durations`
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Setup, call and teardown of every test, summed per file (the xdist controller gets every worker's reports)."""
+    SPENT[file_of(report.nodeid)] += report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    path = os.environ.get(WRITE_DURATIONS)
+    if path and not hasattr(session.config, "workerinput"):  # the controller, or a run without xdist
+        Path(path).write_text(json.dumps({f: round(s, 1) for f, s in SPENT.most_common()}, indent=0) + "\n")
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
