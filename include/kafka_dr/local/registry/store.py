@@ -112,7 +112,6 @@ class KafkaStore:
         self.topic = topic
         self.state = state
         self._error: tuple[float, str] | None = None
-        self.reading = threading.Event()  # set once the topic exists and tailing began
         self.loaded = threading.Event()  # set once the log was applied up to its end at startup
         self._next_offset = 0
         self._applied = threading.Condition()
@@ -188,7 +187,6 @@ class KafkaStore:
         partition = TopicPartition(self.topic, 0, OFFSET_BEGINNING)
         consumer.assign([partition])
         log.info("reading %s from %s", self.topic, self.bootstrap)
-        self.reading.set()
         end = self._end_offset(consumer, partition)
         if end == 0:
             self._set_loaded(0)
@@ -229,14 +227,12 @@ class KafkaStore:
 
     def wait_loaded(self, timeout: float = LOAD_WAIT_S) -> None:
         """Hold a read while a reachable store is still being loaded, so a fresh instance does not
-        answer "not found" for schemas it is about to read; an unreachable store holds nothing."""
+        answer "not found" for schemas it is about to read; an unreachable store holds nothing. The
+        hold starts with the process, before the topic is found and the reading starts: a read
+        in those first moments (a restart's readiness probe answered, a client's first lookup)
+        would otherwise find nothing."""
         deadline = time.monotonic() + timeout
-        while (
-            self.reading.is_set()
-            and not self.loaded.is_set()
-            and self.last_error is None
-            and time.monotonic() < deadline
-        ):
+        while not self.loaded.is_set() and self.last_error is None and time.monotonic() < deadline:
             self.loaded.wait(0.1)
 
     def _unavailable(self) -> errors.RegistryError:
