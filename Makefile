@@ -69,17 +69,13 @@ demo: venv
 	$(BYTECODE)
 	$(BIN)/kafka-dr demo
 
-# A file at a time to whichever worker is free, the longest first (tests/conftest.py).
-PYTEST := $(BIN)/python -m pytest -n 3 --dist loadfile tests
-
 test: lint
 	$(BYTECODE)
-	$(PYTEST)
+	$(BIN)/python -m pytest -n 3 --dist loadfile tests  # a file at a time to whichever worker is free, longest first: tests/conftest.py
 
-# tests/durations.json anew from a whole run: the seconds per test file by which make test orders its files.
-durations: lint
-	$(BYTECODE)
-	KDR_WRITE_DURATIONS=tests/durations.json $(PYTEST)
+# tests/durations.json anew from a whole run of make test: the seconds per test file by which it orders its files.
+durations: export KDR_WRITE_DURATIONS := tests/durations.json
+durations: test
 
 lint: venv
 	$(BIN)/ruff check .
