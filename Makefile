@@ -3,7 +3,8 @@
 #   make test   run the whole test suite
 # Both build the virtual environment first, installing what is missing.
 
-PYTHON ?= python3
+# The project's Python (.python-version; the compose image's base is the same, tests/unit/test_compose.py checks it).
+PYTHON ?= python$(shell cat .python-version)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -26,7 +27,7 @@ UV_ENV = $(eval UV_ENV := UV_PYTHON=$(BIN)/python UV_INDEX_STRATEGY=unsafe-best-
 	$(call uv_setting,UV_FIND_LINKS,$(subst $() ,$(comma),$(call pip_setting,PIP_FIND_LINKS,find-links))))$(UV_ENV)
 UV = $(UV_ENV) $(BIN)/uv pip
 
-.PHONY: venv constraints demo test durations lint format bench bench-broker bench-replication bench-translation bench-health bench-failback bench-backfill bench-spark-cluster bench-curves bench-failover sabotage clean
+.PHONY: venv constraints demo test durations lint format bench bench-broker bench-replication bench-translation bench-health bench-failback bench-backfill bench-spark-cluster bench-curves bench-failover bench-metrics sabotage clean
 
 venv: $(STAMP)
 
@@ -37,6 +38,11 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml
 	@# The browser test drives Debian's Chromium through its driver (no browser download at run time).
 	@command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 || \
 		{ apt-get update -q && apt-get install -y -q chromium chromium-driver; }
+	@# The broker of `kafka-dr airflow up --executor celery` (and of its test).
+	@command -v redis-server >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q redis-server; }
+	@# Prometheus and promtool: the alerting rules' unit tests and the scrape test (tests start their own server).
+	@command -v promtool >/dev/null 2>&1 || \
+		{ apt-get update -q && apt-get install -y -q --no-install-recommends prometheus; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -c constraints.txt uv
 	@# From uv's cache alone first: an index that answers without HTTP cache headers (this machine's does) makes
@@ -87,7 +93,7 @@ format: venv
 
 # Benchmarks print a ratio against a baseline measured in the same run (README: Performance).
 # They share the tests' support package, found through PYTHONPATH as pytest finds it through `pythonpath`.
-bench: bench-broker bench-replication bench-translation bench-health bench-failback bench-backfill bench-spark-cluster bench-curves bench-failover
+bench: bench-broker bench-replication bench-translation bench-health bench-failback bench-backfill bench-spark-cluster bench-curves bench-failover bench-metrics
 
 bench-broker: venv
 	PYTHONPATH=tests $(BIN)/python tests/benchmarks/broker_throughput.py
@@ -116,6 +122,9 @@ bench-curves: venv
 
 bench-failover: venv
 	PYTHONPATH=tests $(BIN)/python tests/benchmarks/failover_benchmark.py
+
+bench-metrics: venv
+	PYTHONPATH=tests $(BIN)/python tests/benchmarks/metrics_benchmark.py
 
 # One deliberate break per invariant, in a scratch copy, and the test named for it must fail (README: Tests).
 # Outside `make test`: about 9 minutes.

@@ -15,6 +15,7 @@ from airflow.timetables.interval import CronDataIntervalTimetable
 
 from kafka_dr.airflow.backfill import backfill_report, validate_backfill
 from kafka_dr.airflow.common import topology_param
+from kafka_dr.airflow.notifications.dag_failed import DagFailedNotifier
 from kafka_dr.airflow.operators.backfill import BackfillOperator
 from kafka_dr.topology import TopologyError, load_topology
 
@@ -31,6 +32,7 @@ PLAN = "ti.xcom_pull(task_ids='validate_backfill')"
 
 with DAG(
     dag_id="dr_backfill",
+    default_args={"on_failure_callback": DagFailedNotifier()},  # the dag_failed alert
     schedule=CronDataIntervalTimetable("0 * * * *", timezone="UTC"),
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,

@@ -19,11 +19,13 @@ from kafka_dr.airflow.bringup import (
     validate_topology,
 )
 from kafka_dr.airflow.common import flows_param, topology_param
+from kafka_dr.airflow.notifications.dag_failed import DagFailedNotifier
 from kafka_dr.airflow.operators.replication import ReplicationOperator
 from kafka_dr.airflow.sensors.replication_lag import ReplicationLagSensor
 
 with DAG(
     dag_id="dr_bringup",
+    default_args={"on_failure_callback": DagFailedNotifier()},  # the dag_failed alert
     schedule=None,
     catchup=False,
     max_active_runs=1,

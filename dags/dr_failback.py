@@ -35,15 +35,18 @@ from kafka_dr.airflow.failback import (
     verify_kwargs,
 )
 from kafka_dr.airflow.failover import switch_consumers, switch_producers
+from kafka_dr.airflow.notifications.dag_failed import DagFailedNotifier
 from kafka_dr.airflow.operators.replication import ReplicationOperator
 from kafka_dr.airflow.operators.translation import TranslateOffsetsOperator
 from kafka_dr.airflow.operators.verify import VerifyFlowOperator
 from kafka_dr.airflow.sensors.replication_lag import ReplicationLagSensor
+from kafka_dr.failback.switch_back import CATCH_UP_QUIET_S
 
 CLUSTERS = form_clusters()
 
 with DAG(
     dag_id="dr_failback",
+    default_args={"on_failure_callback": DagFailedNotifier()},  # the dag_failed alert
     schedule=None,
     catchup=False,
     max_active_runs=1,
@@ -96,7 +99,9 @@ with DAG(
     resynced = ReplicationOperator.partial(task_id="resync", mode="bounded").expand_kwargs(each)
     mark = mark_restored_ends(back)
     producers = switch_producers(back["failover"])  # the switch back is a planned failover in reverse
-    caught_up = ReplicationOperator.partial(task_id="resync_catch_up", mode="bounded").expand_kwargs(each)
+    caught_up = ReplicationOperator.partial(
+        task_id="resync_catch_up", mode="bounded", until_quiet=CATCH_UP_QUIET_S
+    ).expand_kwargs(each)
     drained = ReplicationLagSensor.partial(
         task_id="lag_zero", max_records=0, poke_interval=2, timeout=600
     ).expand_kwargs(gate_kwargs(back))

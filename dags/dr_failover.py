@@ -25,6 +25,7 @@ from kafka_dr.airflow.failover import (
     validate_failover,
     verify_failover,
 )
+from kafka_dr.airflow.notifications.dag_failed import DagFailedNotifier
 from kafka_dr.airflow.operators.translation import TranslateOffsetsOperator
 from kafka_dr.airflow.sensors.replication_lag import ReplicationLagSensor
 
@@ -32,6 +33,7 @@ CLUSTERS = form_clusters()
 
 with DAG(
     dag_id="dr_failover",
+    default_args={"on_failure_callback": DagFailedNotifier()},  # the dag_failed alert
     schedule=None,
     catchup=False,
     max_active_runs=1,

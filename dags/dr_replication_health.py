@@ -18,9 +18,11 @@ from airflow.sdk import DAG, chain
 
 from kafka_dr.airflow.common import flows_param, topology_param
 from kafka_dr.airflow.health import check, report, self_heal, validate_flows
+from kafka_dr.airflow.notifications.dag_failed import DagFailedNotifier
 
 with DAG(
     dag_id="dr_replication_health",
+    default_args={"on_failure_callback": DagFailedNotifier()},  # the dag_failed alert
     schedule=os.environ.get("KDR_HEALTH_SCHEDULE") or "*/5 * * * *",
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
@@ -35,5 +37,5 @@ with DAG(
     plan = validate_flows()
     checked = check.expand_kwargs(plan)
     healed = self_heal(checked, topology="{{ params.topology }}")
-    done = report(checked, healed)
+    done = report(checked, healed, topology="{{ params.topology }}")
     chain(plan, checked, healed, done)

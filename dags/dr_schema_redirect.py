@@ -9,12 +9,14 @@ from __future__ import annotations
 from airflow.sdk import DAG, Param, chain
 
 from kafka_dr.airflow.common import cluster_param, form_clusters, topology_param
+from kafka_dr.airflow.notifications.dag_failed import DagFailedNotifier
 from kafka_dr.airflow.schema_redirect import redirect_registry, validate_redirect
 
 CLUSTERS = form_clusters()
 
 with DAG(
     dag_id="dr_schema_redirect",
+    default_args={"on_failure_callback": DagFailedNotifier()},  # the dag_failed alert
     schedule=None,
     catchup=False,
     max_active_runs=1,

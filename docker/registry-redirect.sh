@@ -2,7 +2,9 @@
 # dr_schema_redirect's restart command on the compose stack (include/topology.compose.yaml):
 #   registry-redirect.sh CLUSTER KAFKASTORE LEADER_ELIGIBLE
 # records the registry's new store and eligibility in the volume its container polls (schema-registry-run.sh), which
-# restarts it within seconds; the redirect then verifies the registry over HTTP, as on any deployment.
+# restarts it within seconds. It returns before the restart: the redirect (kafka_dr.schema_registry.redirect) waits
+# until the registry reports the new store's Kafka cluster id (GET /v1/metadata/id) before it verifies anything, so
+# the old process is never the one checked.
 set -euo pipefail
 
 if (($# != 3)); then

@@ -171,6 +171,18 @@ def _parser() -> argparse.ArgumentParser:
     health.add_argument("--json", action="store_true", help='print {"flows": [...]} as docs/design.md describes it')
     health.set_defaults(run=_health)
 
+    metrics = commands.add_parser(
+        "metrics", help="Prometheus metrics from the latest health runs and reports (no cluster is asked)"
+    )
+    _topology_option(metrics)
+    metrics.add_argument(
+        "--textfile",
+        type=Path,
+        metavar="FILE",
+        help="write them to FILE (atomically, for node_exporter's textfile collector) instead of printing them",
+    )
+    metrics.set_defaults(run=_metrics)
+
     offsets = commands.add_parser(
         "offsets", help="where a consumer group resumes in another cluster: its translated offsets, per partition"
     )
@@ -195,18 +207,21 @@ def _parser() -> argparse.ArgumentParser:
     clients.add_argument(
         "alias", nargs="?", metavar="ALIAS", help="print this alias's client settings (secrets hidden)"
     )
-    clients.add_argument(
-        "--topology",
-        type=Path,
-        metavar="FILE",
-        help="topology file (default: $KDR_TOPOLOGY, else include/topology.yaml)",
-    )
+    _topology_option(clients)
     clients.add_argument("--json", action="store_true", help="print JSON")
     clients.set_defaults(run=_clients)
 
-    replicators = commands.add_parser("replicators", help="the continuous replicators started here, or stop them")
+    replicators = commands.add_parser(
+        "replicators", help="the continuous replicators started on this host, or stop them (from any process)"
+    )
     replicators.add_argument("action", nargs="?", choices=["list", "stop"], default="list", help="default: list")
-    replicators.add_argument("flows", nargs="*", metavar="FLOW", help="only these flows (default: every one)")
+    replicators.add_argument(
+        "flows", nargs="*", metavar="FLOW", help="only these flows (default: every one started on this host)"
+    )
+    _topology_option(replicators, "where the flows' targets are, asked about a replicator of another PID namespace")
+    replicators.add_argument(
+        "--timeout", type=float, default=30.0, metavar="S", help="stop: seconds a replicator has to end (default 30)"
+    )
     replicators.set_defaults(run=_replicators)
 
     airflow = commands.add_parser("airflow", help="run Airflow's own components for the local stack (UI on :8080)")
@@ -216,6 +231,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     _topology_option(airflow_up)
     airflow_up.add_argument("--port", type=int, metavar="PORT", help="the UI's port on 127.0.0.1 (default 8080)")
+    airflow_up.add_argument(
+        "--executor",
+        choices=["local", "celery"],
+        help="local (LocalExecutor, the default) or celery (redis-server and two Celery workers, each in PID and UTS "
+        "namespaces of its own when run as root)",
+    )
     airflow_up.set_defaults(run=_airflow_up)
     airflow_actions.add_parser("down", help="stop every Airflow component").set_defaults(run=_airflow_down)
     airflow_actions.add_parser(
@@ -354,12 +375,12 @@ def _restart_registry(args: argparse.Namespace) -> int:
     return 0
 
 
-def _topology_option(parser: argparse.ArgumentParser) -> None:
+def _topology_option(parser: argparse.ArgumentParser, what: str = "") -> None:
     parser.add_argument(
         "--topology",
         type=Path,
         metavar="FILE",
-        help="topology file (default: $KDR_TOPOLOGY, else include/topology.yaml)",
+        help=f"topology file{': ' + what if what else ''} (default: $KDR_TOPOLOGY, else include/topology.yaml)",
     )
 
 
@@ -385,6 +406,21 @@ def _health(args: argparse.Namespace) -> int:
     else:
         print(render_table(results))
     return 1 if any(h.status == "ERR" for h in results) else 0
+
+
+def _metrics(args: argparse.Namespace) -> int:
+    from kafka_dr import metrics
+
+    if args.textfile is None:
+        sys.stdout.write(metrics.render(args.topology).decode())
+        return 0
+    try:
+        written = metrics.write_textfile(args.textfile, args.topology)
+    except OSError as exc:
+        _fail(f"--textfile {args.textfile}: {exc.strerror or exc}")
+        return 2
+    print(f"wrote {written} bytes to {args.textfile}", file=sys.stderr)
+    return 0
 
 
 def _offsets(args: argparse.Namespace) -> int:
@@ -474,27 +510,55 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _replicators(args: argparse.Namespace) -> int:
-    from kafka_dr.replication import replicators
+    from concurrent.futures import ThreadPoolExecutor
 
+    from confluent_kafka import KafkaException
+
+    from kafka_dr.clients import client_config, error_text
+    from kafka_dr.replication import liveness, replicators
+
+    path = args.topology or default_topology()
+    topology = load_topology(path) if args.topology or path.exists() else None  # a bad file: one line, nothing done
     flows = args.flows or replicators.tracked()
-    for flow in flows:
-        if args.action == "stop":
-            stopped = replicators.stop(flow)
-            print(f"{flow}: {'stopped' if stopped is not None else 'never started'}")
-            continue
-        current = replicators.status(flow)
-        state = "never started" if current is None else "running" if current.running else "stopped"
-        pid = f" pid {current.pid}, log {current.log}" if current is not None and current.running else ""
-        print(f"{flow}: {state}{pid}")
+    known = {f.name for f in topology.flows} if topology is not None else set()
+    targets = {f: client_config(topology.cluster(topology.flow(f).target)) for f in flows if f in known}
+
+    def one(flow: str) -> tuple[str, bool]:
+        """The line to print for `flow`, and whether it is an error."""
+        target, current = targets.get(flow), replicators.status(flow)
+        if target is None and current is not None and not current.here:
+            return f"started on {current.host} in {current.pid_namespace}: name its topology to reach it", True
+        try:
+            if args.action == "stop":
+                if current is None and target is None:
+                    return "never started", False
+                return liveness.stop(flow, target, args.timeout), False
+            if target is not None:
+                seen = liveness.liveness(flow, target)
+                return f"{'running' if seen.running else 'not running'}: {seen.detail}", False
+            if current is None:
+                return "never started", False
+            if current.running:
+                return f"running: pid {current.pid} on this host, log {current.log}", False
+            return "not running: " + ("stopped at " + current.stopped_at if current.stopped_at else "exited"), False
+        except KafkaException as exc:
+            return f"its target does not answer: {error_text(exc)}", True
+        except ReplicatorError as exc:
+            return str(exc), True
+
+    with ThreadPoolExecutor(max_workers=max(1, len(flows))) as pool:
+        lines = list(pool.map(one, flows))
+    for flow, (line, _) in zip(flows, lines, strict=True):
+        print(f"{flow}: {line}")
     if not flows:
-        print("no replicator was started here")
-    return 0
+        print("no replicator was started on this host")
+    return 1 if any(failed for _, failed in lines) else 0
 
 
 def _airflow_up(args: argparse.Namespace) -> int:
     from kafka_dr.local.airflow import KEPT_PAUSED, PASSWORD, USER, LocalAirflow
 
-    local_airflow = LocalAirflow(port=args.port)
+    local_airflow = LocalAirflow(port=args.port, executor=args.executor)
     topology = load_topology(args.topology)  # before anything starts: a bad topology changes nothing
     print(f"starting Airflow in {local_airflow.home} (first start: about a minute) ...", file=sys.stderr, flush=True)
     started = local_airflow.up(topology, args.topology or default_topology())
@@ -502,6 +566,8 @@ def _airflow_up(args: argparse.Namespace) -> int:
     code = _print_airflow_status(local_airflow)
     print(f"Airflow UI: {local_airflow.url}  (user {USER}, password {PASSWORD}; local only)")
     print(f"Kafka DR dashboard: {local_airflow.url}/kafka-dr/")
+    token = local_airflow.metrics_token_file()
+    print(f"Prometheus metrics: {local_airflow.url}/kafka-dr/metrics (bearer token in {token})")
     print(f"kafka-dr's DAGs are unpaused, except {', '.join(KEPT_PAUSED)} (its hourly runs copy past hours)")
     print("stop it with `kafka-dr airflow down`")
     return code

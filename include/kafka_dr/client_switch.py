@@ -21,6 +21,8 @@ from .clients import client_config
 from .state import locked, now_iso, subdir, write_json
 from .topology import Topology, TopologyError, load_topology
 
+SWITCH_CHECK_S = 1.0  # how often a following client (kafka_dr.follower) reads its alias's active cluster while it works
+
 
 @dataclass(frozen=True)
 class AliasState:

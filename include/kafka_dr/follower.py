@@ -24,14 +24,13 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from .client_switch import active_cluster, client_config_for
+from .client_switch import SWITCH_CHECK_S, active_cluster, client_config_for
 from .failback.republish import REPUBLISHED_HEADER
 from .replication.provenance import HEADER as PROVENANCE_HEADER
 from .replication.provenance import Hop
 from .topology import Topology, TopologyError
 from .translation.group_offsets import translated_offsets
 
-SWITCH_CHECK_S = 1.0  # how often the alias's active cluster is read
 CLUSTER_ID_TIMEOUT_S = 15.0
 
 Origin = tuple[str, str, int]  # cluster id, topic, partition

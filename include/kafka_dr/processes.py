@@ -57,6 +57,12 @@ def is_alive(pid: int, ticks: int | None) -> bool:
     return ticks is not None and start_ticks(pid) == ticks
 
 
+def pid_namespace() -> str:
+    """This process's PID namespace ("pid:[4026531836]"): a pid recorded in another one names another process, or
+    none, under this one's /proc (a container, `unshare --pid`)."""
+    return os.readlink("/proc/self/ns/pid")
+
+
 def tree(pid: int) -> dict[int, int]:
     """`pid` and every live descendant, with their start ticks. Descendants matter because a child
     may leave its parent's process group (PySpark's worker daemon makes a group of its own)."""

@@ -4,9 +4,15 @@ of the Markdown page. Steps are the {"started", "ended"} that a task's `timed` r
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
+
+from .paths import state_dir
+
+REPORT_DAGS = ("dr_failover", "dr_failback", "dr_backfill")
 
 
 def run_start(run_started: datetime | None, validated: Mapping[str, Any] | None) -> datetime:
@@ -46,3 +52,77 @@ def step_table(steps: Mapping[str, Mapping[str, Any]]) -> list[str]:
 def cell(value: Any) -> str:
     """A figure on a report page: empty when unknown."""
     return "" if value is None else str(value)
+
+
+def latest_reports() -> dict[str, dict[str, Any] | None]:
+    """The newest report (by file time) of each of REPORT_DAGS, summed up; None where there is none."""
+    directory = state_dir() / "reports"  # read only: a dashboard makes no folder
+    latest: dict[str, dict[str, Any] | None] = {}
+    for dag_id in REPORT_DAGS:
+        try:
+            newest = max(directory.glob(f"{dag_id}-*.json"), key=lambda p: p.stat().st_mtime, default=None)
+        except OSError:  # a report removed while listed: the next refresh sees the rest
+            newest = None
+        latest[dag_id] = None if newest is None else _report(dag_id, newest)
+    return latest
+
+
+def summarize(dag_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    """A report's title and figures (RPO, RTO; a backfill's copies), as the dashboard and the alerts show them.
+    Raises KeyError, TypeError or ValueError for a body that is not such a report."""
+    return _SUMMARIES[dag_id](body)
+
+
+def _report(dag_id: str, path: Path) -> dict[str, Any]:
+    """A report's figures for the dashboard (reports.py writes them): what it was, RPO, RTO, when."""
+    found: dict[str, Any] = {"dag_id": dag_id, "run_id": None, "file": str(path), "error": None}
+    try:
+        body = json.loads(path.read_text(encoding="utf-8"))
+        written = datetime.fromtimestamp(path.stat().st_mtime, UTC).isoformat(timespec="seconds")
+        return {**found, "run_id": body.get("run_id"), "written_at": written, **summarize(dag_id, body)}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        return {**found, "error": f"unreadable: {type(exc).__name__}: {exc}"}
+
+
+def _failover(body: Mapping[str, Any]) -> dict[str, Any]:
+    rpo = body["rpo"]
+    exact = rpo.get("exact_after_failback")
+    return {
+        "title": f"{body['failed_cluster']} -> {body['target_cluster']} ({body['mode']})",
+        "started": body.get("run_started"),
+        "rpo_records": _number(rpo.get("records")),
+        "rpo_exact": bool(rpo.get("exact")),
+        "rpo_exact_after_failback": None if exact is None else _number(exact.get("records")),
+        "rto_seconds": _number(body.get("rto_seconds")),
+    }
+
+
+def _failback(body: Mapping[str, Any]) -> dict[str, Any]:
+    dry_run = ", dry run" if body.get("dry_run") else ""
+    return {
+        "title": f"{body['serving_cluster']} -> {body['restored_cluster']} ({body['mode']}{dry_run})",
+        "started": body.get("run_started"),
+        "rpo_records": _number(body["unreplicated"].get("records")),  # what never left the lost cluster: exact RPO
+        "rpo_exact": True,
+        "rto_seconds": _number(body.get("rto_seconds")),
+    }
+
+
+def _backfill(body: Mapping[str, Any]) -> dict[str, Any]:
+    verify = body.get("verify") or {}
+    return {
+        "title": f"flow {body['flow']}" + (" (dry run)" if body.get("dry_run") else ""),
+        "started": (body.get("step") or {}).get("started"),
+        "copied": _number(body.get("copied")),
+        "verify": verify.get("status"),
+    }
+
+
+def _number(value: Any) -> int | float | None:
+    """A report's figure: a number, or None when not known; anything else makes the report unreadable."""
+    if value is None or (isinstance(value, int | float) and not isinstance(value, bool)):
+        return value
+    raise TypeError(f"not a number: {value!r}")
+
+
+_SUMMARIES = {"dr_failover": _failover, "dr_failback": _failback, "dr_backfill": _backfill}

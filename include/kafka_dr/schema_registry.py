@@ -27,7 +27,10 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .clients import env_name
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
+from .clients import env_name, error_text
 from .topology import Topology
 
 TIMEOUT_S = 5.0
@@ -139,9 +142,42 @@ def restart_command(topology: Topology, registry: str, store: str, leader_eligib
     return [part.format(**values) for part in shlex.split(template)]  # no shell: values cannot inject
 
 
-def redirect(topology: Topology, registry: str, store: str, leader_eligible: bool, timeout: float = 60.0) -> Redirect:
+def kafka_cluster_id(url: str, headers: Mapping[str, str] | None = None) -> str | None:
+    """The id of the Kafka cluster whose `_schemas` the registry reads (Confluent's GET /v1/metadata/id); None from a
+    registry without that endpoint."""
+    try:
+        return get_json(f"{url}/v1/metadata/id", headers=headers)["scope"]["clusters"]["kafka-cluster"]
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return None
+        raise
+
+
+def store_cluster_id(store_config: Mapping[str, Any], timeout: float = TIMEOUT_S) -> str:
+    """The Kafka cluster id of a store, asked of the cluster itself: what a registry redirected to it must report."""
+    admin = AdminClient(dict(store_config))  # held until the answer: a collected client cancels its requests
+    try:
+        return admin.describe_cluster(request_timeout=timeout).result(timeout).cluster_id
+    except KafkaException as exc:
+        raise RegistryError(f"the store cluster does not answer: {error_text(exc)}") from None
+
+
+def redirect(
+    topology: Topology,
+    registry: str,
+    store: str,
+    leader_eligible: bool,
+    timeout: float = 60.0,
+    store_id: str | None = None,
+) -> Redirect:
     """Point `registry`'s schema registry at `store`'s cluster with the given eligibility, restart it and
-    verify it: it answers, and when leader-eligible a new registration gets an id above all it knew."""
+    verify it: it answers, and when leader-eligible a new registration gets an id above all it knew.
+
+    A restart command may return before the registry restarts (a wrapper that signals a container). With `store_id`
+    (the store's Kafka cluster id) nothing is verified until the registry reports that store, so the old process is
+    never the one checked or the one the probe goes through; a registry whose store does not change (or without
+    Confluent's metadata endpoint) gives no such sign, and its restart command must then return only once the
+    restarted registry answers."""
     started = time.monotonic()
     url = topology.cluster(registry).schema_registry
     if url is None:
@@ -163,6 +199,9 @@ def redirect(topology: Topology, registry: str, store: str, leader_eligible: boo
     deadline = time.monotonic() + timeout
     while True:
         try:
+            reads = kafka_cluster_id(url, headers) if store_id is not None else None
+            if reads is not None and reads != store_id:
+                raise RegistryError(f"it still reads the `_schemas` of cluster {reads}, not {store}'s ({store_id})")
             known = max_schema_id(url, headers)
             if leader_eligible and before is not None and known < before:
                 # The store's copy lacks ids the registry served: a registration now could reuse one of them.
@@ -186,6 +225,39 @@ def redirect(topology: Topology, registry: str, store: str, leader_eligible: boo
     if probe is not None and probe <= known:
         raise RegistryError(f"the {registry} registry issued id {probe}, not above the ids it knew ({known})")
     return Redirect(registry, url, store, leader_eligible, before, probe, round(time.monotonic() - started, 3))
+
+
+def answers(url: str, headers: Mapping[str, str] | None = None, timeout: float = TIMEOUT_S) -> bool:
+    """The registry answers GET /subjects (whatever it holds)."""
+    try:
+        get_json(f"{url}/subjects", timeout=timeout, headers=headers)
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def writes_through(topology: Topology, follower: str, leader: str, timeout: float = 30.0) -> int:
+    """Prove that the registries of clusters `follower` and `leader` have one leader between them: a probe registered
+    through `follower`'s registry (which forwards it) is served by `leader`'s as the probe, so every id either issues
+    comes from one store. Returns the probe's id; RegistryError with one line otherwise."""
+    via, at = (first_url(topology.cluster(c).schema_registry or "") for c in (follower, leader))
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            probe = register_probe(via, auth_headers(follower))
+            subjects = get_json(f"{at}/schemas/ids/{probe}/subjects", headers=auth_headers(leader))
+            if subjects != [PROBE_SUBJECT]:
+                raise RegistryError(f"its id {probe} is {subjects} in the {leader} registry: two leaders")
+            return probe
+        except (OSError, ValueError, RegistryError) as exc:  # also while the follower learns of its new leader
+            if isinstance(exc, urllib.error.HTTPError) and exc.code in (401, 403):
+                raise _refused(follower, via, exc) from None
+            if time.monotonic() > deadline:
+                raise RegistryError(
+                    f"one registry leader not shown: a probe registered through the {follower} registry ({via}) "
+                    f"was not served by the {leader} registry within {timeout:g}s: {exc}"
+                ) from None
+            time.sleep(RETRY_S)
 
 
 def _refused(registry: str, url: str, exc: urllib.error.HTTPError) -> RegistryError:

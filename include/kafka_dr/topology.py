@@ -169,6 +169,23 @@ class Slo:
     max_checkpoint_age_s: float | None = None
 
 
+ALERT_EVENTS = ("flow_status", "dag_failed", "approval_needed", "dr_report")
+DEFAULT_REPEAT_AFTER_S = 3600.0
+_DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d)")
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_APPRISE_URL_RE = re.compile(r"[a-z][a-z0-9+.-]*://\S+")
+
+
+@dataclass(frozen=True)
+class Alerts:
+    """The topology's `alerts:` section (alerts.py sends them): Apprise URLs (`${VAR}` not yet taken from the
+    environment), the events sent, and how often an unchanged ERR is repeated."""
+
+    urls: tuple[str, ...] = ()
+    on: tuple[str, ...] = ALERT_EVENTS
+    repeat_after_s: float = DEFAULT_REPEAT_AFTER_S
+
+
 @dataclass(frozen=True)
 class Topology:
     """All clusters and flows of a deployment."""
@@ -179,6 +196,7 @@ class Topology:
     schema_registry_restart: str | None = None  # command template for the schema redirect
     clients: Mapping[str, ClientAlias] = field(default_factory=lambda: MappingProxyType({}))
     health: Slo = field(default_factory=Slo)  # the `health:` SLOs of dr_replication_health and `kafka-dr health`
+    alerts: Alerts = field(default_factory=Alerts)  # none sent unless it lists URLs
 
     def flow(self, name: str) -> Flow:
         """The flow called `name`; an unknown name is a user error, hence TopologyError."""
@@ -454,7 +472,7 @@ class _Parser:
     def topology(self, data: Any) -> Topology:
         if data is None:
             raise self.error("", "empty file (expected a mapping with 'clusters' and 'flows')")
-        raw = self.mapping(data, "", ("clusters",), ("flows", "schema_registry", "clients", "health"))
+        raw = self.mapping(data, "", ("clusters",), ("flows", "schema_registry", "clients", "health", "alerts"))
         raw_clusters = raw["clusters"]
         if not isinstance(raw_clusters, dict):
             raise self.error(
@@ -497,7 +515,33 @@ class _Parser:
             schema_registry_restart=restart,
             clients=MappingProxyType(clients),
             health=self.health(raw.get("health", {})),
+            alerts=self.alerts(raw.get("alerts", {})),
         )
+
+    def alerts(self, value: Any) -> Alerts:
+        """The `alerts:` section: URLs of Apprise's form (scheme://...), known events, a duration like 30m or 1h."""
+        if isinstance(value, dict) and True in value:  # YAML 1.1 (PyYAML) reads a bare `on:` key as true
+            value = {("on" if key is True else key): item for key, item in value.items()}
+        raw = self.mapping(value, "alerts", (), ("urls", "on", "repeat_after"))
+        urls = raw.get("urls", [])
+        if not isinstance(urls, list):
+            raise self.error("alerts.urls", f"must be a list of Apprise URLs, got {_type_name(urls)}")
+        for i, url in enumerate(urls):
+            if not isinstance(url, str) or not _APPRISE_URL_RE.fullmatch(url.strip()):
+                shown = url.split("://")[0] + "://..." if isinstance(url, str) else _type_name(url)
+                raise self.error(f"alerts.urls[{i}]", f"not an Apprise URL (scheme://...): {shown!r}")
+        events = raw.get("on", list(ALERT_EVENTS))
+        if not isinstance(events, list) or not events:
+            raise self.error("alerts.on", f"must be a list of events ({', '.join(ALERT_EVENTS)})")
+        for i, event in enumerate(events):
+            if event not in ALERT_EVENTS:
+                raise self.error(f"alerts.on[{i}]", f"unknown event {event!r} (known: {', '.join(ALERT_EVENTS)})")
+        repeat = raw.get("repeat_after", "1h")
+        match = _DURATION_RE.fullmatch(repeat.strip()) if isinstance(repeat, str) else None
+        if match is None or float(match.group(1)) <= 0:
+            raise self.error("alerts.repeat_after", f"must be a duration like 30m, 1h or 1d, got {repeat!r}")
+        seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+        return Alerts(tuple(u.strip() for u in urls), tuple(events), seconds)
 
     def health(self, value: Any) -> Slo:
         """The `health:` SLOs; a limit left out is not checked."""

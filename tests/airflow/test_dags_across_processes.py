@@ -145,7 +145,10 @@ def test_bringup_then_planned_failover_each_task_in_its_own_process_with_credent
         assert failover.state == "success", failover.describe()
         assert_lag_gate_deferred(failover)
         redirected = failover.xcom("redirect_schema_registry")
-        assert redirected["registry"] == "dc2" and redirected["probe_id"] > 0, redirected  # through basic auth
+        # Through basic auth: dc1's registry demoted first (planned: it answers), dc2's the one leader.
+        assert redirected["primary"]["registry"] == "dc2" and redirected["primary"]["probe_id"] > 0, redirected
+        assert redirected["follower"]["registry"] == "dc1" and redirected["follower"]["store"] == "dc2", redirected
+        assert redirected["one_leader"]["via"] == "dc1", redirected
         # Translated over SASL_SSL: the group resumes in dc2 at the copy of dc1's offset 25 (not offset 25 itself: a
         # transaction marker of each epoch takes an offset, so a copy split over two epochs shifts by one).
         assert committed_offsets(dc2, GROUP) == {(TOPIC, 0): copy_of(dc2, 25)}

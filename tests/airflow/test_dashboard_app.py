@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 import pytest
 from confluent_kafka.admin import AdminClient
+from support.reports import failover_report
 from support.stack import Stack
 
 from kafka_dr.health.check import save_evaluation
@@ -106,16 +107,7 @@ def test_the_logged_in_page_and_its_json(
     for i, lag in enumerate((120, 80, 5)):  # three health runs, written where dr_replication_health keeps them
         partition = PartitionStatus("orders", 0, "OK", lag, lag / 10, "")
         save_evaluation(target, FlowHealth(FLOW, "OK", (), (partition,)), now_ms - (2 - i) * 300_000, [])
-    failover = {
-        "dag_id": "dr_failover",
-        "run_id": "manual__2026-11-24T10:00:00+00:00",
-        "failed_cluster": "dc1",
-        "target_cluster": "dc2",
-        "mode": "disaster",
-        "run_started": "2026-11-24T10:00:00+00:00",
-        "rpo": {"records": 1234, "per_topic": {"orders": 1234}, "exact": False, "flows": {}},
-        "rto_seconds": 21.5,
-    }
+    failover = failover_report(1234, 21.5, dag_id="dr_failover", run_id="manual__2026-11-24T10:00:00+00:00")
     (state / "health" / f"{FLOW}.json").unlink()  # as on an api-server host without the workers' state dir
     (state / "reports").mkdir(parents=True)
     (state / "reports" / "dr_failover-manual__2026-11-24T10_00_00_00_00.json").write_text(json.dumps(failover))
@@ -162,3 +154,27 @@ def test_the_clusters_are_asked_with_their_airflow_connections(
     answer = client.get("/kafka-dr/api/state", headers={"Authorization": f"Bearer {token}"})
     assert answer.status_code == 200
     assert {c["name"]: c["reachable"] for c in answer.json()["clusters"]} == {"dc1": False, "dc2": True}
+
+
+def test_metrics_take_their_own_bearer_token_and_are_off_without_one(
+    client: Any, token: str, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Prometheus cannot log in to Airflow: /kafka-dr/metrics takes $KDR_METRICS_TOKEN as a bearer token, not an
+    Airflow login; 404 while no token is set, 401 without it or with another one (an Airflow JWT included)."""
+    monkeypatch.delenv("KDR_METRICS_TOKEN", raising=False)
+    assert client.get("/kafka-dr/metrics", headers={"Authorization": f"Bearer {token}"}).status_code == 404
+    monkeypatch.setenv("KDR_METRICS_TOKEN", "s3cret-scrape-token")
+    for headers in ({}, {"Authorization": f"Bearer {token}"}, {"Authorization": "Bearer s3cret-scrape-toke"}):
+        refused = client.get("/kafka-dr/metrics", headers=headers)
+        assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer", headers
+    monkeypatch.setenv("KDR_TOPOLOGY", str(state / "missing.yaml"))
+    answer = client.get("/kafka-dr/metrics", headers={"Authorization": "Bearer s3cret-scrape-token"})
+    assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/plain; version=0.0.4")
+    assert "kafka_dr_topology_valid 0.0" in answer.text.splitlines()
+    # A container's secret: the token read from the file $KDR_METRICS_TOKEN_FILE names, as Prometheus reads it.
+    monkeypatch.delenv("KDR_METRICS_TOKEN")
+    state.mkdir(parents=True, exist_ok=True)
+    (state / "token").write_text("t0ken-from-a-file\n")
+    monkeypatch.setenv("KDR_METRICS_TOKEN_FILE", str(state / "token"))
+    assert client.get("/kafka-dr/metrics", headers={"Authorization": "Bearer t0ken-from-a-file"}).status_code == 200
+    assert client.get("/kafka-dr/metrics", headers={"Authorization": "Bearer s3cret-scrape-token"}).status_code == 401

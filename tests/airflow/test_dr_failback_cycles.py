@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 
+import httpx
 import pytest
 from airflow.utils.state import DagRunState
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from support.drills import fail_back, high_watermarks, send, states_of
 from support.kafka import create_topic
 from support.retry import eventually
-from support.topology import write_topology
+from support.topology import restart_registry_command, write_topology
 
 from kafka_dr import client_switch
 from kafka_dr.clients import read_committed
@@ -34,22 +36,36 @@ def contents(bootstrap: str) -> tuple[list[str], int]:
     return sorted(values), longest
 
 
+def one_leader(via: str, leader: str, subject: str) -> bool:
+    """A new schema registered through the registry at `via` gets an id no schema had, served by the registry at
+    `leader` under `subject`: the two issue ids from one store."""
+    before = {s["id"] for s in httpx.get(f"{leader}/schemas", params={"deleted": "true"}).json()}
+    schema = {"type": "record", "name": "Cycle", "fields": [{"name": subject.replace("-", "_"), "type": "long"}]}
+    new_id = SchemaRegistryClient({"url": via}).register_schema(f"{subject}-value", Schema(json.dumps(schema), "AVRO"))
+    return new_id not in before and httpx.get(f"{leader}/schemas/ids/{new_id}/subjects").json() == [f"{subject}-value"]
+
+
 def test_three_planned_failover_and_failback_cycles_lose_nothing_and_duplicate_nothing(
     dags, own_stack, state, tmp_path
 ):
     """Active-active: three times in a row a planned failover dc1 -> dc2 right after records were produced in dc1
     (its lag gate waits for the running replicator to copy them), records produced in dc2, and a failback: RPO 0 each
     time (failover and failback agree), every record once in each cluster, and no provenance chain longer than the one
-    hop each record actually took. No test code copies a record."""
+    hop each record actually took. No test code copies a record. The schema registries change roles with the data
+    (`_schemas` flows both ways): after each failover dc2's registry is the one leader, dc1's follows it; after each
+    failback the reverse, each shown by a registration through the follower that the leader serves under a new id."""
     dc1, dc2 = own_stack.config.dc("dc1"), own_stack.config.dc("dc2")
+    restart = json.dumps(restart_registry_command(own_stack.data_dir))
     path = write_topology(
         tmp_path / "cycles.yaml",
         {"dc1": dc1.broker_address, "dc2": dc2.broker_address},
         """\
-  - {name: cy-dc1-to-dc2, source: dc1, target: dc2, topics: {include: ["cycles"]}}
-  - {name: cy-dc2-to-dc1, source: dc2, target: dc1, topics: {include: ["cycles"]}}
+  - {name: cy-dc1-to-dc2, source: dc1, target: dc2, topics: {include: ["cycles", "_schemas"]}}
+  - {name: cy-dc2-to-dc1, source: dc2, target: dc1, topics: {include: ["cycles", "_schemas"]}}
 """,
-        extra="clients:\n  cy-producer: {cluster: dc1, role: producer}\n  cy-consumer: {cluster: dc1, role: consumer}",
+        {"dc1": dc1.registry_url, "dc2": dc2.registry_url},
+        "clients:\n  cy-producer: {cluster: dc1, role: producer}\n  cy-consumer: {cluster: dc1, role: consumer}\n"
+        f"schema_registry: {{primary: dc1, restart_command: {restart}}}\n",
     )
     topology = load_topology(path)
     for broker in (dc1, dc2):
@@ -77,6 +93,8 @@ def test_three_planned_failover_and_failback_cycles_lose_nothing_and_duplicate_n
             )
             assert failover.state == DagRunState.SUCCESS, (cycle, states_of(failover))
             assert not replicators.is_running("cy-dc1-to-dc2"), cycle
+            # One leader, dc2's: what a client still on dc1's registry registers lands in dc2's store, new id.
+            assert one_leader(dc1.registry_url, dc2.registry_url, f"cy-after-failover-{cycle}"), cycle
             batch = [f"c{cycle}-dc2-{i}" for i in range(50)]
             send(dc2.broker_address, "cycles", batch)
             expected += batch
@@ -88,6 +106,9 @@ def test_three_planned_failover_and_failback_cycles_lose_nothing_and_duplicate_n
             failback_report = json.loads(sorted(reports_dir.glob("dr_failback-*.json"))[-1].read_text())
             assert (failover_report["rpo"]["records"], failover_report["rpo"]["exact"]) == (0, True), cycle
             assert failback_report["unreplicated"]["records"] == 0, cycle
+            assert failover_report["schema_registry"]["one_leader"]["via"] == "dc1", cycle
+            assert failback_report["schema_registry"]["one_leader"]["via"] == "dc2", cycle
+            assert one_leader(dc2.registry_url, dc1.registry_url, f"cy-after-failback-{cycle}"), cycle  # dc1's again
             assert {s.alias: s.active for s in client_switch.states(topology)} == {
                 "cy-producer": "dc1",
                 "cy-consumer": "dc1",

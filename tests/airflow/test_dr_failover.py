@@ -9,11 +9,13 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 
 import httpx
 import pytest
 from airflow.sdk.exceptions import ParamValidationError
 from airflow.utils.state import DagRunState, TaskInstanceState
+from confluent_kafka.admin import AdminClient
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
@@ -27,11 +29,14 @@ from support.drills import (
     states_of,
     write_topology,
 )
-from support.kafka import commit_offsets, create_topic
+from support.kafka import commit_offsets, create_topic, read_all, resume_offsets
 
 from kafka_dr import client_switch
 from kafka_dr.local.stack import LocalStack
 from kafka_dr.replication import replicators
+from kafka_dr.replication.fencing import ClaimRenewal, FlowClaim
+from kafka_dr.replication.internal import PROGRESS, ensure_internal_topics, latest_value, owner_key
+from kafka_dr.replication.provenance import hops
 from kafka_dr.spark.submit import spark_env, spark_submit_command
 from kafka_dr.topology import load_topology
 from kafka_dr.translation.group_offsets import LIVE, translated_offsets
@@ -97,16 +102,18 @@ def test_planned_failover_loses_nothing_and_consumers_resume_without_duplicates(
     assert report["rpo"] == {**report["rpo"], "records": 0, "exact": True}
     assert report["clients"]["producers_first"] == ["orders-producer"] and report["clients"]["moved"] == ["billing"]
     assert report["schema_registry"]["skipped"].startswith("the primary registry is not set")
-    assert committed(dc2.broker_address, "ledger") == {("payments", 0): LOCAL + 3_000}
+    copies = [hops(m.headers()) for m in read_all({"bootstrap.servers": dc2.broker_address}, "payments")]
+    assert [chain[-1].offset for chain in copies if chain] == list(range(5_100))  # the whole topic, once, in order
+    resume = resume_offsets({"bootstrap.servers": dc2.broker_address}, "payments", {0: 3_000})
+    assert committed(dc2.broker_address, "ledger") == resume
     assert read_rest(dc2.broker_address, "ledger", "payments") == list(range(3_000, 5_100))  # none lost, none twice
 
 
-def test_failover_fails_while_a_replicator_the_tracker_does_not_know_still_copies(
-    dags, own_stack, state, tmp_path, capfd
-):
+def test_a_replicator_the_tracker_does_not_know_is_stopped_through_its_target(dags, own_stack, state, tmp_path):
     """A replicator of the failed side started outside this host's tracker (another host, a lost state dir):
-    stop_replication finds nothing to stop, and verify sees its progress in dc2 and fails the run naming it."""
-    dc1 = own_stack.config.dc("dc1")
+    stop_replication finds no pid to signal, asks it through dc2's `_kdr.control`, and it ends its epoch and exits on
+    its own, its last owner record naming the request; the failover holds."""
+    dc1, dc2 = own_stack.config.dc("dc1"), own_stack.config.dc("dc2")
     topology = write_topology(own_stack, tmp_path / "t.yaml", "refunds", registry=False)
     create_topic({"bootstrap.servers": dc1.broker_address}, "refunds")
     produce(dc1.broker_address, "refunds", 0, 100)
@@ -120,10 +127,33 @@ def test_failover_fails_while_a_replicator_the_tracker_does_not_know_still_copie
     try:
         run = fail_over(dags, topology, "planned", groups="none")
         states = states_of(run)
-        assert elsewhere.poll() is None, "the untracked replicator ran through the whole failover"
+        assert elsewhere.wait(30) == 0, "the untracked replicator did not end on its own"
     finally:
-        os.killpg(elsewhere.pid, signal.SIGKILL)
-        elsewhere.wait()
+        if elsewhere.poll() is None:
+            os.killpg(elsewhere.pid, signal.SIGKILL)
+            elsewhere.wait()
+    assert run.state == DagRunState.SUCCESS, states
+    ended = json.loads(latest_value({"bootstrap.servers": dc2.broker_address}, PROGRESS, owner_key("wp-dc1-to-dc2")))
+    assert ended["reason"].startswith("stop request from ") and ended["request"], ended
+
+
+def test_failover_fails_while_a_replicator_elsewhere_does_not_answer_and_still_writes(
+    dags, own_stack, state, tmp_path, capfd
+):
+    """A replicator on a host the failover cannot reach, that neither reads stop requests nor stops claiming its flow
+    in dc2 (played by its claim alone): in a disaster, stop_replication gives up on it after 5 s, and verify sees its
+    claims in dc2 and fails the run naming the flow."""
+    dc2 = {"bootstrap.servers": own_stack.config.dc("dc2").broker_address}
+    topology = write_topology(own_stack, tmp_path / "t.yaml", "deaf", registry=False)
+    ensure_internal_topics(AdminClient(dc2), (PROGRESS,))
+    claim, renewing = FlowClaim("wp-dc1-to-dc2", dc2, {"host": "unreachable-host", "pid": 1}), threading.Event()
+    assert claim.holds()
+    ClaimRenewal(claim, renewing, lost=lambda: None).start()
+    try:
+        run = fail_over(dags, topology, "disaster", groups="none")
+    finally:
+        renewing.set()
+    states = states_of(run)
     assert (
         states["stop_replication"] == TaskInstanceState.SUCCESS
         and states["verify_failover"] == TaskInstanceState.FAILED
@@ -134,7 +164,8 @@ def test_failover_fails_while_a_replicator_the_tracker_does_not_know_still_copie
 
 def test_white_paper_disaster_failover(dags, own_stack, state, tmp_path):
     """10,000 records in dc1, 9,998 replicated after 7 of dc2's own, a group that read 8,000; dc1 lost; dr_failover
-    (disaster): the group resumes in dc2 at 8,007, origin offset 8,000, and reads exactly the other 1,998; RPO = 2;
+    (disaster): the group resumes in dc2 at the copy of origin offset 8,000 (8,007 when no copy transaction committed
+    before it) and reads exactly the other 1,998; RPO = 2;
     dc2's registry registers new ids; clients point at dc2."""
     dc1, dc2 = own_stack.config.dc("dc1"), own_stack.config.dc("dc2")
     topology = write_topology(own_stack, tmp_path / "t.yaml", "orders")
@@ -148,10 +179,11 @@ def test_white_paper_disaster_failover(dags, own_stack, state, tmp_path):
     copy_flow(loaded, "wp-dc1-to-dc2")  # replication up to the disaster: 9,998 records and the schemas
     produce(dc1.broker_address, "orders", 9_998, 2)  # never replicated
     commit_offsets({"bootstrap.servers": dc1.broker_address}, "billing", {("orders", 0): 8_000})
+    resume = resume_offsets({"bootstrap.servers": dc2.broker_address}, "orders", {0: 8_000})[("orders", 0)]
     checkpoint = run_job("translate_offsets", "--topology", str(topology), "--flow", "wp-dc1-to-dc2")
-    assert checkpoint["groups"]["billing"][0]["dest_offset"] == LOCAL + 8_000
+    assert checkpoint["groups"]["billing"][0]["dest_offset"] == resume
     live = translated_offsets("billing", "dc2", loaded, source=LIVE)  # what an application asks while dc1 answers
-    assert [(p.topic, p.partition, p.offset) for p in live.partitions] == [("orders", 0, LOCAL + 8_000)]
+    assert [(p.topic, p.partition, p.offset) for p in live.partitions] == [("orders", 0, resume)]
     own_stack.stop("dc1")  # the disaster
 
     run = fail_over(dags, topology, "disaster", groups="billing")
@@ -159,7 +191,7 @@ def test_white_paper_disaster_failover(dags, own_stack, state, tmp_path):
     assert run.state == DagRunState.SUCCESS, states
     assert states["switch_producers"] == TaskInstanceState.SKIPPED and states["lag_zero"] == TaskInstanceState.SKIPPED
     assert states["disaster_path"] == TaskInstanceState.SUCCESS
-    assert committed(dc2.broker_address, "billing") == {("orders", 0): LOCAL + 8_000}
+    assert committed(dc2.broker_address, "billing") == {("orders", 0): resume}
     kept = subprocess.run(  # the application's view, dc1 lost: the checkpoint kept in dc2, as the DAG applied it
         [
             sys.executable,
@@ -179,7 +211,7 @@ def test_white_paper_disaster_failover(dags, own_stack, state, tmp_path):
     )
     assert kept.returncode == 0, kept.stderr
     assert [(p["topic"], p["partition"], p["offset"]) for p in json.loads(kept.stdout)["partitions"]] == [
-        ("orders", 0, LOCAL + 8_000)
+        ("orders", 0, resume)
     ]
     assert read_rest(dc2.broker_address, "billing", "orders") == list(range(8_000, 9_998))
     report_file = next((state / "reports").glob("dr_failover-*.json"))
@@ -188,7 +220,9 @@ def test_white_paper_disaster_failover(dags, own_stack, state, tmp_path):
     assert report["rpo"]["records"] == 2 and report["rpo"]["per_topic"] == {"orders": 2, "_schemas": 0}
     assert report["rpo"]["exact"] is False  # dc1 is gone: the last lag measurement, kept in dc2
     assert report["rto_seconds"] > 0 and report["groups"]["applied"] == ["billing"]
-    assert report["schema_registry"]["store"] == "dc2" and report["schema_registry"]["probe_id"] > old_id
+    redirected = report["schema_registry"]
+    assert redirected["primary"]["store"] == "dc2" and redirected["primary"]["probe_id"] > old_id
+    assert redirected["follower"] == {"skipped": "the dc1 registry does not answer: it is demoted by dr_failback"}
     assert "**RPO: 2 records**" in report_file.with_suffix(".md").read_text()
     assert {s.alias: s.active for s in client_switch.states(loaded)} == {"orders-producer": "dc2", "billing": "dc2"}
     # Serializers in dc2 keep working: the old schema resolves, a new one gets an id never used before.
@@ -199,7 +233,7 @@ def test_white_paper_disaster_failover(dags, own_stack, state, tmp_path):
     )
     ctx = SerializationContext("users", MessageField.VALUE)
     payload = serializer({"name": "ann", "age": 3}, ctx)
-    assert int.from_bytes(payload[1:5], "big") > report["schema_registry"]["probe_id"] - 1
+    assert int.from_bytes(payload[1:5], "big") > redirected["primary"]["probe_id"] - 1
     assert AvroDeserializer(registry2)(payload, ctx) == {"name": "ann", "age": 3}
     assert httpx.get(f"{dc2.registry_url}/subjects").status_code == 200
 

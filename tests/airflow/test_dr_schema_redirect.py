@@ -11,12 +11,15 @@ import httpx
 import pytest
 from airflow.dag_processing.dagbag import DagBag
 from airflow.utils.state import DagRunState
+from confluent_kafka.admin import AdminClient
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from support.drills import copy_flow
+from support.topology import restart_registry_command
 
 from kafka_dr.local.stack import LocalStack
+from kafka_dr.schema_registry import PROBE_SUBJECT, redirect
 from kafka_dr.topology import load_topology
 
 if TYPE_CHECKING:
@@ -72,6 +75,51 @@ def test_redirect_there_and_back(airflow_db: Path, stack: Stack) -> None:
     assert registry2.get_schema(int.from_bytes(v1_payload[1:5], "big")).schema_str
     assert httpx.get(f"{dc2.registry_url}/kdr/leader").json()["leader"].rstrip("/") == dc1.registry_url
     registry2.register_schema("trades-followup-value", Schema(json.dumps(V1), "AVRO"))  # forwarded to dc1
+
+
+LATE_RESTART = """#!/bin/sh
+# Returns at once; the registry restarts 2 s later, as a wrapper that only signals a container does.
+( sleep 2; exec {restart} ) >/dev/null 2>&1 &
+"""
+
+
+def test_a_restart_command_that_returns_before_the_restart_does_not_verify_the_old_registry(
+    airflow_db: Path, stack: Stack, tmp_path: Path
+) -> None:
+    """dc2's registry follows dc1's store; the redirect to dc2's own store goes through a restart command that
+    returns before anything restarts. The redirect waits until the registry reports dc2's cluster as its store: its
+    probe is registered by the restarted leader in dc2's store. Checked on the old follower instead, the probe would
+    have been forwarded to dc1's leader and passed falsely, leaving dc1 and dc2 free to issue the same next id."""
+    dag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"]).dags["dr_schema_redirect"]
+    dc1, dc2 = stack.local.config.dc("dc1"), stack.local.config.dc("dc2")
+    script = tmp_path / "late-restart.sh"
+    restart = restart_registry_command(stack.local.data_dir).format(
+        cluster='"$1"', kafkastore='"$2"', leader_eligible='"$3"'
+    )
+    script.write_text(LATE_RESTART.format(restart=restart))
+    flows = '  - {name: rd-late, source: dc1, target: dc2, topics: {include: ["_schemas"]}}'
+    late = stack.write_topology("late", flows, restart=f"sh {script} {{cluster}} {{kafkastore}} {{leader_eligible}}")
+    copy_flow(load_topology(late), "rd-late")
+    before = httpx.get(f"{dc2.registry_url}/v1/metadata/id").json()["scope"]["clusters"]["kafka-cluster"]
+    assert before == admin_cluster_id(dc1.broker_address)  # dc2's registry follows dc1's store
+    try:
+        run = dag.test(
+            run_conf={"topology": str(late), "registry_cluster": "dc2", "store_cluster": "dc2", "leader_eligible": True}
+        )
+        assert run.state == DagRunState.SUCCESS
+        probe = _result(run, "redirect_registry")["probe_id"]
+        reads = httpx.get(f"{dc2.registry_url}/v1/metadata/id").json()["scope"]["clusters"]["kafka-cluster"]
+        assert reads == admin_cluster_id(dc2.broker_address)
+        assert PROBE_SUBJECT in httpx.get(f"{dc2.registry_url}/subjects").json()
+        assert httpx.get(f"{dc2.registry_url}/schemas/ids/{probe}/subjects").json() == [PROBE_SUBJECT]
+        assert PROBE_SUBJECT not in httpx.get(f"{dc1.registry_url}/subjects").json(), "the probe went to dc1's leader"
+    finally:  # dc2's registry follows dc1's store again, as the other tests of the session stack expect
+        redirect(load_topology(stack.write_topology("late-back", flows)), "dc2", "dc1", leader_eligible=False)
+
+
+def admin_cluster_id(bootstrap: str) -> str:
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # held until the answer
+    return admin.describe_cluster(request_timeout=10).result(10).cluster_id
 
 
 def _result(run: Any, task_id: str) -> dict[str, Any]:

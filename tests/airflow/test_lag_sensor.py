@@ -7,21 +7,29 @@ flow name) on the source. The trigger's run() is driven directly in asyncio, as 
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout, TaskDeferred
 from airflow.sdk.serde import deserialize, serialize
 from airflow.triggers.base import TriggerEvent
 from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
 from support.fleet import fill
 from support.kafka import create_topic
 from support.ports import free_port
 
 from kafka_dr.airflow.sensors.replication_lag import ReplicationLagSensor
 from kafka_dr.airflow.triggers.replication_lag import ReplicationLagTrigger
+from kafka_dr.replication import replicators
+from kafka_dr.replication.fencing import ClaimRenewal, FlowClaim
+from kafka_dr.replication.internal import PROGRESS, ensure_internal_topics
 
 if TYPE_CHECKING:
     from support.stack import Stack
@@ -169,3 +177,56 @@ def test_poking_sensor_measures_the_same_way(stack: Stack, topology: Path) -> No
     commit(stack, PER_PARTITION)
     done = sensor.poke({})
     assert done and done.xcom_value["total_records"] == 0
+
+
+IN_ANOTHER_NAMESPACE = """
+import asyncio, json, sys, time
+from kafka_dr.airflow.triggers.replication_lag import ReplicationLagTrigger
+from kafka_dr.replication import replicators
+from kafka_dr.replication.fencing import ClaimRenewal, FlowClaim
+from kafka_dr.replication.internal import PROGRESS, ensure_internal_topics
+from kafka_dr.replication import replicators
+flow, topology, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+trigger = ReplicationLagTrigger(
+    flow=flow, topology=topology, max_records=1, poke_interval=0.2, lag_timeout=5.0, check_replicator=True,
+    deadline=time.time() + seconds,
+)
+async def first():
+    async for event in trigger.run():
+        return event.payload
+print(json.dumps({"here": replicators.status(flow).here, **asyncio.run(first())}))
+"""
+
+
+def test_a_trigger_in_another_pid_namespace_asks_the_target_whether_the_replicator_runs(
+    stack: Stack, topology: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The triggerer of a compose file or a Celery worker sees none of the scheduler's pids. Lag above the threshold
+    while the replicator claims its flow in the target: the gate waits (here until its deadline) rather than failing
+    on a pid it cannot see; once the claims stop without an end (a crash), the gate fails naming that."""
+    monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))  # inherited by the process below
+    dc2 = {"bootstrap.servers": stack.bootstrap("dc2")}
+    ensure_internal_topics(AdminClient(dc2), (PROGRESS,))
+    commit(stack, 0)  # 5 records behind in each partition
+    stand_in, _ = replicators.start(FLOW, [sys.executable, "-c", "import time; time.sleep(120)"])
+    claim, renewing = FlowClaim(FLOW, dc2, {"host": "scheduler", "pid": stand_in.pid}), threading.Event()
+    assert claim.holds()
+    ClaimRenewal(claim, renewing, lost=lambda: None).start()
+
+    def gate(seconds: float) -> dict[str, Any]:
+        command = ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", IN_ANOTHER_NAMESPACE]
+        done = subprocess.run([*command, FLOW, str(topology), str(seconds)], capture_output=True, text=True, timeout=90)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    try:
+        waited = gate(4.0)
+        assert waited["here"] is False and waited["status"] == "timeout", waited
+        renewing.set()  # the replicator dies without a last owner record
+        failed = gate(30.0)
+        assert failed["status"] == "error", failed
+        died = f"its replicator (scheduler pid {stand_in.pid}) stopped renewing its claim: it died"
+        assert failed["message"].endswith(died), failed
+    finally:
+        renewing.set()
+        replicators.stop(FLOW, timeout=5)

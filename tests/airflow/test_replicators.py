@@ -180,10 +180,11 @@ def test_the_cli_lists_the_replicators_and_stops_them(
     try:
         wait_for(lambda: "copying" in Path(replicator.log).read_text(), "the application to run")
         assert main(["replicators"]) == 0
-        assert capsys.readouterr().out == f"t-cli: running pid {replicator.pid}, log {replicator.log}\n"
+        assert capsys.readouterr().out == f"t-cli: running: pid {replicator.pid} on this host, log {replicator.log}\n"
         assert main(["replicators", "stop"]) == 0 and capsys.readouterr().out == "t-cli: stopped\n"
         assert not replicators.is_running("t-cli")
         assert main(["replicators", "list", "t-cli", "t-none"]) == 0
-        assert capsys.readouterr().out == "t-cli: stopped\nt-none: never started\n"
+        stopped_at = replicators.status("t-cli").stopped_at
+        assert capsys.readouterr().out == f"t-cli: not running: stopped at {stopped_at}\nt-none: never started\n"
     finally:
         replicators.stop("t-cli", timeout=10)

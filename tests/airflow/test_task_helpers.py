@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from airflow.sdk import DAG, task
+from support.topology import write_topology
 
 from kafka_dr.airflow.common import timed, write_report
 from kafka_dr.airflow.failover import stop_replication
@@ -42,8 +43,9 @@ def test_a_timed_task_is_the_task_it_was() -> None:
     assert (wrapped.task_id, wrapped.multiple_outputs) == (plain.task_id, plain.multiple_outputs) == ("move", True)
 
 
-def test_dr_failover_tasks_time_their_step() -> None:
-    plan = FailoverPlan("t.yaml", "dc1", "dc2", "disaster", ".*", flows=("f",), stop_flows=())
+def test_dr_failover_tasks_time_their_step(tmp_path: Path) -> None:
+    topology = write_topology(tmp_path / "t.yaml", {"dc1": "127.0.0.1:1", "dc2": "127.0.0.1:2"})
+    plan = FailoverPlan(str(topology), "dc1", "dc2", "disaster", ".*", flows=("f",), stop_flows=())
     result = stop_replication.function(plan.to_dict())
     assert result["replicators"] == {} and set(result["step"]) == {"started", "ended"}
 

@@ -70,7 +70,6 @@ def main() -> int:
             root / "topology.yaml",
             {name: broker.bootstrap for name, broker in brokers.items()},
             "  - {name: bench, source: dc1, target: dc2, topics: {include: ['orders']}}",
-            epoch_seconds=None,  # the product's default epoch
         )
         create(brokers["dc1"], "orders", args.partitions)
         fill(brokers["dc1"], "orders", per_partition * args.partitions, args.size, args.partitions)

@@ -101,7 +101,6 @@ def flow_topology(root: Path, dc1: BrokerProcess, dc2: BrokerProcess, flow: str,
         root / f"{flow}.yaml",
         {"dc1": dc1.bootstrap, "dc2": dc2.bootstrap},
         f"  - {{name: {flow}, source: dc1, target: dc2, topics: {{include: ['{topic}']}}}}",
-        epoch_seconds=None,  # the product's default epoch
     )
     return load_topology(path)
 

@@ -38,7 +38,6 @@ def main() -> int:
             {name: broker.bootstrap for name, broker in brokers.items()},
             "  - {name: before-loss, source: lost, target: serving, topics: {include: ['orders']}}\n"
             "  - {name: resync, source: serving, target: restored, topics: {include: ['orders']}}",
-            epoch_seconds=None,  # the product's default epoch
         )
         create(lost, "orders", args.partitions)
         fill(lost, "orders", half, args.size, args.partitions)

@@ -79,7 +79,7 @@ def drill(root: Path, mode: str, groups: int, records: int, dag: Any | None) -> 
         local = stack.local
         dc1, dc2 = (local.config.dc(dc) for dc in ("dc1", "dc2"))
         topology = root / "topology.yaml"
-        fleet = checkpointed_fleet(local, topology, groups, records, epoch_seconds=None)
+        fleet = checkpointed_fleet(local, topology, groups, records)
         with real_airflow(root, topology) if dag is None else contextlib.nullcontext() as api:
             warm_up_s = warm_up(api, dag, root) if api is not None else None
             with replicator_running(topology):

@@ -80,7 +80,6 @@ def main() -> int:
             root / "topology.yaml",
             {"dc1": dc1.bootstrap, "dc2": dc2.bootstrap},
             "  - {name: bench-flow, source: dc1, target: dc2, topics: {include: ['bench-.*']}}",
-            epoch_seconds=None,  # the product's default epoch
         )
         topology = load_topology(path)
         context = FlowContext(topology, topology.flow("bench-flow"))

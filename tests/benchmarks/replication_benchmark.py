@@ -115,7 +115,6 @@ def write_topology(path: Path, dc1: BrokerProcess, dc2: BrokerProcess, topic: st
         {"dc1": dc1.bootstrap, "dc2": dc2.bootstrap},
         f'  - {{name: bench, source: dc1, target: dc2, topics: {{include: ["{topic}"]}}, '
         f'rename: {{".*": "{{topic}}.copy"}}}}',
-        epoch_seconds=None,  # the product's default epoch
     )
 
 
@@ -160,7 +159,7 @@ def standalone(dc1: BrokerProcess, dc2: BrokerProcess, root: Path, records: int,
         for name in ("local", "cluster")
     )
     clusters = {"dc1": dc1.bootstrap, "dc2": dc2.bootstrap}
-    topology = write_clusters_topology(root / "standalone.yaml", clusters, flows, epoch_seconds=None)
+    topology = write_clusters_topology(root / "standalone.yaml", clusters, flows)
     runs = {}
     with standalone_spark(root / "spark", cores=2) as cluster:
         for name, master, conf in (

@@ -44,7 +44,6 @@ def main() -> int:
             root / "topology.yaml",
             {"dc1": dc1.bootstrap, "dc2": dc2.bootstrap},
             f"  - {{name: fleet-flow, source: dc1, target: dc2, topics: {{include: ['{FLEET_TOPIC}']}}}}",
-            epoch_seconds=None,  # the product's default epoch
         )
         topology = load_topology(topology_file)
         replicate_fleet(dc1.config, dc2.config, topology, "fleet-flow", args.records, local=500, late=200)

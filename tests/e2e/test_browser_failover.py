@@ -2,7 +2,9 @@
 Chromium) logs in to Airflow's UI, fills dr_failover's trigger form and triggers it; the real scheduler, executor
 and triggerer run it; the Kafka DR page then shows the run's RPO and RTO.
 
-dr_bringup starts replication first, through the REST API (it is not what is tested here). Then dc2 is lost and a
+dr_bringup starts replication first, through the REST API (it is not what is tested here). A dr_replication_health
+run follows, and a real Prometheus (Debian's binary, the repository's scrape config and rules) scrapes its
+evaluation from the api-server's /kafka-dr/metrics with the token `kafka-dr airflow up` made. Then dc2 is lost and a
 disaster failover, dc2 -> dc1, is triggered from the form, which changes every select of the form from its default.
 A planned failover's lag gate deferring to a real triggerer is shown by tests/airflow/test_dags_across_processes.py,
 with every task in its own process; its steps by the dag.test() drills. The screenshots are in the test's
@@ -13,9 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,10 +23,12 @@ from urllib.parse import quote
 
 import pytest
 from selenium.webdriver.common.by import By
+from support.airflow import airflow_up
 from support.browser import AirflowApi, AirflowUi, chromium
 from support.drills import produce
 from support.kafka import commit_offsets, committed_offsets, create_topic
-from support.ports import free_port
+from support.prometheus import prometheus
+from support.retry import eventually
 from support.stack import Stack, running_stack
 
 from kafka_dr.local.airflow import PASSWORD, USER, LocalAirflow
@@ -42,7 +43,6 @@ pytestmark = [
     pytest.mark.timeout(900),
 ]
 
-KAFKA_DR = Path(sys.executable).parent / "kafka-dr"
 FLOWS = ("e2e-dc1-to-dc2", "e2e-dc2-to-dc1")
 TOPICS = {"dc1": "e2e-orders", "dc2": "e2e-returns"}
 TOPOLOGY_FLOWS = f"""flows:
@@ -86,6 +86,9 @@ def test_a_disaster_failover_triggered_from_the_browser(tmp_path: Path, monkeypa
             mark = time.monotonic()
             wait_for_checkpoint(stack, FLOWS[1], GROUPS["dc2"][0], LOCAL + GROUPS["dc2"][1])
             timings["first checkpoint"] = time.monotonic() - mark
+            mark = time.monotonic()
+            assert_prometheus_scrapes(api, airflow, topology, state, tmp_path)
+            timings["health run, prometheus"] = time.monotonic() - mark
             with chromium() as driver:
                 ui = AirflowUi(driver, airflow.url, shots)
                 operate(ui, api, airflow, stack, topology, timings, started)
@@ -149,23 +152,6 @@ def prepare(stack: Stack) -> Path:
 
 
 @contextlib.contextmanager
-def airflow_up(topology: Path, state: Path, log: Path) -> Iterator[LocalAirflow]:
-    """`kafka-dr airflow up` with an Airflow home in `state` and a free port, whatever the test session's own
-    Airflow settings (other test directories set AIRFLOW_* for in-process Airflow); `LocalAirflow.down` after."""
-    airflow = LocalAirflow(home=state / "airflow", port=free_port())
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "KDR_"))}
-    env["KDR_STATE_DIR"] = str(state)
-    command = [str(KAFKA_DR), "airflow", "up", "--topology", str(topology), "--port", str(airflow.port)]
-    try:
-        with open(log, "wb") as out:
-            done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=env, timeout=480, check=False)
-        assert done.returncode == 0, f"{' '.join(command)}:\n{log.read_text(errors='replace')[-3000:]}"
-        yield airflow
-    finally:
-        airflow.down()
-
-
-@contextlib.contextmanager
 def replicators_stopped() -> Iterator[None]:
     """Afterwards no replicator of FLOWS runs: dr_bringup starts them, and only a failover that got far stops them."""
     try:
@@ -187,6 +173,37 @@ def wait_for_checkpoint(stack: Stack, flow: str, group: str, offset: int) -> Non
     ] != [offset]:
         assert time.monotonic() < deadline, f"{flow}: no checkpoint of {group} at {offset} within {CHECKPOINT_WAIT:g} s"
         time.sleep(2)
+
+
+def assert_prometheus_scrapes(api: AirflowApi, airflow: LocalAirflow, topology: Path, state: Path, root: Path) -> None:
+    """A real Prometheus, with the repository's scrape config and rules, scrapes the api-server's /kafka-dr/metrics
+    with the token `kafka-dr airflow up` made, after a dr_replication_health run: `up` is 1, the same job with
+    another token is refused (`up` 0), every partition's lag is the one the run evaluated, and the rules load."""
+    run = api.trigger("dr_replication_health", {"topology": str(topology)})
+    assert_succeeded(api, airflow, "dr_replication_health", run["dag_run_id"])
+    evaluated = {
+        (flow, p["topic"], str(p["partition"])): p["lag_records"]
+        for flow in FLOWS
+        for p in json.loads((state / "health" / f"{flow}.json").read_text())["partitions"]
+    }
+    assert len(evaluated) == 3, evaluated  # e2e-orders and _schemas one way, e2e-returns the other
+    wrong = root / "wrong-token"
+    wrong.write_text("not-" + airflow.metrics_token_file().read_text())
+    target = f"127.0.0.1:{airflow.port}"
+    with prometheus(root / "prometheus", target, airflow.metrics_token_file(), wrong) as server:
+
+        def scraped() -> tuple[dict[str, str], dict[tuple[str, str, str], int]]:
+            up = {s["metric"]["job"]: s["value"][1] for s in server.query("up")}
+            lag = {
+                (s["metric"]["flow"], s["metric"]["topic"], s["metric"]["partition"]): int(float(s["value"][1]))
+                for s in server.query("kafka_dr_partition_lag_records")
+            }
+            return up, lag
+
+        eventually(lambda: scraped() == ({"kafka-dr": "1", "kafka-dr-wrong-token": "0"}, evaluated), "scraped", 30)
+        [group] = server.rule_groups()
+        assert group["name"] == "kafka-dr" and len(group["rules"]) == 9, group
+        assert all(rule["health"] == "ok" for rule in group["rules"]), group["rules"]
 
 
 def assert_group_moved(stack: Stack, failed: str, target: str) -> None:

@@ -13,7 +13,8 @@ from support.stack import running_stack
 from kafka_dr.client_switch import switch
 from kafka_dr.clients import client_config
 from kafka_dr.demo.app import CONSUMER_ALIAS, PRODUCER_ALIAS, TOPIC, DemoApplication
-from kafka_dr.demo.drill import ensure_topic
+from kafka_dr.demo.drill import ensure_topic, known_state
+from kafka_dr.local.stack import LocalStack
 from kafka_dr.topology import load_topology
 
 pytestmark = pytest.mark.integration
@@ -66,6 +67,23 @@ def test_the_application_follows_its_aliases_and_counts_each_record_once(
             assert app.drain(60), f"lost {app.tally.lost}"
         finally:
             app.stop()
+        # Where a planned failover leaves things, a later drill starts from the known state: aliases home, dc2's
+        # registry a follower of dc1's store again, dc1's the leader on its own.
+        local, dc1, dc2 = stack.local, stack.local.config.dc("dc1"), stack.local.config.dc("dc2")
+        local.restart_registry("dc1", dc2.broker_address, False)
+        local.restart_registry("dc2", dc2.broker_address, True)
+        assert known_state(topology, LocalStack(local.data_dir)) == [
+            f"{PRODUCER_ALIAS} moved back to dc1",
+            f"{CONSUMER_ALIAS} moved back to dc1",
+            "the dc2 registry restarted: it follows dc1's store",
+            "the dc1 registry restarted: it leads on its own store",
+        ]
+        restored = LocalStack(local.data_dir).config
+        assert [(dc.registry_kafkastore, dc.registry_leader_eligible) for dc in restored.dcs] == [
+            (dc1.broker_address, True),
+            (dc1.broker_address, False),
+        ]
+        assert known_state(topology, LocalStack(local.data_dir)) == []  # nothing off: nothing done
     tally = app.tally
     assert tally.duplicated == tally.lost == tally.read_twice == 0
     assert (tally.sent, tally.refused, tally.unacknowledged) == (len(tally.acknowledged), set(), 0)

@@ -92,7 +92,9 @@ def test_a_jobs_driver_and_workers_start_from_compiled_pyspark_and_the_tuned_dri
     only, and the installation's class archive, which `make venv` made."""
     app = tmp_path / "probe.py"
     app.write_text(PROBE_APP)
-    done = subprocess.run(submit_command(app, []), env=spark_env(), capture_output=True, text=True, timeout=120)
+    loaded = tmp_path / "classes.log"  # where the driver JVM loaded each class from (it runs spark-submit's options)
+    env = {**spark_env(), "SPARK_SUBMIT_OPTS": f"-Xlog:class+load=info:file={loaded}"}
+    done = subprocess.run(submit_command(app, []), env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert ".zip" not in found["driver"] and not any(".zip" in path for path in found["workers"]), found
@@ -100,3 +102,5 @@ def test_a_jobs_driver_and_workers_start_from_compiled_pyspark_and_the_tuned_dri
     no_archive = "no class archive: `make venv` runs python -m kafka_dr.spark.class_archive"
     assert archive is not None and archive.exists(), no_archive
     assert "-XX:TieredStopAtLevel=1" in found["jvm"] and f"-XX:SharedArchiveFile={archive}" in found["jvm"], found
+    # Mapped, not only named: the JVM silently starts without an archive whose jars changed on disk.
+    assert "org.apache.spark.SparkContext source: shared objects file" in loaded.read_text(), "archive not mapped"

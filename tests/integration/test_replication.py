@@ -10,6 +10,8 @@ import os
 import random
 import signal
 import subprocess
+import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +30,7 @@ from support.servers import FAST_GROUPS, BrokerProcess, start_brokers, stop_all
 from support.spark import close_cached_clients, run_in_process, submit_in_background, topic_total
 from support.topology import write_brokers_topology
 
+from kafka_dr import processes
 from kafka_dr.replication import activity, replicators
 from kafka_dr.replication.copier import copy_ranges
 from kafka_dr.replication.internal import PROGRESS, latest_value, owner_key
@@ -142,6 +145,35 @@ def test_a_rename_naming_the_source_lands_records_in_source_dot_topic(clusters, 
     assert len(copies) == 200
     assert {(hop.cluster_id, hop.topic) for m in copies for hop in hops(m.headers())} == {(dc1.cluster_id, "mm2-named")}
     assert "mm2-named" not in AdminClient(dc2.config).list_topics(timeout=10).topics
+
+
+def test_until_quiet_copies_what_arrives_after_the_start_until_the_source_is_quiet(clusters, tmp_path):
+    """A bounded run plans its ends at start; `--until-quiet` (the failback's catch-up after producers moved away)
+    copies again what arrived meanwhile, here records written for 2 s after the run began, and ends once the source
+    has been quiet for a second."""
+    dc1 = clusters["dc1"]
+    create_topic(dc1.config, "quieting", 2)
+    produce(dc1.config, "quieting", tagged(100, 2, "before"))
+    line = "  - {name: quiet-flow, source: dc1, target: dc2, topics: {include: ['quieting']}}"
+    topology = str(write_brokers_topology(tmp_path / "quiet.yaml", clusters, line))
+    args = ("--topology", topology, "--flow", "quiet-flow")
+    assert topic_total(run_in_process("replicate", *args)[1], "quieting") == 100
+
+    def late_writer() -> None:  # a producer that moves away only after the run started
+        for i in range(10):
+            time.sleep(0.2)
+            produce(dc1.config, "quieting", tagged(2, 2, f"late{i}"))
+
+    writer = threading.Thread(target=late_writer)
+    writer.start()
+    try:
+        code, summary, err = run_in_process("replicate", *args, "--until-quiet", "1")
+    finally:
+        writer.join()
+    assert code == 0, err[-3000:]
+    assert topic_total(summary, "quieting") == 20, summary  # every late record, none of the first 100 again
+    code, report, err = run_in_process("verify", *args)
+    assert (code, report["missing"], report["duplicated"]) == (0, 0, 0), (report, err[-2000:])
 
 
 def test_verify_names_a_missing_a_duplicated_and_changed_copies_and_exits_1(clusters, tmp_path):
@@ -370,6 +402,11 @@ def test_continuous_picks_up_new_topics_and_stops_cleanly(clusters, tmp_path, mo
             "5",
             "--checkpoint-interval",
             "600",  # the pass at start and the last one at the stop only
+            # Longer than every wait below: a new topic is copied because discovery ends the epoch early, and the
+            # stop ends within replicators.stop's 30 s (else SIGKILL, and no summary) because it does not wait
+            # for the epoch's deadline.
+            "--epoch",
+            "120",
         ],
     )
     replicator, started = replicators.start("live-flow", command, env=spark_env())
@@ -393,9 +430,21 @@ def test_continuous_picks_up_new_topics_and_stops_cleanly(clusters, tmp_path, mo
         assert checkpoint.dest_offset <= 10
         reader_offsets = ConsumerGroupTopicPartitions("live-reader", [TopicPartition("live.a", 0, 60)])
         admin.alter_consumer_group_offsets([reader_offsets])["live-reader"].result(15)
+        # From another PID namespace (a container, a Celery worker's): the tracker's pid means nothing there, the
+        # target answers, and the stop travels through it.
+        listed = in_another_pid_namespace("replicators", "list", "live-flow", "--topology", str(topology))
+        assert listed.startswith("live-flow: running: claims it in its target (") and "pid" in listed, listed
+        stopping = time.monotonic()
+        assert in_another_pid_namespace("replicators", "stop", "live-flow", "--topology", str(topology)) == (
+            "live-flow: stopped"
+        )
+        print(f"stopped {time.monotonic() - stopping:.1f}s after the request, in an epoch of 120 s")
+        assert not processes.wait_gone(processes.tree(replicator.pid), 30), "the job ends: no process of it is left"
     finally:
-        final = replicators.stop("live-flow")
-    assert final is not None and not final.running
+        final = replicators.stop("live-flow")  # a no-op unless the stop above failed
+    assert final is not None and not final.running and final.stopped_at is not None
+    ended = json.loads(latest_value(dc2.config, PROGRESS, owner_key("live-flow")) or b"{}")
+    assert ended["reason"].startswith("stop request from ") and ended["request"], ended
     # The last pass, after the last epoch: the group's latest offset, and no lag left.
     [checkpoint] = load_checkpoints(dc2.config, "live-flow")[0]["live-reader"]
     assert (checkpoint.topic, checkpoint.partition, checkpoint.source_offset) == ("live.a", 0, 60), checkpoint
@@ -403,7 +452,7 @@ def test_continuous_picks_up_new_topics_and_stops_cleanly(clusters, tmp_path, mo
     snapshot = load_snapshot(dc2.config, "live-flow")
     assert snapshot is not None and snapshot.total_records == 0, snapshot
     summary = json.loads([line for line in Path(replicator.log).read_text().splitlines() if line.startswith("{")][-1])
-    assert summary["status"] == "done", summary  # SIGTERM ends the run after its epoch, with a summary
+    assert summary["status"] == "done", summary  # SIGTERM ends the epoch at once and the run, with a summary
     copied = {p["topic"]: 0 for p in summary["partitions"]}
     for p in summary["partitions"]:
         copied[p["topic"]] += p["records"]
@@ -412,6 +461,14 @@ def test_continuous_picks_up_new_topics_and_stops_cleanly(clusters, tmp_path, mo
         copies = read_all(dc2.config, topic)
         assert len(copies) == count
         assert len({(m.partition(), hops(m.headers())[-1].offset) for m in copies}) == count  # each origin once
+
+
+def in_another_pid_namespace(*args: str) -> str:
+    """`kafka-dr ARGS` run in a PID namespace of its own (`unshare`, as root): what it printed."""
+    command = ["unshare", "--pid", "--fork", "--mount-proc", str(Path(sys.executable).parent / "kafka-dr"), *args]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr[-3000:]}"
+    return done.stdout.strip()
 
 
 def wait_for_copies(broker: BrokerProcess, topic: str, count: int, timeout: float) -> None:
@@ -435,7 +492,7 @@ def test_two_replicators_of_one_flow_raced_on_purpose_copy_each_record_once(clus
     create_topic(dc1.config, "raced", 4)
     produce(dc1.config, "raced", tagged(20_000, 4, "r1"))
     topology = one_flow(tmp_path, clusters, "race-flow", "raced")
-    window = activity.window_for([load_topology(topology).flow("race-flow")])
+    window = activity.WINDOW_S
     command = spark_submit_command(
         "replicate",
         ["--topology", str(topology), "--flow", "race-flow", "--mode", "continuous", "--checkpoint-interval", "0"],

@@ -331,3 +331,24 @@ def end_process(proc: subprocess.Popen[bytes], grace: float = 30.0) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)  # its session, made by start_new_session: only what it started
     proc.wait()
+
+
+@contextlib.contextmanager
+def airflow_up(topology: Path, state: Path, log: Path, executor: str | None = None) -> Iterator[Any]:
+    """`kafka-dr airflow up [--executor EXECUTOR]` with an Airflow home in `state` and a free port, whatever the test
+    session's own Airflow settings (other test directories set AIRFLOW_* for in-process Airflow); `LocalAirflow.down`
+    after. Yields the LocalAirflow."""
+    from kafka_dr.local.airflow import LocalAirflow
+
+    airflow = LocalAirflow(home=state / "airflow", port=free_port(), executor=executor)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "KDR_"))}
+    env["KDR_STATE_DIR"] = str(state)
+    command = [str(VENV_BIN / "kafka-dr"), "airflow", "up", "--topology", str(topology), "--port", str(airflow.port)]
+    command += ["--executor", executor] if executor else []
+    try:
+        with open(log, "wb") as out:
+            done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=env, timeout=480, check=False)
+        assert done.returncode == 0, f"{' '.join(command)}:\n{log.read_text(errors='replace')[-3000:]}"
+        yield airflow
+    finally:
+        airflow.down()

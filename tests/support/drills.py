@@ -28,16 +28,13 @@ from .kafka import Record, committed_offsets, create_topic
 from .kafka import high_watermarks as partition_ends
 from .kafka import produce as produce_records
 from .spark import close_cached_clients, run_in_process
-from .topology import TEST_EPOCH_S, restart_registry_command
+from .topology import restart_registry_command
 from .topology import write_topology as write_clusters_topology
 
 
-def write_topology(
-    local: LocalStack, path: Path, topic: str, registry: bool = True, epoch_seconds: float | None = TEST_EPOCH_S
-) -> Path:
+def write_topology(local: LocalStack, path: Path, topic: str, registry: bool = True) -> Path:
     """The white paper's topology over `local`: the flow wp-dc1-to-dc2 of `topic` (and `_schemas`), the client aliases
-    orders-producer and billing, and with `registry` the registries (dc1 primary, restarted on `local`'s data dir);
-    `epoch_seconds` as support.topology's."""
+    orders-producer and billing, and with `registry` the registries (dc1 primary, restarted on `local`'s data dir)."""
     dc1, dc2 = local.config.dc("dc1"), local.config.dc("dc2")
     restart = restart_registry_command(local.data_dir)
     return write_clusters_topology(
@@ -47,7 +44,6 @@ def write_topology(
         {"dc1": dc1.registry_url, "dc2": dc2.registry_url},
         "clients:\n  orders-producer: {cluster: dc1, role: producer}\n  billing: {cluster: dc1, role: consumer}\n"
         + (f"schema_registry: {{primary: dc1, restart_command: {json.dumps(restart)}}}\n" if registry else ""),
-        epoch_seconds,
     )
 
 
@@ -197,14 +193,12 @@ def replicate_fleet(
     fill(source, FLEET_TOPIC, FLEET_PARTITIONS, late, "late")
 
 
-def checkpointed_fleet(
-    local: LocalStack, path: Path, groups: int, records: int, epoch_seconds: float | None = TEST_EPOCH_S
-) -> Fleet:
+def checkpointed_fleet(local: LocalStack, path: Path, groups: int, records: int) -> Fleet:
     """The white paper's topology over topic `fleet` in `path`, replicated (replicate_fleet: 100 local records per
     partition in dc2, `records` copied, 50 late); `groups` groups (`fleet-NNNN`) commit random offsets in dc1 and
-    are checkpointed into dc2 as a replicator's checkpoint pass does; `epoch_seconds` as support.topology's."""
+    are checkpointed into dc2 as a replicator's checkpoint pass does."""
     dc1, dc2 = ({"bootstrap.servers": local.config.dc(dc).broker_address} for dc in ("dc1", "dc2"))
-    topology = load_topology(write_topology(local, path, FLEET_TOPIC, epoch_seconds=epoch_seconds))
+    topology = load_topology(write_topology(local, path, FLEET_TOPIC))
     replicate_fleet(dc1, dc2, topology, FLEET_FLOW, records, local=100, late=50)
     commits = commit_random_groups(dc1, FLEET_TOPIC, FLEET_PARTITIONS, groups, records + 50, "fleet")
     checkpoint_groups(topology, topology.flow(FLEET_FLOW), None)

@@ -1,5 +1,5 @@
 """Small in-memory fakes of the confluent-kafka objects that the copier, resume, translation, planner, verify and
-backfill touch.
+backfill touch, and a module's own sleep (`patch_sleep`).
 
 They model only what that code relies on: a consumer assigned to partitions delivers their records in offset
 order from the assigned offset, skips offset gaps (compaction, transaction markers, aborted records), and, with
@@ -9,7 +9,8 @@ Each log is what a read_committed consumer sees: `high` is its end (the last sta
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -274,3 +275,12 @@ class FakeGroupAdmin:
             return {group: _done(error=self.refuse[group])}
         self.commits.append((group, list(request.topic_partitions)))
         return {group: _done(request)}
+
+
+def patch_sleep(monkeypatch: Any, module: Any, sleep: Callable[[float], None]) -> None:
+    """`sleep` as `time.sleep` for `module` alone: its `time` name becomes a copy of the time module with that sleep.
+    Patching `time.sleep` itself would hand the fake to every thread of the worker too (py4j's finalizer of the
+    session's Spark context sleeps in a loop: with a fake that returns at once, it spins and fills the list)."""
+    clock = SimpleNamespace(**{name: getattr(time, name) for name in dir(time) if not name.startswith("_")})
+    clock.sleep = sleep
+    monkeypatch.setattr(module, "time", clock)

@@ -78,8 +78,9 @@ class GroundTruth:
         return exact_groups, exact_partitions
 
 
-def ground_truth(config: dict[str, str], topic: str, partitions: int, source_cluster_id: str) -> GroundTruth:
-    """Read every destination partition once and note each copy of `source_cluster_id`'s records."""
+def ground_truth(config: dict[str, str], topic: str, partitions: int, source_cluster_id: str | None) -> GroundTruth:
+    """Read every destination partition once and note each copy of `source_cluster_id`'s records (None: of any
+    cluster's)."""
     consumer = Consumer({**config, "group.id": "truth", "enable.partition.eof": True, "fetch.wait.max.ms": 10})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     copies: dict[int, list[tuple[int, int]]] = {}
@@ -93,7 +94,7 @@ def ground_truth(config: dict[str, str], topic: str, partitions: int, source_clu
                     done.add(m.partition())
                 continue
             chain = hops(m.headers())
-            if chain and chain[-1].cluster_id == source_cluster_id:
+            if chain and source_cluster_id in (None, chain[-1].cluster_id):
                 copies.setdefault(m.partition(), []).append((chain[-1].offset, m.offset()))
                 after[m.partition()] = m.offset() + 1
     seconds = time.perf_counter() - started

@@ -1,5 +1,5 @@
 """What the tests repeat against any cluster: create a topic, produce records and read them all back, commit and read
-a group's offsets, every partition's high watermark."""
+a group's offsets, where a group must resume among a topic's copies, every partition's high watermark."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from confluent_kafka import ConsumerGroupTopicPartitions, Message, Producer, Top
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from kafka_dr.clients import read_committed
+
+from .fleet import ground_truth
 
 TIMEOUT_S = 15.0
 Offsets = dict[tuple[str, int], int]  # (topic, partition) -> offset
@@ -83,6 +85,14 @@ def committed_offsets(config: dict[str, str], group: str) -> Offsets:
     admin = AdminClient(config)
     result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(TIMEOUT_S)
     return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}
+
+
+def resume_offsets(config: dict[str, Any], topic: str, committed: dict[int, int]) -> Offsets:
+    """Where a group that committed `committed` (partition -> offset in the source) must resume in this cluster's
+    `topic`, read from the copies' provenance headers (fleet.GroundTruth). Copies sit at no fixed distance from their
+    source offsets: every committed copy transaction leaves a marker that takes an offset."""
+    truth = ground_truth(config, topic, max(committed) + 1, None)
+    return {(topic, partition): truth.resume_at(partition, offset) for partition, offset in committed.items()}
 
 
 def high_watermarks(config: dict[str, str], ignore: tuple[str, ...] = ()) -> Offsets:

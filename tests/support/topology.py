@@ -9,24 +9,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-# The tests' continuous replicators copy in 1 s epochs (5 s by default): a stop, the failover's activity watch and a
-# test's wait for anything that could still come back each last about an epoch, and the epoch's length changes
-# nothing else a test looks at. Benchmarks pass epoch_seconds=None and measure the product's default.
-TEST_EPOCH_S = 1.0
-
 
 def topology_text(
     clusters: Mapping[str, str],
     flows: str = "",
     registries: Mapping[str, str] | None = None,
     extra: str = "",
-    epoch_seconds: float | None = TEST_EPOCH_S,
 ) -> str:
     """A topology document: `clusters` maps a name to its bootstrap address, `registries` a name to its schema
-    registry URL; `flows` is the YAML of the `flows:` list (with or without its key), each flow given
-    `epoch_seconds` unless it sets its own (None: the default); `extra` any further keys."""
+    registry URL; `flows` is the YAML of the `flows:` list (with or without its key); `extra` any further keys."""
     lines = ["clusters:"]
     for name, bootstrap in clusters.items():
         registry = (registries or {}).get(name)
@@ -38,12 +29,6 @@ def topology_text(
     flows = flows.strip("\n")
     if flows and not flows.lstrip().startswith("flows:"):
         flows = "flows:\n" + flows
-    if flows and epoch_seconds is not None:
-        listed = yaml.safe_load(flows)["flows"] or []
-        flows = yaml.safe_dump(
-            {"flows": [{**flow, "epoch_seconds": flow.get("epoch_seconds", epoch_seconds)} for flow in listed]},
-            sort_keys=False,
-        )
     return "\n".join([*lines, flows, extra.strip("\n")]).rstrip("\n") + "\n"
 
 
@@ -53,9 +38,8 @@ def write_topology(
     flows: str = "",
     registries: Mapping[str, str] | None = None,
     extra: str = "",
-    epoch_seconds: float | None = TEST_EPOCH_S,
 ) -> Path:
-    path.write_text(topology_text(clusters, flows, registries, extra, epoch_seconds), encoding="utf-8")
+    path.write_text(topology_text(clusters, flows, registries, extra), encoding="utf-8")
     return path
 
 

@@ -19,7 +19,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
@@ -36,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yaml"
 COMPOSE_TOPOLOGY = ROOT / "include" / "topology.compose.yaml"
 DOCKERFILE = ROOT / "docker" / "Dockerfile"
+SPARK_DEFAULTS = ROOT / "docker" / "spark-defaults.conf"
 # The services docs/design.md fixes ("Production-like stack").
 DESIGN_SERVICES = (
     "kafka-dc1",
@@ -50,6 +50,7 @@ DESIGN_SERVICES = (
     "airflow-triggerer",
     "spark-master",
     "spark-worker",
+    "prometheus",
 )
 FROM_RE = re.compile(r"^FROM\s+(\S+)", flags=re.MULTILINE)
 SPARK_CONN_ID = "spark_default"  # the operators' default (kafka_dr.airflow.operators.spark_job)
@@ -74,9 +75,12 @@ def compose_binary() -> Path:
     return binary
 
 
-def run_compose(binary: Path, compose_file: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """`docker-compose -f FILE ARGS` in the repository; COMPOSE_* settings of the caller's shell left out."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("COMPOSE_")}
+def run_compose(
+    binary: Path, compose_file: Path, *args: str, variables: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`docker-compose -f FILE ARGS` in the repository with `variables` set; COMPOSE_* settings of the caller's shell
+    left out."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("COMPOSE_")} | (variables or {})
     return subprocess.run(
         [str(binary), "--project-directory", str(ROOT), "-f", str(compose_file), *args],
         capture_output=True,
@@ -101,6 +105,16 @@ def model(config_run: subprocess.CompletedProcess[str]) -> Model:
     if config_run.returncode != 0:
         pytest.fail(f"docker compose config refused docker-compose.yaml: {config_run.stderr.strip()}")
     return json.loads(config_run.stdout)
+
+
+@pytest.fixture(scope="module")
+def celery_model(binary: Path) -> Model:
+    """The stack as README's Celery line starts it: the `celery` profile, AIRFLOW_EXECUTOR=CeleryExecutor."""
+    variables = {"AIRFLOW_EXECUTOR": "CeleryExecutor"}
+    run = run_compose(binary, COMPOSE_FILE, "--profile", "celery", "config", "--format", "json", variables=variables)
+    if run.returncode != 0:
+        pytest.fail(f"docker compose config refused the celery profile: {run.stderr.strip()}")
+    return json.loads(run.stdout)
 
 
 @pytest.fixture(scope="module")
@@ -255,9 +269,112 @@ def base_image_problems(dockerfile: str, requirements: str, python: str) -> list
     return []
 
 
+def project_python() -> str:
+    """The project's Python (`.python-version`, which uv and `make venv` use): the image's, whatever runs the tests."""
+    return "python" + (ROOT / ".python-version").read_text(encoding="utf-8").strip()
+
+
 def dockerfile_problems(model: Model, topology: Topology) -> list[str]:
-    python = f"python{sys.version_info.major}.{sys.version_info.minor}"  # the tests' Python: the project's
-    return base_image_problems(DOCKERFILE.read_text(encoding="utf-8"), (ROOT / "requirements.txt").read_text(), python)
+    dockerfile = DOCKERFILE.read_text(encoding="utf-8")
+    requirements = (ROOT / "requirements.txt").read_text()
+    spark_defaults = SPARK_DEFAULTS.read_text(encoding="utf-8")
+    return base_image_problems(dockerfile, requirements, project_python()) + image_setup_problems(
+        dockerfile, spark_defaults
+    )
+
+
+def image_setup_problems(dockerfile: str, spark_defaults: str) -> list[str]:
+    """What a job's driver needs in the image: SPARK_HOME (pyspark's package, where spark-submit is), the driver's
+    class archive made at build time (`make venv` does it locally), and a cap on driver memory (every driver runs in
+    the scheduler's container)."""
+    problems = []
+    if not re.search(r"^ENV\s+SPARK_HOME=\S*/site-packages/pyspark\s*$", dockerfile, flags=re.MULTILINE):
+        problems.append("docker/Dockerfile does not set SPARK_HOME to pyspark's package")
+    if "python -m kafka_dr.spark.class_archive" not in dockerfile:
+        problems.append("docker/Dockerfile does not make the Spark driver's class archive")
+    if not re.search(r"^spark\.driver\.memory\s+\d+[mg]\s*$", spark_defaults, flags=re.MULTILINE):
+        problems.append("docker/spark-defaults.conf does not cap spark.driver.memory")
+    return problems
+
+
+SHARED_SECRETS = ("AIRFLOW__API_AUTH__JWT_SECRET", "AIRFLOW__API__SECRET_KEY")
+
+
+def shared_secret_problems(model: Model, topology: Topology) -> list[str]:
+    """Airflow's components sign the execution API's tokens (JWT secret) and serve each other task logs (API secret
+    key) with secrets they must share; neither may be a value written in the file, which every checkout knows."""
+    problems, commands = [], {}
+    for name, service in airflow_services(model).items():
+        variables = env(service)
+        for secret in SHARED_SECRETS:
+            if variables.get(secret):
+                problems.append(f"{name}: {secret} is written in the file")
+            command = variables.get(f"{secret}_CMD")
+            if not command:
+                problems.append(f"{name}: no {secret}_CMD")
+            commands.setdefault(secret, set()).add(command)
+        mounts = {volume.get("target"): volume.get("source") for volume in service.get("volumes") or []}
+        if mounts.get("/opt/kafka-dr/auth") != "airflow-auth":
+            problems.append(f"{name}: the airflow-auth volume (the secrets) is not at /opt/kafka-dr/auth")
+    problems += [
+        f"{secret}_CMD differs between services: {sorted(map(str, c))}" for secret, c in commands.items() if len(c) > 1
+    ]
+    return problems
+
+
+def scheduler_health_problems(model: Model, topology: Topology) -> list[str]:
+    """The scheduler is checked through its own health server, not an `airflow` process every 30 s."""
+    scheduler = model["services"].get("airflow-scheduler", {})
+    test = " ".join(map(str, (scheduler.get("healthcheck") or {}).get("test") or []))
+    problems = []
+    if env(scheduler).get("AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK", "").lower() != "true":
+        problems.append("airflow-scheduler: AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK is not True")
+    if "airflow " in test or ":8974/health" not in test:
+        problems.append(f"airflow-scheduler: health check {test!r} is not its health server's /health")
+    return problems
+
+
+def spark_worker_problems(model: Model, topology: Topology) -> list[str]:
+    """A worker keeps every application's work dir unless told to clean: months of replicator restarts fill it."""
+    options = env(model["services"].get("spark-worker", {})).get("SPARK_WORKER_OPTS", "")
+    if "-Dspark.worker.cleanup.enabled=true" not in options:
+        return ["spark-worker: SPARK_WORKER_OPTS does not enable spark.worker.cleanup"]
+    return []
+
+
+def prometheus_problems(model: Model, topology: Topology) -> list[str]:
+    """Prometheus loads monitoring/prometheus/ of this repository (the promtool-tested rules), scrapes the service
+    that serves the plugin at /kafka-dr/metrics, and sends the token the api-server checks: the same file, through
+    one volume mounted in both."""
+    services = model["services"]
+    prometheus, api = services.get("prometheus", {}), services.get("airflow-apiserver", {})
+    flags = dict(a.removeprefix("--").split("=", 1) for a in prometheus.get("command") or [] if "=" in a)
+    config_path = host_path(prometheus, flags.get("config.file", ""))
+    if config_path is None or config_path.parent != ROOT / "monitoring" / "prometheus":
+        return [f"prometheus: --config.file {flags.get('config.file')} is not monitoring/prometheus/ of the repository"]
+    config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+    problems = [
+        f"prometheus: rule file {rule} is not a file of monitoring/prometheus/"
+        for rule in config.get("rule_files") or []
+        if (found := host_path(prometheus, rule)) is None or not found.is_file()
+    ]
+    if not config.get("rule_files"):
+        problems.append("prometheus: no rule_files")
+    [job] = [j for j in config["scrape_configs"] if j["job_name"] == "kafka-dr"]
+    targets = [t for group in job["static_configs"] for t in group["targets"]]
+    if job.get("metrics_path") != "/kafka-dr/metrics" or targets != ["airflow-apiserver:8080"]:
+        problems.append(f"prometheus: scrapes {targets} at {job.get('metrics_path')}, not airflow-apiserver's plugin")
+    token = job.get("authorization", {}).get("credentials_file", "")
+    if env(api).get("KDR_METRICS_TOKEN_FILE") != token:
+        problems.append(f"airflow-apiserver: KDR_METRICS_TOKEN_FILE is not {token}, the token Prometheus sends")
+
+    def volume_at(service: Model, path: str) -> str | None:
+        folder = str(PurePosixPath(path).parent)
+        return next((v.get("source") for v in service.get("volumes") or [] if v.get("target") == folder), None)
+
+    if volume_at(prometheus, token) is None or volume_at(prometheus, token) != volume_at(api, token):
+        problems.append(f"prometheus and airflow-apiserver do not mount one volume at {PurePosixPath(token).parent}")
+    return problems
 
 
 def connection_problems(model: Model, topology: Topology) -> list[str]:
@@ -384,6 +501,31 @@ def registry_layout_problems(model: Model, topology: Topology) -> list[str]:
     return problems
 
 
+def celery_problems(model: Model, topology: Topology) -> list[str]:
+    """With the `celery` profile: every Airflow component on CeleryExecutor and one Redis broker that is a service of
+    the file, and at least two workers, each with the volumes a task needs (the run state, the secrets, the registry
+    redirect's control files)."""
+    services = model["services"]
+    problems = []
+    for name, service in airflow_services(model).items():
+        variables = env(service)
+        if variables.get("AIRFLOW__CORE__EXECUTOR") != "CeleryExecutor":
+            problems.append(f"{name}: AIRFLOW__CORE__EXECUTOR is {variables.get('AIRFLOW__CORE__EXECUTOR')!r}")
+        broker = urlsplit(variables.get("AIRFLOW__CELERY__BROKER_URL", ""))
+        if broker.scheme != "redis" or broker.hostname not in services or broker.port != 6379:
+            problems.append(f"{name}: AIRFLOW__CELERY__BROKER_URL {broker.geturl()!r} is not the redis service")
+    worker = services.get("airflow-worker")
+    if worker is None:
+        return [*problems, "service airflow-worker missing"]
+    if (worker.get("deploy") or {}).get("replicas", 1) < 2:
+        problems.append("airflow-worker: fewer than 2 replicas")
+    mounted = {volume.get("target") for volume in worker.get("volumes") or []}
+    for target in ("/opt/kafka-dr/state", "/opt/kafka-dr/auth", "/opt/kafka-dr/registry-control"):
+        if target not in mounted:
+            problems.append(f"airflow-worker: nothing mounted at {target}")
+    return problems
+
+
 CHECKS: dict[str, Check] = {
     "services": missing_services,
     "healthchecks": healthcheck_problems,
@@ -396,6 +538,10 @@ CHECKS: dict[str, Check] = {
     "cluster ids": cluster_id_problems,
     "published ports": published_port_problems,
     "registry layout": registry_layout_problems,
+    "shared secrets": shared_secret_problems,
+    "scheduler health": scheduler_health_problems,
+    "spark worker": spark_worker_problems,
+    "prometheus": prometheus_problems,
 }
 
 
@@ -499,7 +645,56 @@ def _server_without_healthcheck(model: Model, raw: dict[str, Any]) -> None:
     del model["services"]["spark-worker"]["healthcheck"]
 
 
+def _secret_in_file(model: Model, raw: dict[str, Any]) -> None:
+    model["services"]["airflow-scheduler"]["environment"]["AIRFLOW__API_AUTH__JWT_SECRET"] = "local-only"
+
+
+def _no_api_secret(model: Model, raw: dict[str, Any]) -> None:
+    del model["services"]["airflow-triggerer"]["environment"]["AIRFLOW__API__SECRET_KEY_CMD"]
+
+
+def _other_secret(model: Model, raw: dict[str, Any]) -> None:
+    model["services"]["airflow-dag-processor"]["environment"]["AIRFLOW__API__SECRET_KEY_CMD"] = "echo other"
+
+
+def _secrets_not_mounted(model: Model, raw: dict[str, Any]) -> None:
+    volumes = model["services"]["airflow-triggerer"]["volumes"]
+    volumes[:] = [v for v in volumes if v.get("target") != "/opt/kafka-dr/auth"]
+
+
+def _cli_health(model: Model, raw: dict[str, Any]) -> None:
+    check = model["services"]["airflow-scheduler"]["healthcheck"]
+    check["test"] = ["CMD-SHELL", "airflow jobs check --job-type SchedulerJob --local"]
+
+
+def _rules_not_mounted(model: Model, raw: dict[str, Any]) -> None:
+    volumes = model["services"]["prometheus"]["volumes"]
+    volumes[:] = [v for v in volumes if v.get("target") != "/etc/prometheus/kafka-dr"]
+
+
+def _other_token(model: Model, raw: dict[str, Any]) -> None:
+    model["services"]["airflow-apiserver"]["environment"]["KDR_METRICS_TOKEN_FILE"] = "/opt/kafka-dr/auth/metrics"
+
+
+def _token_not_shared(model: Model, raw: dict[str, Any]) -> None:
+    volumes = model["services"]["prometheus"]["volumes"]
+    volumes[:] = [v for v in volumes if v.get("target") != "/opt/kafka-dr/metrics"]
+
+
+def _no_worker_cleanup(model: Model, raw: dict[str, Any]) -> None:
+    del model["services"]["spark-worker"]["environment"]["SPARK_WORKER_OPTS"]
+
+
 MUTATIONS: list[tuple[str, Callable[[Model, dict[str, Any]], None], str]] = [
+    ("shared secrets", _secret_in_file, "airflow-scheduler: AIRFLOW__API_AUTH__JWT_SECRET is written in the file"),
+    ("shared secrets", _no_api_secret, "airflow-triggerer: no AIRFLOW__API__SECRET_KEY_CMD"),
+    ("shared secrets", _other_secret, "AIRFLOW__API__SECRET_KEY_CMD differs between services"),
+    ("shared secrets", _secrets_not_mounted, "airflow-triggerer: the airflow-auth volume"),
+    ("scheduler health", _cli_health, "airflow-scheduler: health check"),
+    ("spark worker", _no_worker_cleanup, "spark-worker: SPARK_WORKER_OPTS does not enable spark.worker.cleanup"),
+    ("prometheus", _rules_not_mounted, "prometheus: --config.file /etc/prometheus/kafka-dr/prometheus.yml is not"),
+    ("prometheus", _other_token, "airflow-apiserver: KDR_METRICS_TOKEN_FILE is not /opt/kafka-dr/metrics/token"),
+    ("prometheus", _token_not_shared, "prometheus and airflow-apiserver do not mount one volume at /opt/kafka-dr/metr"),
     ("healthchecks", _server_without_healthcheck, "spark-worker has no healthcheck"),
     ("healthchecks", _drop_healthcheck, "waits for kafka-dc1 to be healthy, but kafka-dc1 has no healthcheck"),
     ("images", _latest_image, "postgres: image 'postgres:latest' is not pinned"),
@@ -589,10 +784,49 @@ def wait_for_line(log: Path, line: str, timeout: float = 10.0) -> None:
 )
 def test_the_base_image_check_reports_an_other_airflow(base: str) -> None:
     dockerfile, requirements = DOCKERFILE.read_text(encoding="utf-8"), (ROOT / "requirements.txt").read_text()
-    python = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    python = project_python()
     pin = re.search(r"^apache-airflow==(\S+)", requirements, flags=re.MULTILINE)
     base = base.format(python=python, airflow=pin.group(1) if pin else "?")
     broken = re.sub(r"^ARG AIRFLOW_IMAGE=\S+", f"ARG AIRFLOW_IMAGE={base}", dockerfile, flags=re.MULTILINE)
     assert broken != dockerfile
     problems = base_image_problems(broken, requirements, python)
     assert problems and base in problems[0]
+
+
+@pytest.mark.parametrize(
+    ("file", "old", "new", "expected"),
+    [
+        ("dockerfile", "ENV SPARK_HOME=", "ENV SPARK_HOMES=", "does not set SPARK_HOME"),
+        ("dockerfile", "python -m kafka_dr.spark.class_archive", "true", "class archive"),
+        ("spark_defaults", "spark.driver.memory", "spark.executor.cores", "does not cap spark.driver.memory"),
+    ],
+)
+def test_the_image_setup_check_reports_a_broken_copy(file: str, old: str, new: str, expected: str) -> None:
+    texts = {"dockerfile": DOCKERFILE.read_text(encoding="utf-8"), "spark_defaults": SPARK_DEFAULTS.read_text()}
+    assert image_setup_problems(**texts) == [] and old in texts[file]
+    texts[file] = texts[file].replace(old, new)
+    assert any(expected in problem for problem in image_setup_problems(**texts))
+
+
+def test_the_celery_profile_passes_every_check(celery_model: Model, topology: Topology) -> None:
+    """README's Celery line: the file's checks hold with the profile too, and so does what the profile adds."""
+    assert {name: CHECKS[name](celery_model, topology) for name in CHECKS} == dict.fromkeys(CHECKS, [])
+    assert celery_problems(celery_model, topology) == []
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (lambda m: m["services"]["airflow-triggerer"]["environment"].update(AIRFLOW__CORE__EXECUTOR="LocalExecutor"),
+         "airflow-triggerer: AIRFLOW__CORE__EXECUTOR is 'LocalExecutor'"),
+        (lambda m: m["services"]["airflow-worker"]["deploy"].update(replicas=1), "fewer than 2 replicas"),
+        (lambda m: m["services"].pop("redis"), "is not the redis service"),
+        (lambda m: m["services"]["airflow-worker"]["volumes"].pop(), "airflow-worker: nothing mounted at"),
+    ],
+)  # fmt: skip
+def test_the_celery_check_reports_a_broken_copy(
+    mutate: Callable[[Model], Any], expected: str, celery_model: Model, topology: Topology
+) -> None:
+    broken = copy.deepcopy(celery_model)
+    mutate(broken)
+    assert any(expected in problem for problem in celery_problems(broken, topology))

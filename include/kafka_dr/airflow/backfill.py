@@ -17,6 +17,7 @@ from ..replication.planner import UnreachableError
 from ..topology import TopologyError, load_topology
 from . import topology_path
 from .common import boolean_param, timed, write_report
+from .hooks.alerts import alert_targets, send_report_alert
 from .hooks.kafka_cluster import KafkaClusterHook
 
 
@@ -31,6 +32,7 @@ def validate_backfill(params: dict[str, Any] | None = None) -> dict[str, Any]:
     try:
         path = topology_path(params.get("topology"))
         topo = load_topology(path)
+        alert_targets(topo)  # a bad alert URL or a missing ${VAR}: one line, before anything changes
         flow = topo.flow(str(params.get("flow") or ""))
         for cluster in (flow.source, flow.target):
             KafkaClusterHook(cluster, topology=topo).security_settings()
@@ -59,5 +61,8 @@ def backfill_report(plan: dict[str, Any], summary: dict[str, Any]) -> dict[str, 
     """The report docs/design.md fixes (window, copied, already_present, unavailable, verify) as JSON and a page."""
     context = get_current_context()
     dag_id, run_id = context["dag"].dag_id, context["run_id"]
-    body = report.backfill_report(BackfillPlan.from_dict(plan), summary, dag_id=dag_id, run_id=run_id)
-    return write_report(dag_id, run_id, body, report.backfill_page(body))
+    backfill = BackfillPlan.from_dict(plan)
+    body = report.backfill_report(backfill, summary, dag_id=dag_id, run_id=run_id)
+    written = write_report(dag_id, run_id, body, report.backfill_page(body))
+    send_report_alert(load_topology(backfill.topology), dag_id, run_id, written)
+    return written

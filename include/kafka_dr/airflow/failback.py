@@ -29,6 +29,7 @@ from ..state import subdir
 from ..topology import Topology, TopologyError, load_topology
 from . import topology_path
 from .common import boolean_param, groups_param, timed, write_report
+from .hooks.alerts import alert_targets, send_report_alert
 from .hooks.kafka_cluster import ClusterUnreachable, KafkaClusterHook
 from .hooks.schema_registry import load_registry_credentials
 
@@ -43,6 +44,7 @@ def validate_failback(params: dict[str, Any] | None = None) -> dict[str, Any]:
     try:
         path = topology_path(params.get("topology"))
         topo = load_topology(path)
+        alert_targets(topo)  # a bad alert URL or a missing ${VAR}: one line, before anything changes
         restored, serving = params.get("restored_cluster"), params.get("serving_cluster")
         FailbackPlan.check(topo, restored, serving, params.get("mode"), params.get("unreplicated"))
         groups = groups_param(params)
@@ -177,7 +179,7 @@ def registry_back(plan: dict[str, Any]) -> dict[str, Any]:
     if topo.schema_registry_primary == failback.restored:
         load_registry_credentials([failback.restored, failback.serving])
     try:
-        return hand_back(topo, failback.restored, failback.serving)
+        return hand_back(topo, failback.restored, failback.serving, _config(topo, failback.restored))
     except RegistryError as exc:
         raise AirflowFailException(str(exc)) from None
 
@@ -233,10 +235,12 @@ def failback_report(plan: dict[str, Any], results: dict[str, Any]) -> dict[str, 
         switch_consumers=results.get("switch_consumers"),
         verify=results.get("verify"),
     )
-    body = report.failback_report(
-        FailbackPlan.from_dict(plan), run, dag_id=dag_id, run_id=run_id, run_started=context["dag_run"].start_date
-    )
-    return write_report(dag_id, run_id, body, report.failback_page(body))
+    failback = FailbackPlan.from_dict(plan)
+    started = context["dag_run"].start_date
+    body = report.failback_report(failback, run, dag_id=dag_id, run_id=run_id, run_started=started)
+    written = write_report(dag_id, run_id, body, report.failback_page(body))
+    send_report_alert(load_topology(failback.topology), dag_id, run_id, written)
+    return written
 
 
 def _config(topo: Topology, cluster: str) -> dict[str, Any]:

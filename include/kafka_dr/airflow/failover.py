@@ -26,6 +26,7 @@ from ..schema_registry import RegistryError
 from ..topology import Topology, TopologyError, load_topology
 from . import topology_path
 from .common import groups_param, timed, write_report
+from .hooks.alerts import alert_targets, send_report_alert
 from .hooks.kafka_cluster import ClusterUnreachable, KafkaClusterHook, flows_environ
 from .hooks.schema_registry import load_registry_credentials
 
@@ -38,6 +39,7 @@ def validate_failover(params: dict[str, Any] | None = None) -> dict[str, Any]:
     try:
         path = topology_path(params.get("topology"))
         topo = load_topology(path)
+        alert_targets(topo)  # a bad alert URL or a missing ${VAR}: one line, before anything changes
         plan = FailoverPlan.build(
             topo,
             str(path),
@@ -92,9 +94,14 @@ def switch_producers(plan: dict[str, Any]) -> dict[str, Any]:
 @task(trigger_rule="none_failed_min_one_success")
 @timed
 def stop_replication(plan: dict[str, Any]) -> dict[str, Any]:
-    """Stop the tracked replicators of every flow from or into the failed cluster (kafka_dr.failover.stop)."""
+    """Stop the replicators of every flow from or into the failed cluster, wherever they run
+    (kafka_dr.failover.stop)."""
+    failover = FailoverPlan.from_dict(plan)
+    topo = load_topology(failover.topology)
+    clusters = {c for flow in failover.stop_flows for c in (topo.flow(flow).target, topo.flow(flow).source)}
+    asked = [c for c in clusters if not (failover.mode == "disaster" and c == failover.failed)]
     try:
-        return {"replicators": stop.stop_replication(FailoverPlan.from_dict(plan))}
+        return {"replicators": stop.stop_replication(failover, topo, {t: _config(topo, t) for t in asked})}
     except ReplicatorError as exc:
         raise AirflowFailException(str(exc)) from None
 
@@ -104,9 +111,10 @@ def stop_replication(plan: dict[str, Any]) -> dict[str, Any]:
 def redirect_schema_registry(plan: dict[str, Any]) -> dict[str, Any]:
     """When the failed cluster held the primary registry, make the target's registry lead on its own store."""
     failover = FailoverPlan.from_dict(plan)
-    load_registry_credentials([failover.target])
+    load_registry_credentials([failover.target, failover.failed])  # the failed one is demoted when it answers
     try:
-        return take_over(load_topology(failover.topology), failover.failed, failover.target)
+        topo = load_topology(failover.topology)
+        return take_over(topo, failover.failed, failover.target, _config(topo, failover.target))
     except RegistryError as exc:
         raise AirflowFailException(str(exc)) from None
 
@@ -164,7 +172,9 @@ def failover_report(plan: dict[str, Any], results: dict[str, Any]) -> dict[str, 
         run_started=context["dag_run"].start_date,
         producers_first=moved_by(move_reason(dag_id, run_id, "planned", "switch_producers")),
     )
-    return write_report(dag_id, run_id, body, report.failover_page(body))
+    written = write_report(dag_id, run_id, body, report.failover_page(body))
+    send_report_alert(topo, dag_id, run_id, written)
+    return written
 
 
 def _config(topo: Topology, cluster: str) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from typing import Any
 from airflow.sdk import get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 
+from ..alerts import answers, notify_flow_statuses
 from ..clients import ClientConfigError
 from ..health.check import check_flow
 from ..health.healing import heal
@@ -20,6 +21,7 @@ from ..state import now_iso
 from ..topology import TopologyError, load_topology
 from . import topology_path
 from .common import selected_flows, write_report
+from .hooks.alerts import alert_targets
 from .hooks.kafka_cluster import flows_environ
 
 
@@ -28,9 +30,10 @@ def validate_flows(params: dict[str, Any] | None = None) -> list[dict[str, str]]
     """The flows to check (param flows; empty: all), one {"flow", "topology"} each, after checking the topology
     and each cluster's client settings."""
     try:
-        path, _, selected = selected_flows(params or {})
+        path, topo, selected = selected_flows(params or {})
     except (TopologyError, ClientConfigError, ValueError) as exc:
         raise AirflowFailException(str(exc)) from None
+    alert_targets(topo)  # a bad alert URL or a missing ${VAR} fails here, before any flow is checked
     return [{"flow": flow.name, "topology": str(path)} for flow in selected]
 
 
@@ -56,20 +59,27 @@ def self_heal(checked: list[dict[str, Any]], topology: str | None = None) -> lis
     return actions
 
 
-@task
-def report(checked: list[dict[str, Any]], healed: list[dict[str, Any]]) -> dict[str, Any]:
-    """Write the run's snapshot to STATE_DIR/reports/<dag>-<run>.json, then fail the run with one line per
-    flow in ERR (a flow whose dead replicator was just restarted is reported, not failed)."""
+@task(on_failure_callback=None)  # its failure is a flow in ERR: the flow_status alerts already say so, once
+def report(checked: list[dict[str, Any]], healed: list[dict[str, Any]], topology: str | None = None) -> dict[str, Any]:
+    """Send the flow_status alerts the run calls for (kafka_dr.alerts: a change fires or resolves, an unchanged ERR
+    repeats after `repeat_after`), write the run's snapshot to STATE_DIR/reports/<dag>-<run>.json, then fail the run
+    with one line per flow in ERR (a flow whose dead replicator was just restarted is reported, not failed). A target
+    that does not accept an alert is logged and listed, never a failure."""
     context = get_current_context()
     dag_id, run_id = context["dag"].dag_id, context["run_id"]
     flows = [FlowHealth.from_dict(h) for h in checked]
     restarted = {action["flow"] for action in healed if action["action"] == "restarted"}
+    topo = load_topology(topology_path(topology))
+    sent = notify_flow_statuses(topo.alerts, flows, alert_targets(topo))
+    for alert in sent:
+        print(f"alert sent: {alert['title']} ({answers(alert['targets'])})")
     body = {
         "dag_id": dag_id,
         "run_id": run_id,
         "finished_at": now_iso(),
         "flows": [h.to_dict() for h in flows],
         "self_heal": list(healed),
+        "alerts": sent,
     }
     written = write_report(dag_id, run_id, body)
     print(render_table(flows))

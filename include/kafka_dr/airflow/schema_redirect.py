@@ -18,6 +18,7 @@ from ..schema_registry import RegistryError
 from ..topology import TopologyError, load_topology
 from . import topology_path
 from .common import boolean_param
+from .hooks.kafka_cluster import KafkaClusterHook
 from .hooks.schema_registry import load_registry_credentials
 
 
@@ -47,7 +48,8 @@ def redirect_registry(plan: dict[str, Any]) -> dict[str, Any]:
     redirect = RedirectPlan.from_dict(plan)
     load_registry_credentials([redirect.registry])
     try:
-        result = steps.redirect_registry(redirect)
+        topo = load_topology(redirect.topology)
+        result = steps.redirect_registry(redirect, KafkaClusterHook(redirect.store, topology=topo).client_config())
     except RegistryError as exc:
         raise AirflowFailException(str(exc)) from None
     return {**result.to_dict(), "task_seconds": round(time.monotonic() - started, 3)}

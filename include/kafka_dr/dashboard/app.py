@@ -1,23 +1,26 @@
 """The dashboard as a FastAPI app that Airflow's api-server mounts under /kafka-dr/ (plugins/kafka_dr_plugin.py,
 through asgi.py).
 
-Both routes are behind Airflow's own authentication: `requires_authenticated` resolves the user as the api-server's
-own routes do, from the `Authorization: Bearer` JWT or else the `_token` cookie that Airflow's login sets (scoped to
-the api-server's root path, so the browser sends it here too). A browser without a valid login is sent to the auth
-manager's login page and comes back after it; the JSON answers 401 or 403 as Airflow's API does.
+The page and its JSON are behind Airflow's own authentication: `requires_authenticated` resolves the user as the
+api-server's own routes do, from the `Authorization: Bearer` JWT or else the `_token` cookie that Airflow's login sets
+(scoped to the api-server's root path, so the browser sends it here too). A browser without a valid login is sent to
+the auth manager's login page and comes back after it; the JSON answers 401 or 403 as Airflow's API does.
+/kafka-dr/metrics is for Prometheus, which cannot log in: it takes a bearer token of its own.
 """
 
 from __future__ import annotations
 
+import hmac
 import os
 from typing import Any
 
 from airflow.api_fastapi.app import API_ROOT_PATH, get_auth_manager
 from airflow.api_fastapi.core_api.security import requires_authenticated
-from fastapi import Depends, FastAPI, HTTPException, Request, status
+from fastapi import Depends, FastAPI, Header, HTTPException, Request, status
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from .. import metrics
 from ..airflow.hooks.kafka_cluster import clusters_env
 from ..airflow.hooks.schema_registry import registry_env
 from ..clients import ClientConfigError
@@ -40,6 +43,22 @@ def page() -> HTMLResponse:
 def api_state() -> dict[str, Any]:
     """What the dashboard shows, as JSON."""
     return _state()
+
+
+@app.get("/metrics")
+def metrics_route(authorization: str | None = Header(default=None)) -> Response:
+    """Prometheus metrics (kafka_dr.metrics), for a scraper that cannot log in to Airflow: `Authorization: Bearer`
+    with the token of $KDR_METRICS_TOKEN (or of the file $KDR_METRICS_TOKEN_FILE names), compared in constant time;
+    401 without it or with another one, 404 when no token is set (the endpoint is off)."""
+    token = metrics.scrape_token()
+    if not token:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"metrics are off: ${metrics.TOKEN_ENV} is not set")
+    scheme, _, given = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED, "a bearer token is required", headers={"WWW-Authenticate": "Bearer"}
+        )
+    return Response(metrics.render(), media_type=metrics.CONTENT_TYPE)
 
 
 def _state() -> dict[str, Any]:

@@ -65,6 +65,7 @@ def render_page(state: Mapping[str, Any], ui_root: str = "/") -> str:
     parts += _flows(state["flows"], topology["error"])
     parts += _clients(state["clients"], state["clients_error"], topology["error"])
     parts += _reports(state["reports"], ui_root)
+    parts += _alerts(state.get("alerts") or [])
     parts.append("</body></html>")
     return "\n".join(parts)
 
@@ -226,6 +227,24 @@ def _reports(reports: Mapping[str, Mapping[str, Any] | None], ui_root: str) -> l
         rows += [("Started", _e(report["started"] or "—")), ("Written", _e(report["written_at"]))]
         parts.append("<dl>" + "".join(f"<dt>{label}</dt><dd>{value}</dd>" for label, value in rows) + "</dl></div>")
     return [*parts, "</div>"]
+
+
+def _alerts(sent: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The newest alerts sent (kafka_dr.alerts' sent log), each with every target's answer, targets masked."""
+    parts = ["<h2>Last alerts sent</h2>"]
+    if not sent:
+        return [*parts, "<div class='muted'>None sent yet (the topology's <code>alerts:</code> section).</div>"]
+    parts.append("<table><tr><th>When</th><th>Event</th><th>Alert</th><th>Targets</th></tr>")
+    for alert in sent:
+        answers = "<br>".join(
+            f"{_badge('accepted', 'ok') if t['accepted'] else _badge('failed', 'err')} <code>{_e(t['shown'])}</code>"
+            for t in alert["targets"]
+        )
+        parts.append(
+            f"<tr><td>{_e(alert['at'])}</td><td>{_e(alert['event'])}</td><td>{_e(alert['title'])}</td>"
+            f"<td>{answers}</td></tr>"
+        )
+    return [*parts, "</table>"]
 
 
 def _rpo(report: Mapping[str, Any]) -> str:

@@ -3,9 +3,10 @@
 Sources: the topology; each cluster asked for its id (reachability) and its schema registry for its role; each flow's
 latest `dr_replication_health` evaluation (STATE_DIR/health/<flow>.json) and its earlier ones, read back from the
 target's `_kdr.health` for the lag chart; the client aliases' active clusters; the newest failover, failback and
-backfill reports. Each source fails on its own (a topology that does not load, a cluster that does not answer, a
-report that does not parse) and shows as a one-line error in its place, so a bad day never blanks the page; no
-cluster or registry is waited on much longer than `timeout`. No Airflow import: the CLI and tests use it as is.
+backfill reports; the newest alerts sent. Each source fails on its own (a topology that does not load, a cluster
+that does not answer, a report that does not parse) and shows as a one-line error in its place, so a bad day never
+blanks the page; no cluster or registry is waited on much longer than `timeout`. No Airflow import: the CLI and
+tests use it as is.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import urllib.error
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +25,12 @@ from confluent_kafka import IsolationLevel, KafkaException, Message, TopicPartit
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from .. import client_switch
+from ..alerts import sent_log
 from ..clients import client_config, end_offsets, error_text, read_committed
 from ..health.sampler import evaluation_key
 from ..paths import default_topology, state_dir
 from ..replication.internal import HEALTH
+from ..reports import latest_reports
 from ..schema_registry import RegistryError, auth_headers, first_url, get_json
 from ..state import now_iso
 from ..topology import Cluster, Topology, TopologyError, load_topology
@@ -36,7 +38,6 @@ from ..topology import Cluster, Topology, TopologyError, load_topology
 log = logging.getLogger(__name__)
 
 TIMEOUT_S = 2.0
-REPORT_DAGS = ("dr_failover", "dr_failback", "dr_backfill")
 HISTORY_RECORDS = 400  # newest `_kdr.health` records read per target: ~16 hours of a lone flow's 5-minute runs
 HISTORY_POINTS = 120  # evaluations charted per flow
 
@@ -58,6 +59,7 @@ def collect_state(
         "clients": [],
         "clients_error": None,
         "reports": latest_reports(),
+        "alerts": sent_log(10),
     }
     try:
         topology = load_topology(path)
@@ -223,71 +225,3 @@ def _clients(topology: Topology) -> tuple[list[dict[str, Any]], str | None]:
         return [asdict(alias) for alias in client_switch.states(topology)], None
     except (OSError, ValueError, AttributeError) as exc:
         return [], f"client aliases unreadable: {exc}"
-
-
-def latest_reports() -> dict[str, dict[str, Any] | None]:
-    """The newest report (by file time) of each of REPORT_DAGS, summed up; None where there is none."""
-    directory = state_dir() / "reports"  # read only: a dashboard makes no folder
-    latest: dict[str, dict[str, Any] | None] = {}
-    for dag_id in REPORT_DAGS:
-        try:
-            newest = max(directory.glob(f"{dag_id}-*.json"), key=lambda p: p.stat().st_mtime, default=None)
-        except OSError:  # a report removed while listed: the next refresh sees the rest
-            newest = None
-        latest[dag_id] = None if newest is None else _report(dag_id, newest)
-    return latest
-
-
-def _report(dag_id: str, path: Path) -> dict[str, Any]:
-    """A report's figures for the dashboard (reports.py writes them): what it was, RPO, RTO, when."""
-    found: dict[str, Any] = {"dag_id": dag_id, "run_id": None, "file": str(path), "error": None}
-    try:
-        body = json.loads(path.read_text(encoding="utf-8"))
-        written = datetime.fromtimestamp(path.stat().st_mtime, UTC).isoformat(timespec="seconds")
-        return {**found, "run_id": body.get("run_id"), "written_at": written, **_SUMMARIES[dag_id](body)}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        return {**found, "error": f"unreadable: {type(exc).__name__}: {exc}"}
-
-
-def _failover(body: Mapping[str, Any]) -> dict[str, Any]:
-    rpo = body["rpo"]
-    exact = rpo.get("exact_after_failback")
-    return {
-        "title": f"{body['failed_cluster']} -> {body['target_cluster']} ({body['mode']})",
-        "started": body.get("run_started"),
-        "rpo_records": _number(rpo.get("records")),
-        "rpo_exact": bool(rpo.get("exact")),
-        "rpo_exact_after_failback": None if exact is None else _number(exact.get("records")),
-        "rto_seconds": _number(body.get("rto_seconds")),
-    }
-
-
-def _failback(body: Mapping[str, Any]) -> dict[str, Any]:
-    dry_run = ", dry run" if body.get("dry_run") else ""
-    return {
-        "title": f"{body['serving_cluster']} -> {body['restored_cluster']} ({body['mode']}{dry_run})",
-        "started": body.get("run_started"),
-        "rpo_records": _number(body["unreplicated"].get("records")),  # what never left the lost cluster: exact RPO
-        "rpo_exact": True,
-        "rto_seconds": _number(body.get("rto_seconds")),
-    }
-
-
-def _backfill(body: Mapping[str, Any]) -> dict[str, Any]:
-    verify = body.get("verify") or {}
-    return {
-        "title": f"flow {body['flow']}" + (" (dry run)" if body.get("dry_run") else ""),
-        "started": (body.get("step") or {}).get("started"),
-        "copied": _number(body.get("copied")),
-        "verify": verify.get("status"),
-    }
-
-
-def _number(value: Any) -> int | float | None:
-    """A report's figure: a number, or None when not known; anything else makes the report unreadable."""
-    if value is None or (isinstance(value, int | float) and not isinstance(value, bool)):
-        return value
-    raise TypeError(f"not a number: {value!r}")
-
-
-_SUMMARIES = {"dr_failover": _failover, "dr_failback": _failback, "dr_backfill": _backfill}

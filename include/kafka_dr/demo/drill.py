@@ -20,7 +20,9 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from .. import client_switch
 from ..airflow_rest import AirflowRest
+from ..client_switch import Move
 from ..clients import client_config
 from ..local.airflow import PASSWORD, USER, LocalAirflow
 from ..local.stack import LocalStack
@@ -73,9 +75,14 @@ def run_demo(data_dir: str | Path, out: Callable[[str], None] = print) -> bool:
         tally = app.tally
         return f"application: {len(tally.acknowledged)} produced, {len(tally.consumed)} consumed"
 
+    for line in known_state(topology, stack):
+        out(f"[{_clock(started)}] known state: {line}")
     for dc in (FAILED, SERVING):  # the application's topic, in both DCs (topic1 flows both ways)
         ensure_topic(client_config(topology.cluster(dc)), TOPIC, 3)
     steps: list[Step] = [run("dr_bringup", {})]
+    if steps[-1].state != "success":
+        out(f"[{_clock(started)}] stopped: dr_bringup {steps[-1].state} (run {steps[-1].run_id}): nothing to drill")
+        return False
     app.start()
     out(f"[{_clock(started)}] application: run {app.run} producing {app.rate:g} Avro records/s to topic1")
     time.sleep(10)
@@ -91,6 +98,10 @@ def run_demo(data_dir: str | Path, out: Callable[[str], None] = print) -> bool:
     out(f"[{_clock(started)}] DISASTER: {FAILED} lost: {', '.join(killed)} killed ({app_counts()}; the consumer is "
         f"{behind} records behind)")  # fmt: skip
     steps.append(run("dr_failover", {"failed_cluster": FAILED, "target_cluster": SERVING, "mode": "disaster"}))
+    if steps[-1].state != "success":
+        app.stop()
+        out(f"[{_clock(started)}] stopped: dr_failover {steps[-1].state} (run {steps[-1].run_id})")
+        return False
     app.release_consumer()
     time.sleep(15)  # the application goes on in dc2
     # Once the consumer has what dc2 acknowledged, it has read dc2 to past every copy (each partition in order).
@@ -118,6 +129,34 @@ def run_demo(data_dir: str | Path, out: Callable[[str], None] = print) -> bool:
     tally = app.tally
     counts = (tally.lost, tally.duplicated, len(tally.refused), tally.unacknowledged)
     return all(s.state == "success" for s in steps) and drained and counts == (0, 0, 0, 0)
+
+
+def known_state(topology: Topology, stack: LocalStack) -> list[str]:
+    """Put the stack where the drill starts, saying what was changed: every client alias on its home cluster, the
+    primary's registry leading on its own store and every other registry following it (an earlier drill or a
+    failover from the UI may have left them otherwise). Followers are demoted before the primary is promoted:
+    never two leaders."""
+    done = [f"{m.alias} moved back to {m.to_cluster}" for m in _aliases_home(topology)]
+    primary = topology.schema_registry_primary
+    if primary is None:
+        return done
+    store = stack.config.dc(primary).broker_address
+    wanted = {dc.name: (store, dc.name == primary) for dc in stack.config.dcs}
+    for name in sorted(wanted, key=lambda n: n == primary):  # the followers first
+        dc = stack.config.dc(name)
+        if (dc.registry_kafkastore, dc.registry_leader_eligible) != wanted[name]:
+            stack.restart_registry(name, *wanted[name])
+            role = "leads on its own store" if wanted[name][1] else f"follows {primary}'s store"
+            done.append(f"the {name} registry restarted: it {role}")
+    return done
+
+
+def _aliases_home(topology: Topology) -> list[Move]:
+    moves: list[Move] = []
+    for state in client_switch.states(topology):
+        if state.active != state.home:
+            moves += client_switch.switch(topology, [state.alias], state.home, "kafka-dr demo: the drill's start")
+    return moves
 
 
 def trigger_and_wait(api: AirflowRest, dag_id: str, conf: dict[str, Any], progress: Callable[[str], None]) -> Step:

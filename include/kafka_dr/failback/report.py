@@ -44,6 +44,7 @@ def failback_report(
         },
         "rto_seconds": rto_seconds(start, (run.switch_consumers or {}).get("step")),
         "verify": {k: v for k, v in (run.verify or {}).items() if k != "step"},
+        "schema_registry": {k: v for k, v in (run.registry_back or {}).items() if k != "step"},
         "steps": {"validate": plan.step, **run.steps()},
     }
 

@@ -11,10 +11,17 @@ from typing import Any
 from confluent_kafka import IsolationLevel, KafkaException
 from confluent_kafka.admin import AdminClient
 
+from ..client_switch import SWITCH_CHECK_S
 from ..clients import end_offsets, error_text
 from ..topology import load_topology
 from .plan import FailbackPlan, SwitchBack
 from .resync import resync_flows
+
+# The catch-up resync after producers moved back copies until the serving cluster got nothing new for this long:
+# a following producer reads its alias at least every SWITCH_CHECK_S while it produces, so what it wrote there in
+# its last moments is copied too instead of staying behind the bounded run's ends (the lag gate would wait for it
+# forever, with no replicator running).
+CATCH_UP_QUIET_S = 2 * SWITCH_CHECK_S
 
 
 class SwitchBackError(RuntimeError):

@@ -1,24 +1,52 @@
-"""Stopping the replication from and into a failed cluster."""
+"""Stopping the replication from and into a failed cluster, wherever its replicators run."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
-from ..replication import replicators
+from confluent_kafka import KafkaException
+
+from ..clients import error_text
+from ..replication import liveness
+from ..replication.replicators import ReplicatorError
+from ..topology import Topology
 from .plan import FailoverPlan
 
 PLANNED_STOP_S = 30.0  # a replicator ends its epoch and commits what it copied
 DISASTER_STOP_S = 5.0
 
 
-def stop_replication(plan: FailoverPlan) -> dict[str, str]:
-    """Stop the tracked replicators of every flow from or into the failed cluster; per flow, "stopped" or "not
-    running". In a disaster they cannot end their epoch against a dead cluster: SIGKILL after DISASTER_STOP_S rather
-    than 30 s (their open transactions abort, and the writer slots fence whatever survives), which is that much less
-    RTO. The flows stop side by side, so the wait is one replicator's, not their sum. Raises
-    replicators.ReplicatorError with one line (once every stop has been tried)."""
-    timeout = DISASTER_STOP_S if plan.mode == "disaster" else PLANNED_STOP_S
+def stop_replication(plan: FailoverPlan, topo: Topology, configs: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """Stop the replicators of every flow from or into the failed cluster (liveness.stop: a signal where one was
+    started here, a stop request through its target elsewhere); per flow, "stopped", "not running", or in a disaster
+    "stop requested" when a replicator elsewhere did not acknowledge in time (verify_failover then watches its
+    target) or when its target is the lost cluster (the request goes through its source, so that it does not copy
+    once that cluster is back); a disaster's requests name the lost cluster, so a replicator whose source it is
+    ends without waiting on it. `configs`: client settings per cluster of those flows but a disaster's failed one,
+    which is not asked; local replicators get SIGKILL after DISASTER_STOP_S rather than 30 s (their
+    open transactions abort, and the writer slots fence whatever survives), which is that much less RTO. The flows
+    stop side by side, so the wait is one replicator's, not their sum. Raises ReplicatorError with one line (once
+    every stop has been tried)."""
+    disaster = plan.mode == "disaster"
+    timeout = DISASTER_STOP_S if disaster else PLANNED_STOP_S
+
+    def one(flow: str) -> str:
+        target, source = topo.flow(flow).target, topo.flow(flow).source
+        lost = disaster and target == plan.failed
+        config = None if lost else dict(configs[target])
+        through_source = dict(configs[source]) if lost and source in configs else None
+        try:
+            return liveness.stop(flow, config, timeout, through_source, lost=plan.failed if disaster else None)
+        except KafkaException as exc:
+            raise ReplicatorError(f"flow {flow}: its target {target} does not answer: {error_text(exc)}") from None
+        except ReplicatorError:
+            if disaster:
+                return "stop requested"
+            raise
+
     with ThreadPoolExecutor(max_workers=max(1, len(plan.stop_flows))) as pool:
-        stopping = {flow: pool.submit(replicators.stop, flow, timeout=timeout) for flow in plan.stop_flows}
+        stopping = {flow: pool.submit(one, flow) for flow in plan.stop_flows}
     # The pool has waited for every stop; a failure is raised only now (map would cancel the stops not yet begun).
-    return {flow: "not running" if future.result() is None else "stopped" for flow, future in stopping.items()}
+    return {flow: future.result() for flow, future in stopping.items()}

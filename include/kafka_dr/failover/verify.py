@@ -47,24 +47,24 @@ def verify_failover(
     meanwhile). `target_config`: the failover target's client settings; `stopped_target_configs`: those of each
     cluster of `stopped_flows_by_target`."""
     by_target = stopped_flows_by_target(topo, plan)
-    windows = {target: activity.window_for(topo.flow(name) for name in flows) for target, flows in by_target.items()}
+    window = activity.WINDOW_S
     with ThreadPoolExecutor(max_workers=max(1, len(by_target))) as pool:
         watching = {
-            target: pool.submit(activity.watch, dict(stopped_target_configs[target]), flows, windows[target])
+            target: pool.submit(activity.watch, dict(stopped_target_configs[target]), flows, window)
             for target, flows in by_target.items()
         }
         problems, checked = check_groups_and_clients(topo, plan, translations, target_config)
-        copying, replication = still_copying(by_target, watching, windows)
+        copying, replication = still_copying(by_target, watching, window)
     return Verified(problems + copying, checked, replication)
 
 
 def still_copying(
     by_target: Mapping[str, list[str]],
     watching: Mapping[str, Future[dict[str, activity.Activity]]],
-    windows: Mapping[str, float],
+    window: float,
 ) -> tuple[list[str], dict[str, str]]:
-    """A line per stopped flow that still appended progress in its target during the target's watch window (in
-    seconds), and what was seen of each flow; a target that does not answer cannot be written to either."""
+    """A line per stopped flow that still appended progress in its target during the watch `window` (in seconds),
+    and what was seen of each flow; a target that does not answer cannot be written to either."""
     problems, seen = [], {}
     for target, future in watching.items():
         try:
@@ -73,11 +73,11 @@ def still_copying(
             seen.update(dict.fromkeys(by_target[target], f"{target} unreachable: {error_text(exc)}"))
             continue
         for flow, act in activities.items():
-            seen[flow] = "still copying" if act.records else f"no progress in {windows[target]:g}s"
+            seen[flow] = "still copying" if act.records else f"no progress in {window:g}s"
             if act.records:
                 problems.append(
                     f"flow {flow} still copies into {target}: {act.records} progress records in "
-                    f"{windows[target]:g}s (last {act.last_key}); a replicator of it still runs"
+                    f"{window:g}s (last {act.last_key}); a replicator of it still runs"
                 )
     return problems, seen
 

@@ -17,7 +17,7 @@ from ..clients import client_config, error_text
 from ..replication.internal import HEALTH, internal_writer, newest_value, put_many
 from ..state import subdir, write_json
 from ..topology import Topology
-from .rules import FlowHealth, evaluate_flow
+from .rules import FlowFindings, FlowHealth, evaluate_flow
 from .sampler import evaluation_key, sample_records, take_sample
 
 log = logging.getLogger(__name__)
@@ -40,6 +40,7 @@ def check_flow(topology: Topology, flow_name: str, environ: Mapping[str, str] | 
         sample.findings.time_ms,
         sample_records(flow.name, sample.partitions),
         writer,
+        sample.findings,
     )
     return health
 
@@ -50,13 +51,15 @@ def save_evaluation(
     at_ms: int,
     samples: list[tuple[str, bytes, Any]],
     writer: Producer | None = None,
+    findings: FlowFindings | None = None,
 ) -> None:
     """The run's samples (the next runs' windows) and the flow's evaluation in its target's `_kdr.health`, in one
     write, where they survive the Airflow host and the source. The evaluation also goes to
-    STATE_DIR/health/<flow>.json, even when the target does not answer (`target_config` None). `writer`: a producer
-    made earlier (replication.internal.internal_writer), else a new one."""
+    STATE_DIR/health/<flow>.json, even when the target does not answer (`target_config` None), with the run's
+    `findings` beside it (what the metrics export). `writer`: a producer made earlier
+    (replication.internal.internal_writer), else a new one."""
     snapshot = {**health.to_dict(), "at_ms": at_ms}
-    write_json(subdir("health") / f"{health.name}.json", snapshot)
+    write_json(subdir("health") / f"{health.name}.json", {**snapshot, "findings": findings and findings.to_dict()})
     if target_config is not None:
         try:
             put_many(target_config, [*samples, (HEALTH, evaluation_key(health.name), snapshot)], writer=writer)

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..replication import replicators
 from ..state import locked, subdir, write_json
-from .rules import FlowHealth
+from .rules import REPLICATOR_STOPPED, FlowHealth
 
 RESTARTS_PER_HOUR = 3
 NEEDS_AN_OPERATOR = frozenset({"GAP", "REWIND", "DRIFT", "CYCLE"})
@@ -28,8 +28,11 @@ def heal(
     """Restart the flow's tracked replicator if it should run and its process is gone (the rules make that flow
     STOP); returns what was done and why ({"flow", "action", "reason"}), None when there was nothing to do."""
     replicator = replicators.status(health.name)
-    if replicator is None or replicator.stopped_at is not None or replicator.running:
-        return None  # none should run (never started, or stopped on purpose), or it runs
+    if replicator is None or replicator.stopped_at is not None:
+        return None  # none should run (never started, or stopped on purpose)
+    # Its pid answers where it was started; elsewhere the health check asked its target (sampler._alive).
+    if replicator.running if replicator.here else REPLICATOR_STOPPED not in health.problems:
+        return None  # it runs
     now = time.time() if now is None else now
     blocking = sorted({p.status for p in health.partitions} & NEEDS_AN_OPERATOR)
     if blocking:

@@ -36,6 +36,9 @@ WARN_DRIFTS = frozenset({"more_partitions", "unsynced_config"})
 """Drift kinds that copy correctly but deserve a look: WARN lines only."""
 
 
+REPLICATOR_STOPPED = "STOP the flow's continuous replicator is not running"  # the problem line healing acts on
+
+
 @dataclass(slots=True)  # not frozen: a run decodes thousands, and a frozen dataclass's __init__ costs ~6x as much
 class PartitionSample:
     """One health sample of one source partition of a flow."""
@@ -85,6 +88,16 @@ class FlowFindings:
     replicator_alive: bool | None = None  # None: no tracked continuous replicator for this flow
     checkpoint_ms: int | None = None  # newest group-offset checkpoint time
     unreachable: str | None = None  # one line when a cluster could not be reached (then no partitions)
+    unreachable_cluster: str | None = None  # that cluster's name
+
+    def to_dict(self) -> dict[str, Any]:
+        """What the metrics read of a health run beside its evaluation (metrics.py)."""
+        return {
+            "heartbeat_latency_ms": self.heartbeat_latency_ms,
+            "replicator_alive": self.replicator_alive,
+            "checkpoint_ms": self.checkpoint_ms,
+            "unreachable_cluster": self.unreachable_cluster,
+        }
 
 
 @dataclass(frozen=True)
@@ -273,7 +286,7 @@ def evaluate_flow(
     problems = [f"{p.status} {p.topic}[{p.partition}] {p.reason}" for p in partitions if p.status in _OWN_LINE]
     problems += structural
     if findings.replicator_alive is False:
-        problems.append("STOP the flow's continuous replicator is not running")
+        problems.append(REPLICATOR_STOPPED)
         broken = True
     breaches = _slo_breaches(partitions, findings, slo, now_ms)
     problems += breaches

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from typing import Any
 
-from confluent_kafka import Consumer, IsolationLevel, Message, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from ..clients import end_offsets, read_committed
@@ -34,6 +34,7 @@ from ..replication.lag import (
     source_lag,
     source_partitions,
 )
+from ..replication.liveness import liveness
 from ..replication.provenance import ProvenanceError, hops
 from ..replication.topic_sync import dynamic_configs
 from ..topology import Flow, Topology
@@ -76,7 +77,13 @@ def take_sample(topology: Topology, flow_name: str, environ: Mapping[str, str] |
     try:
         return _sample(flow, source, target, reader)
     except LagError as exc:
-        findings = FlowFindings(flow.name, _now_ms(), unreachable=str(exc), replicator_alive=_alive(flow.name))
+        findings = FlowFindings(
+            flow.name,
+            _now_ms(),
+            unreachable=str(exc),
+            unreachable_cluster=exc.cluster,
+            replicator_alive=_alive(flow.name, None),
+        )
         return Sample([], findings, {})
     finally:
         reader.close()
@@ -110,7 +117,7 @@ def _sample(flow: Flow, source: ClusterSide, target: ClusterSide, reader: Consum
             if offset is not None
         ),
         heartbeat_latency_ms=None if heartbeat_s is None else heartbeat_s * 1000,
-        replicator_alive=_alive(flow.name),
+        replicator_alive=_alive(flow.name, target.config),
         checkpoint_ms=checkpoints_in(read.records[CHECKPOINTS], flow.name)[1],
     )
     partitions = [
@@ -314,13 +321,21 @@ def _progress_times(records: Iterable[Message], flow: str) -> dict[Key, int]:
     return times
 
 
-def _alive(flow: str) -> bool | None:
-    """Whether the flow's tracked continuous replicator runs; None when none should (never started, or stopped
-    on purpose, as a failover does)."""
+def _alive(flow: str, target_config: Mapping[str, Any] | None) -> bool | None:
+    """Whether the flow's tracked continuous replicator runs, by its pid where it was started, else as its target
+    sees it (liveness.py); None when none should (never started, or stopped on purpose, as a failover does) or
+    when that cannot be told (its target unreachable)."""
     replicator = replicators.status(flow)
     if replicator is None or replicator.stopped_at is not None:
         return None
-    return replicator.running
+    if replicator.here:
+        return replicator.running
+    if target_config is None:
+        return None
+    try:
+        return liveness(flow, dict(target_config)).running
+    except KafkaException:
+        return None
 
 
 def _drift(

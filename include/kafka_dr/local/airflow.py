@@ -6,8 +6,15 @@ servers (`kafka_dr.processes`), with AIRFLOW_HOME under `.kafka-dr/airflow/`, th
 examples, kafka-dr's DAGs unpaused and the connections `kafka_dr_<cluster>` and `spark_default` for the local stack.
 This module runs the `airflow` command of this virtual environment and imports nothing of Airflow.
 
+With `executor="celery"` the tasks run as users scale Airflow out: CeleryExecutor, Debian's redis-server on
+127.0.0.1 as the broker and result backend, and two Celery workers. As root, each worker runs in PID and UTS
+namespaces of its own (`unshare`, hostnames worker-1 and worker-2), as two hosts or containers would: neither sees
+the other's processes (nor the scheduler's), so what one task started another finds through the target cluster
+(kafka_dr.replication.liveness). Processes a worker started end with it, as a container's do.
+
 Secrets (the JWT secret that the components share, the Fernet key of the connections) are made once, kept in
-AIRFLOW_HOME/secrets.json (mode 600) and handed to the components through their environment, never a command line.
+AIRFLOW_HOME/secrets.json (mode 600) and handed to the components through their environment, never a command line;
+so is the bearer token of /kafka-dr/metrics, kept in AIRFLOW_HOME/metrics-token (mode 600) for Prometheus to read.
 """
 
 from __future__ import annotations
@@ -15,6 +22,9 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shlex
+import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -37,6 +47,8 @@ PORT = 8080
 USER = "admin"
 PASSWORD = "admin"  # local only: the api-server listens on 127.0.0.1
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+EXECUTORS = ("local", "celery")
+CELERY_COMPONENTS = ("redis", "worker-1", "worker-2")  # started before the scheduler sends them anything
 HEALTH_KEYS = {"scheduler": "scheduler", "dag-processor": "dag_processor", "triggerer": "triggerer"}
 STARTUP_TIMEOUT = 180.0  # the api-server's first start migrates nothing, but imports most of Airflow
 STOP_GRACE = 20.0
@@ -58,16 +70,31 @@ class LocalAirflow:
     """Starts, checks and stops the local Airflow; its state under `home` (default STATE_DIR/airflow, that is
     <project>/.kafka-dr/airflow)."""
 
-    def __init__(self, home: str | Path | None = None, port: int | None = None) -> None:
-        """`port`: the api-server's (default: the one `up` last used here, else PORT)."""
+    def __init__(self, home: str | Path | None = None, port: int | None = None, executor: str | None = None) -> None:
+        """`port`: the api-server's (default: the one `up` last used here, else PORT); `executor`: "local" or
+        "celery" (default: the one `up` last used here, else local)."""
         self.home = Path(home).absolute() if home is not None else state_dir() / "airflow"
         self.port = port or self._recorded_port() or PORT
+        self.executor = executor or self._recorded("executor") or "local"
+        if self.executor not in EXECUTORS:
+            raise StackError(f"executor {self.executor!r}: one of {', '.join(EXECUTORS)}")
 
     def _recorded_port(self) -> int | None:
         try:
-            return int((self.home / "run" / "port").read_text())
-        except (FileNotFoundError, ValueError):
+            return int(self._recorded("port") or "")
+        except ValueError:
             return None
+
+    def _recorded(self, name: str) -> str | None:
+        try:
+            return (self.home / "run" / name).read_text().strip() or None
+        except FileNotFoundError:
+            return None
+
+    @property
+    def components(self) -> tuple[str, ...]:
+        """What runs, in starting order."""
+        return (*CELERY_COMPONENTS, *COMPONENTS) if self.executor == "celery" else COMPONENTS
 
     @property
     def url(self) -> str:
@@ -89,16 +116,22 @@ class LocalAirflow:
         with processes.locked(self.home / "run" / "airflow"):
             if self.pid("api-server") is None:
                 processes.write_atomic(self.home / "run" / "port", f"{self.port}\n")
-            elif self._recorded_port() not in (None, self.port):
-                raise StackError(
-                    f"Airflow runs on port {self._recorded_port()}; stop it with `kafka-dr airflow down` first"
-                )
+                processes.write_atomic(self.home / "run" / "executor", f"{self.executor}\n")
+                if self.executor == "celery" and self.pid("redis") is None:
+                    processes.write_atomic(self.home / "run" / "redis-port", f"{_free_port()}\n")
+            else:
+                port, executor = self._recorded_port(), self._recorded("executor") or "local"
+                if (port, executor) != (self.port, self.executor):
+                    raise StackError(
+                        f"Airflow runs on port {port} with the {executor} executor; stop it with "
+                        "`kafka-dr airflow down` first"
+                    )
             env = {**self.environment(), TOPOLOGY_ENV: str(topology_file.absolute())}
             self._airflow(["db", "migrate"], env)
             self._write_connections(topology)
             self._airflow(["connections", "import", "--overwrite", str(self.home / "connections.json")], env)
             started = []
-            for component in COMPONENTS:
+            for component in self.components:
                 if self.pid(component) is None:
                     self._start(component, env)
                     started.append(component)
@@ -108,11 +141,11 @@ class LocalAirflow:
 
     def down(self) -> list[str]:
         """SIGTERM to each component's process group, SIGKILL after STOP_GRACE seconds."""
-        running = {c: found for c in COMPONENTS if (found := self._running(c)) is not None}
+        running = {c: found for c in self.components if (found := self._running(c)) is not None}
         left = processes.end_groups(dict(running.values()), STOP_GRACE)
         if left:
             raise StackError(f"could not stop Airflow's {', '.join(c for c, (p, _) in running.items() if p in left)}")
-        for component in COMPONENTS:
+        for component in self.components:
             self.pid_file(component).unlink(missing_ok=True)
         return list(running)
 
@@ -120,10 +153,12 @@ class LocalAirflow:
         """Each component: its process, and its health as the api-server reports it (the api-server: it answers)."""
         health = self.health(timeout) if self.pid("api-server") else None
         result = []
-        for component in COMPONENTS:
+        for component in self.components:
             pid = self.pid(component)
             if pid is None:
                 healthy, detail = False, "not running"
+            elif component in CELERY_COMPONENTS:
+                healthy, detail = self._celery_health(component)
             elif health is None:
                 healthy, detail = False, "the api-server does not answer" if component != "api-server" else "no answer"
             elif component == "api-server":
@@ -145,6 +180,19 @@ class LocalAirflow:
         except (urllib.error.URLError, OSError, ValueError):
             return None
 
+    def _celery_health(self, component: str) -> tuple[bool, str]:
+        """redis answers PING; a worker is ready once Celery said so in its log (it connected to the broker)."""
+        if component == "redis":
+            try:
+                with socket.create_connection((HOST, int(self._recorded("redis-port") or 0)), timeout=2) as conn:
+                    conn.sendall(b"PING\r\n")
+                    answered = conn.recv(16).startswith(b"+PONG")
+            except (OSError, ValueError):
+                answered = False
+            return answered, "answers PING" if answered else "does not answer PING"
+        ready = any(" ready." in line for line in processes.latest_run(self.log_file(component), _START_MARK) or [])
+        return ready, "ready" if ready else "starting"
+
     def pid(self, component: str) -> int | None:
         running = self._running(component)
         return None if running is None else running[0]
@@ -163,8 +211,7 @@ class LocalAirflow:
             # SQLite takes one writer at a time: the components and the api-server's requests wait up to 30 s for
             # the lock instead of failing after 5 s (seen as "Database error" on a trigger during a scheduled run).
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.home / 'airflow.db'}?timeout=30",
-            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-            "AIRFLOW__CORE__PARALLELISM": "4",  # LocalExecutor workers: 2 cores, Spark jobs in the tasks
+            **self._executor_settings(),
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
             "AIRFLOW__CORE__FERNET_KEY": keys["fernet_key"],
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin",
@@ -175,6 +222,31 @@ class LocalAirflow:
             # Task processes report heartbeats; a finished task is noticed within a second rather than five.
             "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "1",
             "KDR_STATE_DIR": str(state_dir()),  # reports and aliases where the CLI and the dashboard read them
+            "KDR_METRICS_TOKEN_FILE": str(self.metrics_token_file()),  # /kafka-dr/metrics's bearer token
+        }
+
+    def metrics_token_file(self) -> Path:
+        """The bearer token of /kafka-dr/metrics, made once (mode 600): a Prometheus scrape config's
+        `credentials_file` can name it as it is. $KDR_METRICS_TOKEN, when set, is the token instead."""
+        path = self.home / "metrics-token"
+        if not path.exists():
+            self.home.mkdir(parents=True, exist_ok=True)
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(descriptor, "w") as out:
+                out.write(secrets.token_urlsafe(32))
+        return path
+
+    def _executor_settings(self) -> dict[str, str]:
+        tasks = {"AIRFLOW__CORE__PARALLELISM": "4"}  # tasks at once: 2 cores, Spark jobs in the tasks
+        if self.executor == "local":
+            return {"AIRFLOW__CORE__EXECUTOR": "LocalExecutor", **tasks}
+        redis = f"redis://{HOST}:{self._recorded('redis-port')}"
+        return {
+            "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
+            **tasks,
+            "AIRFLOW__CELERY__BROKER_URL": f"{redis}/0",
+            "AIRFLOW__CELERY__RESULT_BACKEND": f"{redis}/1",  # not SQLite: one writer at a time
+            "AIRFLOW__CELERY__WORKER_CONCURRENCY": "2",  # per worker: both share 2 cores with Spark
         }
 
     def _secrets(self) -> dict[str, str]:
@@ -234,6 +306,17 @@ class LocalAirflow:
 
     def _command(self, component: str) -> list[str]:
         airflow = str(Path(sys.executable).parent / "airflow")
+        if component == "redis":
+            port = self._recorded("redis-port") or ""
+            # A broker only: nothing kept on disk, reachable from this machine alone.
+            return [_redis_server(), "--bind", HOST, "--port", port, "--save", "", "--appendonly", "no"]
+        if component.startswith("worker-"):
+            worker = [airflow, "celery", "worker", "--skip-serve-logs", "--celery-hostname", f"{component}@%h"]
+            if os.geteuid() != 0:  # unshare needs root: the workers then share this host's processes
+                return worker
+            # PID and UTS namespaces of its own, as a host of its own: `hostname` names the worker in task logs.
+            inner = f"hostname {component} && exec {shlex.join(worker)}"
+            return ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "--uts", "sh", "-c", inner]
         if component == "api-server":
             return [airflow, "api-server", "-H", HOST, "-p", str(self.port), "-w", "1"]
         # No log server of their own (it would listen on every interface): the api-server reads the task logs
@@ -285,3 +368,18 @@ class LocalAirflow:
             if expected <= found or time.monotonic() >= deadline:
                 return
             time.sleep(1.0)
+
+
+def _redis_server() -> str:
+    """Debian's redis-server (`make venv` installs it when missing)."""
+    found = shutil.which("redis-server")
+    if found is None:
+        raise StackError("the celery executor needs redis-server (Debian: apt-get install redis-server)")
+    return found
+
+
+def _free_port() -> int:
+    """A port of 127.0.0.1 free now, for the broker of this Airflow (recorded in run/redis-port)."""
+    with socket.socket() as probe:
+        probe.bind((HOST, 0))
+        return probe.getsockname()[1]

@@ -1,15 +1,17 @@
 """Whether anything still copies a flow, seen from its target alone: no tracker, any host.
 
 Every running replicator appends to `_kdr.progress` in its target: its copy tasks a progress record per
-partition about once a second while records (or the driver's heartbeats) flow, its driver a claim
-record at every epoch even when nothing flows. Records of a flow appended during a window longer
-than its epoch (`window_for`), committed or not, mean some replicator of it still runs. A claim
+partition about once a second while records (or the driver's heartbeats) flow, its driver an owner record
+(its claim) every second even when nothing flows (fencing.ClaimRenewal) and at every epoch, and a last one saying
+it ended (`ended`), which copies nothing. Records of a flow appended during WINDOW_S, committed or not, mean some
+replicator of it still runs. A claim
 appended after a replicator was started says it is up (`wait_for_claim`): it reached both clusters,
 planned, fenced any older replicator of the flow and began its first epoch.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -19,16 +21,12 @@ from confluent_kafka import Consumer, IsolationLevel, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from ..clients import end_offsets, read_partition
-from ..topology import DEFAULT_EPOCH_S, Flow
+from .fencing import CLAIM_INTERVAL_S
 from .internal import PROGRESS, owner_key
 
-EPOCH_MARGIN_S = 1.0  # a driver's hand-over between two epochs, before it writes the next claim
-
-
-def window_for(flows: Iterable[Flow]) -> float:
-    """Seconds to watch `flows` for: longer than the longest of their epochs, so even an idle replicator of each
-    writes its claim meanwhile."""
-    return max((flow.epoch_seconds for flow in flows), default=DEFAULT_EPOCH_S) + EPOCH_MARGIN_S
+# Seconds to watch for: a claim renewal and a margin for a commit under way, so even an idle replicator writes its
+# owner record meanwhile, whatever its epoch's length.
+WINDOW_S = CLAIM_INTERVAL_S + 1.0
 
 
 @dataclass(frozen=True)
@@ -64,7 +62,8 @@ def watch(
         for message in read_partition(reader, PROGRESS, 0, start, end, timeout):
             key = (message.key() or b"").decode(errors="replace")
             flow, _, rest = key.partition("/")
-            if flow in counts and (key.encode() == owner_key(flow) or rest.rpartition("/")[2].isdigit()):
+            claim = key.encode() == owner_key(flow) and not ended(message.value())  # an end copies nothing
+            if flow in counts and (claim or rest.rpartition("/")[2].isdigit()):
                 counts[flow] += 1
                 last[flow] = key
     finally:
@@ -82,11 +81,20 @@ def progress_end(target_config: dict[str, Any], timeout: float = 10.0) -> int:
     return end_offsets(admin, [partition], IsolationLevel.READ_UNCOMMITTED, timeout)[partition]
 
 
+def ended(owner: bytes | None) -> bool:
+    """Whether an owner record is a driver's last, saying its replicator ended (FlowClaim.release)."""
+    try:
+        return json.loads(owner or b"{}").get("ended_at_ms") is not None
+    except (ValueError, AttributeError):
+        return False
+
+
 def wait_for_claim(
     target_config: dict[str, Any], flow: str, since: int, running: Callable[[], bool], timeout: float
 ) -> bool:
-    """Until a claim of `flow` is appended to the target's `_kdr.progress` at or after offset `since` (True), or
-    `running()` says the replicator is gone (False); TimeoutError after `timeout` seconds of neither."""
+    """Until a claim of `flow` is appended to the target's `_kdr.progress` at or after offset `since` (True; False
+    when it is the driver's last, saying it ended), or `running()` says the replicator is gone (False); TimeoutError
+    after `timeout` seconds of neither."""
     reader = Consumer({**target_config, "group.id": "_kdr.activity", "enable.auto.commit": False})
     reader.assign([TopicPartition(PROGRESS, 0, since)])  # read_uncommitted is not needed: a claim is committed
     deadline = time.monotonic() + timeout
@@ -95,9 +103,18 @@ def wait_for_claim(
         while time.monotonic() < deadline:
             message = reader.poll(0.2)
             if message is not None and not message.error() and message.key() == claim:
-                return True
+                return not ended(message.value())  # a driver that failed at start releases its claim at once
             if not running():
                 return False
     finally:
         reader.close()
     raise TimeoutError(f"flow {flow}: no claim in {PROGRESS} within {timeout:g} s")
+
+
+def claimed_within(target_config: dict[str, Any], flow: str, window: float) -> bool:
+    """Whether a replicator of `flow` appends a claim to the target's `_kdr.progress` within `window` seconds (a
+    running one does every CLAIM_INTERVAL_S): at once when one comes, after `window` when none does."""
+    try:
+        return wait_for_claim(target_config, flow, progress_end(target_config), lambda: True, window)
+    except TimeoutError:
+        return False

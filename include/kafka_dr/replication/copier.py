@@ -47,6 +47,7 @@ STALL_TIMEOUT_S = 60.0  # no data and no end-of-partition for this long: the sou
 STABLE_TIMEOUT_S = 60.0  # longest wait for another producer's open transaction in a destination partition
 TRANSACTION_TIMEOUT_MS = 60_000  # the target aborts a writer's transaction left open this long (a crash)
 BOUNDED_COMMIT_INTERVAL_S = 5.0  # bounded copies: longest a transaction stays open
+SOURCE_COMMIT_WAIT_S = 3.0  # the end of a range: longest wait for the source group's commit
 
 
 class CopyError(RuntimeError):
@@ -202,11 +203,13 @@ def copy_ranges(
     run_for: float | None = None,
     progress_interval: float | None = None,
     commit_interval: float = BOUNDED_COMMIT_INTERVAL_S,
+    ended: Callable[[], bool] | None = None,
 ) -> list[CopyResult]:
     """Copy a group of ranges of one flow. Bounded ranges end at their end offset; open ranges are
-    copied for `run_for` seconds. Copies become visible (their transaction commits) every
-    `commit_interval` seconds; progress is recorded every `progress_every` copies of a partition,
-    every `progress_interval` seconds if given, and at the end."""
+    copied for `run_for` seconds, or until `ended()` says the driver ended the epoch (epoch_end.py), asked
+    between batches. Copies become visible (their transaction commits) every `commit_interval` seconds;
+    progress is recorded every `progress_every` copies of a partition, every `progress_interval` seconds if
+    given, and at the end."""
     tasks = list(tasks)
     if not tasks:
         return []
@@ -235,7 +238,7 @@ def copy_ranges(
         next_progress = None if progress_interval is None else started + progress_interval
         next_commit = started + commit_interval
         last_data = started
-        while active and (deadline is None or time.monotonic() < deadline):
+        while active and (deadline is None or time.monotonic() < deadline) and not (ended and ended()):
             messages = next_batch(consumer)
             for writer in writers.values():
                 writer.producer.poll(0)  # serve delivery failures while copying
@@ -441,7 +444,8 @@ def _produce(writer: _Writer, task: CopyTask, key, value, headers, timestamp: in
 def _record_progress(clients: _Clients, parts: list[_Partition], writers: dict[int, _Writer], final: bool) -> None:
     """Record every copy so far for each partition that moved, in the transaction of its copies: its
     `_kdr.progress` record; commit; then the flow's consumer group on the source (for lag tools only, so it is
-    committed without waiting except at the end: a commit queues behind the consumer's pending fetch).
+    committed without waiting except at the end: a commit queues behind the consumer's pending fetch; and then for
+    SOURCE_COMMIT_WAIT_S at most, see _await_source_commit).
 
     The destination high watermark after the flush bounds every later copy from below, so it is where a
     resume searches from (resume.py)."""
@@ -465,12 +469,31 @@ def _record_progress(clients: _Clients, parts: list[_Partition], writers: dict[i
         )
         _transactional(produce, task)
     _commit(clients, writers.values(), task)
-    clients.consumer.commit(
-        offsets=[TopicPartition(p.task.topic, p.task.partition, p.position) for p in moved], asynchronous=not final
-    )
+    offsets = [TopicPartition(p.task.topic, p.task.partition, p.position) for p in moved]
+    clients.consumer.commit(offsets=offsets, asynchronous=True)
+    if final:
+        _await_source_commit(clients.consumer, offsets, task)
     for p in moved:
         p.result.next = p.recorded = p.position
         p.since_progress = 0
+
+
+def _await_source_commit(consumer: Consumer, offsets: list[TopicPartition], task: CopyTask) -> None:
+    """Until the source group holds `offsets` (lag tools read it right after a bounded run), for SOURCE_COMMIT_WAIT_S
+    at most: a synchronous commit to a source that a disaster took waits for its coordinator forever, so the task, its
+    epoch and the replicator's stop would hang on the lost cluster. The durable progress is in the target already."""
+    wanted = {(tp.topic, tp.partition): tp.offset for tp in offsets}
+    deadline = time.monotonic() + SOURCE_COMMIT_WAIT_S
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            held = consumer.committed([TopicPartition(t, p) for t, p in wanted], timeout=left)
+        except KafkaException as exc:
+            log.warning("flow %s: source group commit not confirmed: %s", task.flow, exc.args[0].str())
+            return
+        if all(tp.offset >= wanted[(tp.topic, tp.partition)] for tp in held):
+            return
+        time.sleep(0.02)
+    log.warning("flow %s: source group commit not confirmed within %g s", task.flow, SOURCE_COMMIT_WAIT_S)
 
 
 def _commit(clients: _Clients, writers: Iterable[_Writer], task: CopyTask) -> None:

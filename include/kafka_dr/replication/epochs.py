@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -63,30 +63,63 @@ class Positions:
 
 
 class Discovery:
-    """A planning round every `interval` seconds, counted from the first poll, on one background thread."""
+    """Planning rounds on a thread of their own, beside the copies: the first `interval` seconds after the first
+    poll, each next one `interval` seconds after the last one's plan was picked up, from the positions of the
+    latest poll. A round that finds partitions those positions lack calls `found_new` as it ends (the replicator
+    then ends the epoch under way, so that they are copied at once rather than at the epoch's deadline)."""
 
-    def __init__(self, plan: Callable[[dict[Key, int]], Plan], interval: float) -> None:
-        self.plan, self.interval = plan, interval
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kdr-discovery")
-        self._round: Future[Plan] | None = None
-        self._next: float | None = None
+    def __init__(
+        self,
+        plan: Callable[[dict[Key, int]], Plan],
+        interval: float,
+        found_new: Callable[[], None] | None = None,
+    ) -> None:
+        self.plan, self.interval, self.found_new = plan, interval, found_new
+        self._lock = threading.Lock()
+        self._positions: dict[Key, int] = {}
+        self._found: Plan | None = None
+        self._error: BaseException | None = None
+        self._picked_up = threading.Event()  # the last round's plan was picked up (or the rounds end)
+        self._closed = threading.Event()
+        self._thread: threading.Thread | None = None
 
     def poll(self, positions: dict[Key, int]) -> Plan | None:
-        """The plan of the round that finished since the last poll (a failed round raises its error here), and a
-        new round from `positions` when one is due."""
-        now = time.monotonic()
-        if self._next is None:
-            self._next = now + self.interval
-        found = None
-        if self._round is not None and self._round.done():
-            found = self._round.result()
-            self._round, self._next = None, time.monotonic() + self.interval
-        if self._round is None and now >= self._next:
-            self._round = self._pool.submit(self.plan, dict(positions))
+        """The plan of the round that ended since the last poll (a failed round raises its error here)."""
+        with self._lock:
+            self._positions = dict(positions)
+            found, self._found = self._found, None
+            if self._error is not None:
+                raise self._error
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._rounds, name="kdr-discovery", daemon=True)
+            self._thread.start()
+        if found is not None:
+            self._picked_up.set()
         return found
 
+    def _rounds(self) -> None:
+        while not self._closed.wait(self.interval):
+            with self._lock:
+                positions = self._positions
+            try:
+                plan = self.plan(positions)
+            except Exception as exc:  # noqa: BLE001 - raised to the run at its next poll
+                with self._lock:
+                    self._error = exc
+                return
+            with self._lock:
+                self._found = plan
+                self._picked_up.clear()
+            if self.found_new is not None and any((t.topic, t.partition) not in positions for t in plan.tasks):
+                self.found_new()
+            self._picked_up.wait()
+
     def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        """End the rounds, once a round under way has ended."""
+        self._closed.set()
+        self._picked_up.set()
+        if self._thread is not None:
+            self._thread.join()
 
 
 @dataclass
@@ -122,10 +155,27 @@ class CopyEpochs:
         self.count = 0
 
     def next(self) -> Epoch:
+        return self._run(self._work)
+
+    def finish(self, until: Mapping[Key, int]) -> Epoch:
+        """After a stop: one more epoch, copying each partition of `until` from where it stands up to that offset
+        (exclusive) and no other: bounded, so it ends once they are copied (a heartbeat written as the last
+        epoch ended)."""
+
+        def work(plans: list[Plan]) -> list[CopyTask]:
+            return [
+                dataclasses.replace(t, end=until[key])
+                for t in self.positions.open_tasks(self.plan)
+                if until.get(key := (t.topic, t.partition), t.start) > t.start
+            ]
+
+        return self._run(work)
+
+    def _run(self, make_work: Callable[[list[Plan]], list[CopyTask]]) -> Epoch:
         plans: list[Plan] = []
         fenced_retries = 0
         while True:
-            work = self._work(plans)
+            work = make_work(plans)
             started = time.monotonic()
             # At most one task per core: a task copies its group of ranges with one consumer, and owns the
             # writer slots of its ranges.

@@ -132,16 +132,19 @@ class HeartbeatTask:
             if self.stop.wait(self.interval):
                 return
 
-    def uncopied(self, copied_to: Mapping[tuple[str, int], int], timeout: float = 15.0) -> bool:
-        """Once `stop` is set: whether the last heartbeat this task wrote is at or past `copied_to` (the next
-        source offset to copy, per topic and partition) of a flow that copies heartbeats. A heartbeat written as
-        the last epoch ended would otherwise stay behind in the source after a clean stop. Waits for a send under
-        way first: no heartbeat follows."""
+    def uncopied(self, copied_to: Mapping[tuple[str, int], int], timeout: float = 15.0) -> dict[tuple[str, int], int]:
+        """Once `stop` is set: {(heartbeat topic, partition): the offset after the last heartbeat this task wrote}
+        when that heartbeat is at or past `copied_to` (the next source offset to copy, per topic and partition)
+        of a flow that copies heartbeats, else {}. A heartbeat written as the last epoch ended would otherwise stay
+        behind in the source after a clean stop. Waits for a send under way first: no heartbeat follows."""
         self.thread.join(timeout)
         last = None if self.sender is None else self.sender.last_written
-        if last is None or (HEARTBEATS, last[0]) not in copied_to:
-            return False
-        return copied_to[(HEARTBEATS, last[0])] <= last[1]
+        if last is None:
+            return {}
+        partition, offset = (HEARTBEATS, last[0]), last[1]
+        if partition not in copied_to or copied_to[partition] > offset:  # not copied by this flow, or copied
+            return {}
+        return {partition: offset + 1}
 
 
 def send_heartbeat(source_config: dict[str, Any], flow: str, timeout: float = 10.0) -> Heartbeat:

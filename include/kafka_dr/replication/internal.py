@@ -7,6 +7,7 @@ They live in the target cluster of a flow, so that they survive the loss of the 
 - `_kdr.checkpoints`: translated consumer-group offsets (written by offset translation);
 - `_kdr.heartbeats`: heartbeat records; the one internal topic a flow copies, so that the
   end-to-end latency can be measured from the provenance of the copies;
+- `_kdr.control`: stop requests for a flow's replicator, from any process on any host (control.py);
 - `_kdr.health`: the samples of dr_replication_health, one per flow and source partition per run (a week
   kept), from which each run's evaluation window is read.
 """
@@ -27,12 +28,14 @@ PROGRESS = f"{INTERNAL_TOPIC_PREFIX}progress"
 CHECKPOINTS = f"{INTERNAL_TOPIC_PREFIX}checkpoints"
 HEARTBEATS = f"{INTERNAL_TOPIC_PREFIX}heartbeats"
 HEALTH = f"{INTERNAL_TOPIC_PREFIX}health"
+CONTROL = f"{INTERNAL_TOPIC_PREFIX}control"
 
 TOPIC_CONFIGS = {
     PROGRESS: {"cleanup.policy": "compact"},
     CHECKPOINTS: {"cleanup.policy": "compact"},
     HEARTBEATS: {"retention.ms": str(24 * 3600 * 1000)},
     HEALTH: {"retention.ms": str(7 * 24 * 3600 * 1000)},  # a week of samples: the windows and RPO history
+    CONTROL: {"retention.ms": str(24 * 3600 * 1000)},  # a request matters while a stop takes: a day is plenty
 }
 
 

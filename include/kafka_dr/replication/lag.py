@@ -47,7 +47,11 @@ T = TypeVar("T")
 
 
 class LagError(RuntimeError):
-    """Lag could not be measured; the message is one line naming the cluster and why."""
+    """Lag could not be measured; the message is one line naming the cluster and why; `cluster`: its name."""
+
+    def __init__(self, message: str, cluster: str | None = None) -> None:
+        super().__init__(message)
+        self.cluster = cluster
 
 
 @dataclass(frozen=True)
@@ -285,7 +289,7 @@ class ClusterSide:
 
     def error(self, what: str, reason: object) -> LagError:
         where = f"{self.role} cluster {self.cluster.name} ({self.cluster.bootstrap_servers})"
-        return LagError(f"flow {self.flow}: {where}: {what} failed: {' '.join(str(reason).split())}")
+        return LagError(f"flow {self.flow}: {where}: {what} failed: {' '.join(str(reason).split())}", self.cluster.name)
 
     def call(self, what: str, fn: Callable[[], T]) -> T:
         try:

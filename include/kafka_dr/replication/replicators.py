@@ -1,20 +1,24 @@
 """Continuous replicators as tracked background processes, so later DAGs can stop and restart them.
 
 A continuous `replicate.py` job must outlive the Airflow task that started it, so its identity lives
-on disk: STATE_DIR/replicators/<flow>.json holds the pid and its start time in clock ticks, the
-command line, log path and start time. Any process of this host answers liveness the same way:
-the pid runs and started at those ticks (`kafka_dr.processes`), which survives spark-submit's exec
-into the JVM and never matches a recycled pid. The environment (which carries cluster secrets) is
-never written down. The tracker is per host; across hosts, the copier's transactional writers fence
-an older replicator of the same flow (see `replication.fencing`), so two never write at once.
+on disk: STATE_DIR/replicators/<flow>.json holds the pid and its start time in clock ticks, the host and
+PID namespace it was started in, the command line, log path and start time. A process of the same host
+and PID namespace answers liveness the same way: the pid runs and started at those ticks
+(`kafka_dr.processes`), which survives spark-submit's exec into the JVM and never matches a recycled
+pid. Anywhere else (another container, another Celery worker's namespace, another host) the pid means
+nothing, and liveness.py asks the flow's target cluster instead. The environment (which carries
+cluster secrets) is never written down. Across hosts, the copier's transactional writers fence an
+older replicator of the same flow (see `replication.fencing`), so two never write at once.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import re
 import signal
+import socket
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -47,6 +51,13 @@ class Replicator:
     stopped_at: str | None
     running: bool
     start_ticks: int | None = None  # the pid's start time (clock ticks since boot): its identity
+    host: str | None = None  # where it was started (None: a record from before hosts were recorded, this host)
+    pid_namespace: str | None = None  # ... and in which PID namespace: where `pid` names it
+
+    @property
+    def here(self) -> bool:
+        """Started on this host in this PID namespace: its pid, and so `running`, mean something here."""
+        return self.host in (None, socket.gethostname()) and self.pid_namespace in (None, processes.pid_namespace())
 
 
 def start(flow: str, command: Sequence[str], env: Mapping[str, str] | None = None) -> tuple[Replicator, bool]:
@@ -64,20 +75,29 @@ def start(flow: str, command: Sequence[str], env: Mapping[str, str] | None = Non
             raise ReplicatorError(f"flow {flow}: cannot start {command[0]!r}: {exc.strerror or exc}") from None
         _children[proc.pid] = proc
         ticks = processes.start_ticks(proc.pid)
-        replicator = Replicator(flow, proc.pid, tuple(command), str(log), now_iso(), None, ticks is not None, ticks)
+        replicator = Replicator(
+            flow, proc.pid, tuple(command), str(log), now_iso(), None, ticks is not None, ticks,
+            socket.gethostname(), processes.pid_namespace(),
+        )  # fmt: skip
         _write(replicator)
         return replicator, True
 
 
 def stop(flow: str, timeout: float = 30.0) -> Replicator | None:
-    """Stop the flow's replicator: SIGTERM to the job itself (it finishes its epoch and exits 0), SIGKILL to
-    what is left after `timeout` seconds. Returns once no process of the job is alive, so nothing of it copies
-    any more (its Python workers included); raises ReplicatorError naming the pid otherwise. Returns the final
-    state, None if never started."""
+    """Stop the flow's replicator: SIGTERM to the job itself (it ends its epoch at each task's next batch and
+    exits 0), SIGKILL to what is left after `timeout` seconds. Returns once no process of the job is alive, so
+    nothing of it copies any more (its Python workers included); raises ReplicatorError naming the pid otherwise.
+    Returns the final state, None if never started. Only for a replicator started `here`: any other is stopped
+    through its target (liveness.stop), and this raises ReplicatorError."""
     with _locked(flow):
         current = status(flow)
         if current is None:
             return None
+        if not current.here:
+            raise ReplicatorError(
+                f"flow {flow}: its replicator was started on {current.host} in {current.pid_namespace}, not here: "
+                "stop it through its target cluster"
+            )
         if current.running:
             job = processes.tree(current.pid)  # the JVM, the Python driver, PySpark's daemon and its workers
             driver = _driver_pid(current, job)
@@ -96,20 +116,37 @@ def stop(flow: str, timeout: float = 30.0) -> Replicator | None:
                     f"flow {flow}: replicator pid {current.pid} did not stop "
                     f"(pids {', '.join(map(str, sorted(left)))} still alive)"
                 )
-        stopped = Replicator(**{**asdict(current), "stopped_at": current.stopped_at or now_iso(), "running": False})
-        _write(stopped)
-        return stopped
+        return _mark_stopped(current)
+
+
+def mark_stopped(flow: str) -> Replicator | None:
+    """Record that the flow's replicator was stopped on purpose (through its target, from wherever it ran), so
+    that nothing here restarts it or calls it dead; None if it was never started here."""
+    with _locked(flow):
+        current = status(flow)
+        return None if current is None else _mark_stopped(current)
+
+
+def _mark_stopped(current: Replicator) -> Replicator:
+    stopped = Replicator(**{**asdict(current), "stopped_at": current.stopped_at or now_iso(), "running": False})
+    _write(stopped)
+    return stopped
 
 
 def status(flow: str) -> Replicator | None:
-    """The flow's replicator as last started (running or not), None if it never was."""
+    """The flow's replicator as last started (running or not), None if it never was. `running` is what this
+    process can see: always False for one not started `here` (liveness.py asks its target)."""
     path = _state_file(flow)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         data["command"] = tuple(data["command"])
-        _reap(data["pid"])
-        data["running"] = data["stopped_at"] is None and processes.is_alive(data["pid"], data.get("start_ticks"))
-        return Replicator(**data)
+        data["running"] = False
+        replicator = Replicator(**data)
+        if replicator.here:
+            _reap(replicator.pid)
+            alive = replicator.stopped_at is None and processes.is_alive(replicator.pid, replicator.start_ticks)
+            replicator = dataclasses.replace(replicator, running=alive)
+        return replicator
     except FileNotFoundError:
         return None
     except (ValueError, KeyError, TypeError) as exc:

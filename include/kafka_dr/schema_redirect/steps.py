@@ -1,39 +1,72 @@
 """The redirects a DR run makes: the one dr_schema_redirect is asked for, the failed primary's registry taken over
 by the failover target, and handed back to the restored primary on failback. Each needs the registries' credentials
-in the environment (kafka_dr.schema_registry.auth_headers); each raises RegistryError with one line."""
+in the environment (kafka_dr.schema_registry.auth_headers) and the store cluster's client settings (its id is the
+sign that a registry restarted onto it); each raises RegistryError with one line."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from ..schema_registry import Redirect, redirect
+from ..schema_registry import (
+    Redirect,
+    answers,
+    auth_headers,
+    first_url,
+    redirect,
+    store_cluster_id,
+    writes_through,
+)
 from ..topology import Topology, load_topology
 from .plan import RedirectPlan
 
 
-def redirect_registry(plan: RedirectPlan) -> Redirect:
+def redirect_registry(plan: RedirectPlan, store_config: Mapping[str, Any]) -> Redirect:
     """Redirect, restart and verify the plan's registry."""
-    return redirect(load_topology(plan.topology), plan.registry, plan.store, plan.leader_eligible)
+    topo = load_topology(plan.topology)
+    return redirect(topo, plan.registry, plan.store, plan.leader_eligible, store_id=store_cluster_id(store_config))
 
 
-def take_over(topo: Topology, failed: str, target: str) -> dict[str, Any]:
+def take_over(topo: Topology, failed: str, target: str, target_config: Mapping[str, Any]) -> dict[str, Any]:
     """Failover: when the failed cluster held the primary registry, the target's registry leads on its own store;
-    else why nothing was done ({"skipped": ...})."""
+    else why nothing was done ({"skipped": ...}). The failed cluster's registry, when it answers (a planned failover),
+    first follows the target's store and loses leader eligibility, and a probe registered through it must land in
+    the target's store: one leader across both DCs (`one_leader`), so a client left on the old registry cannot get
+    an id the new leader issues to another schema. dr_failback's `hand_back` restores both roles."""
     primary = topo.schema_registry_primary
     if primary != failed:
         return {"skipped": f"the primary registry is {primary or 'not set'}, not on {failed}"}
     if topo.cluster(target).schema_registry is None:
         return {"skipped": f"cluster {target} has no schema registry"}
-    return redirect(topo, target, target, leader_eligible=True).to_dict()
+    store_id = store_cluster_id(target_config)
+    old = topo.cluster(failed).schema_registry
+    follower: dict[str, Any] = {"skipped": f"the {failed} registry does not answer: it is demoted by dr_failback"}
+    if old is not None and answers(first_url(old), auth_headers(failed)):  # before the target leads: never two
+        follower = redirect(topo, failed, target, leader_eligible=False, store_id=store_id).to_dict()
+    result = {
+        "primary": redirect(topo, target, target, leader_eligible=True, store_id=store_id).to_dict(),
+        "follower": follower,
+    }
+    if "skipped" not in follower:
+        result["one_leader"] = {"via": failed, "probe_id": writes_through(topo, failed, target)}
+    return result
 
 
-def hand_back(topo: Topology, restored: str, serving: str) -> dict[str, Any]:
-    """Failback: when the primary registry is on the restored cluster, it leads on its own store again and the
-    serving cluster's registry follows that store (the reverse of `take_over`); else why nothing was done."""
+def hand_back(topo: Topology, restored: str, serving: str, restored_config: Mapping[str, Any]) -> dict[str, Any]:
+    """Failback: when the primary registry is on the restored cluster, the serving cluster's registry first follows
+    the restored store and loses leader eligibility, then the restored registry leads on its own store again (the
+    reverse of `take_over`, never two leaders), and a probe through the serving registry shows one leader; else why
+    nothing was done."""
     primary = topo.schema_registry_primary
     if primary != restored:
         return {"skipped": f"the primary registry is {primary or 'not set'}, not on {restored}"}
-    results = {"primary": redirect(topo, primary, primary, leader_eligible=True).to_dict()}
-    if topo.cluster(serving).schema_registry is not None:
-        results["follower"] = redirect(topo, serving, primary, leader_eligible=False).to_dict()
+    store_id = store_cluster_id(restored_config)
+    follows = topo.cluster(serving).schema_registry is not None
+    follower = redirect(topo, serving, primary, leader_eligible=False, store_id=store_id).to_dict() if follows else None
+    results: dict[str, Any] = {
+        "primary": redirect(topo, primary, primary, leader_eligible=True, store_id=store_id).to_dict()
+    }
+    if follower is not None:
+        results["follower"] = follower
+        results["one_leader"] = {"via": serving, "probe_id": writes_through(topo, serving, primary)}
     return results

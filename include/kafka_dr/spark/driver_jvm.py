@@ -34,14 +34,16 @@ def _java() -> Path | None:
 def archive_path() -> Path | None:
     """Where the archive of this JVM and this pyspark's jars is kept (None without a java), in the user's cache
     ($XDG_CACHE_HOME, else ~/.cache). The JVM maps an archive only for the class path it was made with, so the
-    name changes with the java, the jars' folder and their names: a job never finds an archive of other classes."""
+    name changes with the java, the jars' folder and each jar's name, size and time: the JVM refuses an archive whose
+    jars changed on disk (a reinstalled venv) and silently starts without it, so a job never finds one made before."""
     import pyspark
 
     java = _java()
     if java is None:
         return None
     jars = Path(pyspark.__file__).parent / "jars"
-    key = "\0".join([str(java), str(java.stat().st_mtime_ns), str(jars), *sorted(p.name for p in jars.glob("*.jar"))])
+    stamps = sorted(f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in jars.glob("*.jar"))
+    key = "\0".join([str(java), str(java.stat().st_mtime_ns), str(jars), *stamps])
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return cache / "kafka-dr" / f"spark-driver-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from support.fakes import FakeMessage
 from support.ports import free_ports
+from support.reports import failover_report
 from support.topology import write_topology
 
 from kafka_dr.dashboard.page import render_page
@@ -39,14 +40,7 @@ def write_report(state_dir: Path, dag_id: str, run_id: str, body: dict | str, ag
     return path
 
 
-FAILOVER = {
-    "failed_cluster": "dc1",
-    "target_cluster": "dc2",
-    "mode": "disaster",
-    "run_started": "2026-11-24T10:00:00+00:00",
-    "rpo": {"records": 42, "per_topic": {"orders": 42}, "exact": False, "flows": {}},
-    "rto_seconds": 17.5,
-}
+FAILOVER = failover_report(42, 17.5)
 
 
 def test_unreachable_clusters_are_shown_quickly_with_their_error(tmp_path: Path) -> None:

@@ -49,7 +49,12 @@ TRANSLATIONS = [
 RUN = FailoverRun(
     stop_replication={"replicators": {"orders-flow": "stopped"}, "step": {"started": at(1.0), "ended": at(2.0)}},
     translations=TRANSLATIONS,
-    schema_registry={"store": "dc2", "probe_id": 12, "step": {"started": at(7.0), "ended": at(10.5)}},
+    schema_registry={
+        "primary": {"registry": "dc2", "store": "dc2", "probe_id": 12},
+        "follower": {"registry": "dc1", "store": "dc2", "probe_id": None},
+        "one_leader": {"via": "dc1", "probe_id": 13},
+        "step": {"started": at(7.0), "ended": at(10.5)},
+    },
     switch_consumers={"moved": ["billing"], "step": {"started": at(10.5), "ended": at(11.25)}},
     verify={"groups_checked": 2, "step": {"started": at(11.25), "ended": at(17.25)}},
 )
@@ -143,7 +148,8 @@ def test_report_has_the_fields_design_md_fixes() -> None:
     assert body["rto_seconds"] == 11.25 and body["run_started"] == "2026-03-01T10:00:00+00:00"
     assert body["groups"]["applied"] == ["audit", "billing"]
     assert body["clients"] == {"producers_first": ["orders-producer"], "moved": ["billing"]}
-    assert body["schema_registry"]["store"] == "dc2"
+    registry = body["schema_registry"]
+    assert registry["primary"]["store"] == "dc2" and registry["one_leader"]["via"] == "dc1"
     assert list(body["steps"]) == [
         "validate",
         "stop_replication",

@@ -54,7 +54,29 @@ def test_up_on_another_port_than_the_running_one_is_refused_before_anything_chan
     )
     processes.write_atomic(run / "port", "18080\n")
     topology = parse_topology({"clusters": {"dc1": {"bootstrap_servers": "127.0.0.1:1"}}, "flows": []})
-    with pytest.raises(StackError, match=r"^Airflow runs on port 18080; stop it with `kafka-dr airflow down` first$"):
-        LocalAirflow(port=18081).up(topology, tmp_path / "topology.yaml")
+    refused = r"^Airflow runs on port 18080 with the local executor; stop it with `kafka-dr airflow down` first$"
+    for other in (LocalAirflow(port=18081), LocalAirflow(port=18080, executor="celery")):
+        with pytest.raises(StackError, match=refused):
+            other.up(topology, tmp_path / "topology.yaml")
     assert sorted(p.name for p in run.iterdir()) == ["airflow.lock", "api-server.pid", "port"]
     assert not (local_airflow.home / "airflow.db").exists()
+
+
+def test_the_celery_executor_adds_a_broker_and_two_workers_each_a_host_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
+    celery = LocalAirflow(port=18080, executor="celery")
+    assert celery.components == ("redis", "worker-1", "worker-2", *COMPONENTS)
+    (celery.home / "run").mkdir(parents=True)
+    (celery.home / "run" / "redis-port").write_text("16379\n")
+    env = celery.environment()
+    assert env["AIRFLOW__CORE__EXECUTOR"] == "CeleryExecutor"
+    assert env["AIRFLOW__CELERY__BROKER_URL"] == "redis://127.0.0.1:16379/0"
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    worker = celery._command("worker-2")
+    assert worker[:6] == ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "--uts"]
+    assert worker[-1].startswith("hostname worker-2 && exec ") and "--celery-hostname worker-2@%h" in worker[-1]
+    assert LocalAirflow(port=18080).executor == "local"  # what `up` recorded is used only once it ran
+    with pytest.raises(StackError, match="executor 'kubernetes': one of local, celery"):
+        LocalAirflow(executor="kubernetes")

@@ -4,12 +4,11 @@ consumer: the progress and claim records each flow's replicators appended during
 from __future__ import annotations
 
 import pytest
-from support.fakes import FakeConsumer, FakeMessage
+from support.fakes import FakeConsumer, FakeMessage, patch_sleep
 
 from kafka_dr.replication import activity
 from kafka_dr.replication.activity import Activity, watch
 from kafka_dr.replication.internal import PROGRESS, owner_key, partition_key, start_key
-from kafka_dr.topology import DEFAULT_EPOCH_S, Flow, TopicFilter
 
 
 def progress(offset: int, key: bytes) -> FakeMessage:
@@ -24,7 +23,7 @@ def watched(monkeypatch: pytest.MonkeyPatch, log: list[FakeMessage], start: int,
     monkeypatch.setattr(
         activity, "end_offsets", lambda admin, partitions, isolation, timeout: {partitions[0]: next(ends)}
     )
-    monkeypatch.setattr(activity.time, "sleep", waited.append)
+    patch_sleep(monkeypatch, activity, waited.append)
     reader = FakeConsumer().add(PROGRESS, 0, log)
     monkeypatch.setattr(activity, "Consumer", lambda config: reader)
     result = watch({"bootstrap.servers": "dc2:9092"}, flows, window=6.0)
@@ -54,12 +53,6 @@ def test_progress_and_claim_records_appended_during_the_window_count_per_flow(mo
 def test_nothing_appended_is_no_activity(monkeypatch) -> None:
     log = [progress(0, owner_key("f"))]
     assert watched(monkeypatch, log, 1, 1, ["f"]) == {"f": Activity("f", 0, None)}
-
-
-def test_the_window_outlasts_the_longest_epoch_of_the_flows_watched() -> None:
-    flows = [Flow("a", "dc1", "dc2", TopicFilter(())), Flow("b", "dc1", "dc2", TopicFilter(()), epoch_seconds=1.5)]
-    assert activity.window_for(flows) == DEFAULT_EPOCH_S + activity.EPOCH_MARGIN_S
-    assert activity.window_for(flows[1:]) == 1.5 + activity.EPOCH_MARGIN_S
 
 
 def claims(monkeypatch: pytest.MonkeyPatch, log: list[FakeMessage], since: int) -> FakeConsumer:

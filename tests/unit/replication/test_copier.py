@@ -4,10 +4,11 @@ provenance hop it appends, and how records and end-of-partition events move a ra
 from __future__ import annotations
 
 import json
+import time
 import types
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from support.fakes import FakeMessage, FakeProducer, eof_event
 
 from kafka_dr.replication import copier
@@ -22,7 +23,8 @@ NOW_MS = 1_700_000_000_500  # the copy time written in every hop of these tests
 
 @pytest.fixture(autouse=True)
 def fixed_clock(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(copier, "time", types.SimpleNamespace(time=lambda: NOW_MS / 1000))
+    clock = types.SimpleNamespace(time=lambda: NOW_MS / 1000, monotonic=time.monotonic, sleep=time.sleep)
+    monkeypatch.setattr(copier, "time", clock)
 
 
 def partition(
@@ -288,8 +290,19 @@ def test_progress_is_one_record_per_moved_partition_in_the_transaction_of_its_co
     moved.writer = idle.writer = _Writer(0, TransactionalProducer())
     run(moved, [record(3), record(4)])
     commits: list[tuple] = []
+    asked: list[list[tuple[str, int]]] = []
+
+    def committed(partitions: list[TopicPartition], timeout: float) -> list[TopicPartition]:
+        """The source group as it stands: what the commits so far set (the final one waits for it)."""
+        asked.append([(tp.topic, tp.partition) for tp in partitions])
+        held = {(tp.topic, tp.partition): tp.offset for offsets, _ in commits for tp in offsets}
+        return [TopicPartition(tp.topic, tp.partition, held.get((tp.topic, tp.partition), -1001)) for tp in partitions]
+
+    consumer = types.SimpleNamespace(
+        commit=lambda offsets, asynchronous: commits.append((offsets, asynchronous)), committed=committed
+    )
     clients = copier._Clients(
-        consumer=types.SimpleNamespace(commit=lambda offsets, asynchronous: commits.append((offsets, asynchronous))),
+        consumer=consumer,
         target=types.SimpleNamespace(get_watermark_offsets=lambda tp, timeout: (0, 12)),
         reader=None,
         admin=None,
@@ -301,5 +314,7 @@ def test_progress_is_one_record_per_moved_partition_in_the_transaction_of_its_co
         (PROGRESS, b"flow/orders/3", {"next": 5, "dest_topic": DEST, "dest_next": 12, "source_cluster": SRC})
     ]  # nothing else: no offset syncs, and nothing for the partition that did not move
     assert producer.transactions == ["commit", "begin"]
-    assert [(tp.topic, tp.partition, tp.offset) for tp in commits[0][0]] == [(TOPIC, 3, 5)] and commits[0][1] is False
+    # Committed without blocking, then confirmed (a synchronous commit to a lost source would never return).
+    assert [(tp.topic, tp.partition, tp.offset) for tp in commits[0][0]] == [(TOPIC, 3, 5)] and commits[0][1] is True
+    assert asked == [[(TOPIC, 3)]]
     assert (moved.recorded, moved.result.next, moved.since_progress, moved.writer.dirty) == (5, 5, 0, False)

@@ -108,6 +108,35 @@ def test_discovery_adds_new_partitions_and_keeps_the_positions_copied_meanwhile(
     assert ranges(job.runs[1]) == [(0, 10, None, 110), (1, 4, None, 2)]  # partition 0 kept, partition 1 added
 
 
+def test_a_round_that_finds_new_partitions_ends_the_epoch_under_way_and_one_that_finds_none_does_not() -> None:
+    known = Plan([task(0, 0, 0)])
+    grown = Plan([task(0, 0, 0), task(1, 0, 0)])
+    for found, ends in ((known, 0), (grown, 1)):
+        ended: list[None] = []
+        discovery = Discovery(
+            lambda positions, found=found: found, interval=0, found_new=lambda ended=ended: ended.append(None)
+        )
+        deadline = time.monotonic() + 5
+        try:
+            while discovery.poll({("orders", 0): 7}) is None:
+                assert time.monotonic() < deadline, "no discovery round finished"
+                time.sleep(0.01)
+        finally:
+            discovery.close()
+        assert len(ended) == ends, found
+
+
+def test_finish_copies_only_the_given_partitions_up_to_the_given_offsets() -> None:
+    plan = Plan([task(0, 5, 50, topic="_kdr.heartbeats"), task(1, 0, 0, topic="_kdr.heartbeats"), task(0, 0, 9)])
+    job = Job(copied=10)
+    copier = CopyEpochs("flow", "dc2", plan, Claim(), job, 2, Discovery(lambda positions: plan, interval=3600))
+    copier.next()  # every range 10 further: heartbeats-0 at 15, heartbeats-1 at 10, orders-0 at 10
+    until = {("_kdr.heartbeats", 0): 18, ("_kdr.heartbeats", 1): 10}  # partition 1 is copied up to there already
+    epoch = copier.finish(until)
+    assert [(t.topic, t.partition, t.start, t.end) for t in job.runs[1]] == [("_kdr.heartbeats", 0, 15, 18)]
+    assert (epoch.ranges, copier.positions.next[("_kdr.heartbeats", 0)]) == (1, 18)
+
+
 def test_a_failed_discovery_round_fails_the_run() -> None:
     def plan(positions: dict) -> Plan:
         raise RuntimeError("source cluster dc1 unreachable after 5 attempts")

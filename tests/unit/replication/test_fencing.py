@@ -4,6 +4,9 @@ grouped without splitting a slot, and a driver's claim that a newer driver fence
 from __future__ import annotations
 
 import json
+import logging
+import threading
+import time
 import zlib
 from dataclasses import dataclass
 
@@ -13,6 +16,7 @@ from confluent_kafka import KafkaError, KafkaException
 from kafka_dr.replication import fencing
 from kafka_dr.replication.fencing import (
     WRITER_SLOTS,
+    ClaimRenewal,
     FlowClaim,
     is_fenced,
     transactional_id,
@@ -131,3 +135,35 @@ def test_any_other_commit_error_is_raised(claim: FlowClaim) -> None:
     with pytest.raises(KafkaException):
         claim.holds()
     assert not claim.lost
+
+
+def renewed_until(claim: FlowClaim, lost: list[None], commits: int) -> None:
+    """ClaimRenewal every 10 ms until `commits` owner records were committed or the claim was lost."""
+    stop = threading.Event()
+    renewal = ClaimRenewal(claim, stop, lambda: lost.append(None), interval=0.01)
+    renewal.start()
+    deadline = time.monotonic() + 5
+    while len(claim.producer.produced) < commits and not lost:
+        assert time.monotonic() < deadline, "no renewal"
+        time.sleep(0.01)
+    stop.set()
+    renewal.thread.join(5)
+
+
+def test_a_renewal_commits_the_owner_record_every_interval_and_says_once_when_the_claim_is_lost(
+    claim: FlowClaim,
+) -> None:
+    lost: list[None] = []
+    renewed_until(claim, lost, commits=3)
+    assert not lost
+    claim.producer.commit_error = KafkaError(KafkaError.PRODUCER_FENCED)
+    renewed_until(claim, lost, commits=1_000)
+    assert lost == [None] and claim.lost
+
+
+def test_a_renewal_that_fails_otherwise_is_logged_and_tried_again(claim: FlowClaim, caplog) -> None:
+    caplog.set_level(logging.WARNING, logger="kafka_dr.replication.fencing")
+    claim.producer.commit_error = KafkaError(KafkaError._TIMED_OUT)
+    lost: list[None] = []
+    renewed_until(claim, lost, commits=3)  # produced before each failed commit
+    assert not lost and caplog.text.count("claim not renewed: ") >= 2

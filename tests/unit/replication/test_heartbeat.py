@@ -81,15 +81,16 @@ def test_an_outage_is_logged_and_the_next_heartbeat_tried_again(caplog) -> None:
     assert "heartbeat not sent: heartbeat of flow f not written" in caplog.text
 
 
-def test_a_stopped_task_says_whether_its_last_heartbeat_is_left_to_copy() -> None:
+def test_a_stopped_task_says_up_to_where_its_last_heartbeat_is_left_to_copy() -> None:
     senders = Senders()
     task = run_until(senders, 3)
     last = 100 + senders.sent
-    assert task.uncopied({(HEARTBEATS, 0): last}) is True  # the next offset to copy is the last heartbeat's own
-    assert task.uncopied({(HEARTBEATS, 0): last + 1}) is False
-    assert task.uncopied({(HEARTBEATS, 1): 0, ("orders", 0): 0}) is False  # not a partition this flow copies
+    # the next offset to copy is the last heartbeat's own: copy up to just past it
+    assert task.uncopied({(HEARTBEATS, 0): last}) == {(HEARTBEATS, 0): last + 1}
+    assert task.uncopied({(HEARTBEATS, 0): last + 1}) == {}
+    assert task.uncopied({(HEARTBEATS, 1): 0, ("orders", 0): 0}) == {}  # not a partition this flow copies
 
 
 def test_a_task_that_wrote_no_heartbeat_has_none_left_to_copy() -> None:
     task = run_until(Senders(unreachable=1000), 0)
-    assert task.uncopied({(HEARTBEATS, 0): 0}) is False
+    assert task.uncopied({(HEARTBEATS, 0): 0}) == {}

@@ -8,7 +8,7 @@ import re
 import pytest
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException
 from confluent_kafka.admin import OffsetSpec
-from support.fakes import FakeConsumer, FakeMessage
+from support.fakes import FakeConsumer, FakeMessage, patch_sleep
 
 from kafka_dr.replication import planner
 from kafka_dr.replication.internal import HEARTBEATS, PROGRESS, partition_key
@@ -198,7 +198,7 @@ def test_no_source_partitions_gives_an_empty_plan(monkeypatch) -> None:
 
 def test_with_retries_backs_off_then_fails_with_one_line_naming_the_cluster(monkeypatch) -> None:
     sleeps: list[float] = []
-    monkeypatch.setattr(planner.time, "sleep", sleeps.append)
+    patch_sleep(monkeypatch, planner, sleeps.append)
     calls = []
 
     def refused() -> None:

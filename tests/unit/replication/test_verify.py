@@ -4,7 +4,7 @@ every record the cycle rule lets through is copied exactly once with its key, va
 from __future__ import annotations
 
 import pytest
-from support.fakes import FakeConsumer, FakeMessage
+from support.fakes import FakeConsumer, FakeMessage, patch_sleep
 
 from kafka_dr.replication import verify
 from kafka_dr.replication.provenance import HEADER, ForceCopy, Hop
@@ -134,7 +134,7 @@ def test_records_not_copied_yet_are_read_again_until_they_settle(monkeypatch) ->
         waits.append(seconds)
         target.add(DEST, 0, [copy_of(source[0], 0), copy_of(source[1], 1)])
 
-    monkeypatch.setattr(verify.time, "sleep", replicator_copies_meanwhile)
+    patch_sleep(monkeypatch, verify, replicator_copies_meanwhile)
     result = verify_partition(VerifyTask(SOURCE, TARGET, SRC, DST, "orders", 0, DEST, 2, settle_s=60))
     assert (result.copied, result.missing, len(waits)) == (2, 0, 1)
 

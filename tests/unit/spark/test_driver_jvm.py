@@ -4,6 +4,7 @@ is in tests/integration/test_job_contract.py."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -46,6 +47,23 @@ def test_the_archive_name_follows_the_jvm(tmp_path, monkeypatch):
     second = driver_jvm.archive_path()
     assert first is not None and second is not None
     assert first.parent == second.parent and first.name != second.name
+
+
+def test_the_archive_name_follows_the_jars_on_disk(tmp_path, monkeypatch):
+    """A reinstalled pyspark has the same jar names but new files, which the JVM would refuse to map an old archive
+    for: the name changes with a jar's time and size."""
+    import pyspark
+
+    jar = tmp_path / "pyspark" / "jars" / "spark-core.jar"
+    jar.parent.mkdir(parents=True)
+    jar.write_bytes(b"classes")
+    monkeypatch.setattr(pyspark, "__file__", str(tmp_path / "pyspark" / "__init__.py"))
+    names = [driver_jvm.archive_path()]
+    os.utime(jar, ns=(jar.stat().st_atime_ns, jar.stat().st_mtime_ns + 1_000_000_000))
+    names.append(driver_jvm.archive_path())
+    jar.write_bytes(b"more classes")
+    names.append(driver_jvm.archive_path())
+    assert None not in names and len(set(names)) == 3, names
 
 
 def _pip_pyspark(root: Path) -> tuple[str, str]:

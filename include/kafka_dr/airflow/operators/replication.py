@@ -19,9 +19,11 @@ from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowException
 from confluent_kafka import KafkaException
 
+from ... import processes
 from ...clients import error_text
 from ...paths import SPARK_JOBS
 from ...replication import activity, replicators
+from ...replication.liveness import liveness
 from ...state import state_dir
 from ...topology import load_topology
 from .. import topology_path
@@ -30,6 +32,7 @@ from ..hooks.spark_submit import submit_command
 from .spark_job import SparkJobOperator, force_args
 
 MODES = ("bounded", "continuous")
+EXIT_WAIT_S = 10.0  # a replicator that failed at start: from its last owner record to its exit, its reason logged
 REPLICATE_JOB = SPARK_JOBS / "replicate.py"
 
 
@@ -48,6 +51,8 @@ class ReplicationOperator(SparkJobOperator):
         epoch began) before the task fails; the task succeeds as soon as it has
     :param force: filter override of a failback restore, {"cluster", "topic", "from", "to"} (regexes, ISO times):
         copy the records the cycle rule refuses because of a provenance entry matching it
+    :param until_quiet: bounded mode: once at the ends taken at start, copy again what arrived meanwhile until this
+        many seconds pass with nothing new (a catch-up after producers moved away from the source)
     """
 
     template_fields: Sequence[str] = ("flow", "topology")
@@ -62,6 +67,7 @@ class ReplicationOperator(SparkJobOperator):
         application: str = str(REPLICATE_JOB),
         startup_timeout: float = 180.0,
         force: Mapping[str, str | None] | None = None,
+        until_quiet: float = 0.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(application=application, **kwargs)
@@ -72,6 +78,7 @@ class ReplicationOperator(SparkJobOperator):
         self.topology = topology
         self.startup_timeout = startup_timeout
         self.force = dict(force or {})
+        self.until_quiet = until_quiet
 
     def execute(self, context: Context) -> dict[str, Any]:
         path = topology_path(self.topology)
@@ -80,6 +87,8 @@ class ReplicationOperator(SparkJobOperator):
         env = self.cluster_env(topology, (flow.source, flow.target))
         args = ["--topology", str(path), "--flow", flow.name, "--mode", self.mode, *force_args(self.force)]
         if self.mode == "bounded":
+            if self.until_quiet:
+                args += ["--until-quiet", str(self.until_quiet)]
             return self._run_bounded(args, env)
         target = KafkaClusterHook(flow.target, self.kafka_conn_ids.get(flow.target), topology=topology)
         return self._start_continuous(args, env, target.client_config())
@@ -109,8 +118,23 @@ class ReplicationOperator(SparkJobOperator):
         command = submit_command(hook, self.application)
         try:
             since = activity.progress_end(target_config)  # its claim will be appended after this
+            tracked = replicators.status(self.flow)
+            # Started by another worker (another host, PID namespace, container): its target says whether it runs.
+            if tracked is not None and not tracked.here and liveness(self.flow, target_config).running:
+                elsewhere = tracked
+            else:
+                elsewhere = None
         except KafkaException as exc:
             raise AirflowException(f"flow {self.flow}: its target does not answer: {error_text(exc)}") from None
+        if elsewhere is not None:
+            self.log.info("flow %s: replicator already running on %s; not started again", self.flow, elsewhere.host)
+            return {
+                "flow": self.flow,
+                "pid": elsewhere.pid,
+                "log": elsewhere.log,
+                "started_at": elsewhere.started_at,
+                "started": False,
+            }
         replicator, started = replicators.start(self.flow, command, env)
         if not started:
             self.log.info(
@@ -150,6 +174,8 @@ class ReplicationOperator(SparkJobOperator):
                 f"{self.startup_timeout:g} s; see {replicator.log}"
             ) from None
         if not claimed:
+            # Its last owner record comes just before it prints why and exits: the reason is in the log once it ends.
+            processes.wait_gone(processes.tree(replicator.pid), EXIT_WAIT_S)
             raise AirflowException(
                 f"flow {self.flow}: replicator exited during startup: "
                 f"{replicators.last_error(self.flow)}; see {replicator.log}"

@@ -11,7 +11,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout
 
 from ...replication.lag import check_thresholds
 from .. import topology_path
-from ..triggers.replication_lag import ReplicationLagTrigger, replicator_stopped
+from ..triggers.replication_lag import ReplicationLagTrigger
 
 
 class ReplicationLagSensor(BaseSensorOperator):
@@ -74,7 +74,7 @@ class ReplicationLagSensor(BaseSensorOperator):
         lag = trigger.measure()
         ok, self._last_reason = check_thresholds(lag, trigger.max_records, trigger.max_seconds)
         self.log.info("%s", self._last_reason)
-        if not ok and self.check_replicator and (stopped := replicator_stopped(self.flow)):
+        if not ok and self.check_replicator and (stopped := trigger.replicator_stopped()):
             raise AirflowException(f"{self._last_reason}; {stopped}")
         return PokeReturnValue(is_done=ok, xcom_value=lag.to_json() if ok else None)
 

@@ -13,10 +13,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
+from confluent_kafka import KafkaException
 
-from ...clients import ClientConfigError
+from ...clients import ClientConfigError, client_config
 from ...replication import replicators
 from ...replication.lag import FlowLag, LagError, check_thresholds, flow_lag
+from ...replication.liveness import liveness
 from ...topology import TopologyError, load_topology
 from ..hooks.kafka_cluster import flows_environ
 
@@ -26,7 +28,8 @@ class ReplicationLagTrigger(BaseTrigger):
 
     Events: {"status": "success", "lag", "reason"} when within thresholds; {"status": "timeout", "lag",
     "reason"} at `deadline` (epoch seconds); {"status": "error", "message"} when lag cannot be measured,
-    or when `check_replicator` is set and the flow's tracked replicator is no longer running.
+    or when `check_replicator` is set and the flow's replicator started here is no longer running (wherever it
+    runs: liveness.py).
     """
 
     def __init__(
@@ -80,7 +83,7 @@ class ReplicationLagTrigger(BaseTrigger):
             if ok:
                 yield TriggerEvent({"status": "success", "flow": self.flow, "reason": reason, "lag": lag.to_json()})
                 return
-            if self.check_replicator and (stopped := replicator_stopped(self.flow)):
+            if self.check_replicator and (stopped := await asyncio.to_thread(self.replicator_stopped)):
                 yield TriggerEvent({"status": "error", "flow": self.flow, "message": f"{reason}; {stopped}"})
                 return
             if self.deadline is not None and time.time() >= self.deadline:
@@ -96,12 +99,15 @@ class ReplicationLagTrigger(BaseTrigger):
         environ = flows_environ(topology, [self.flow])
         return flow_lag(topology, self.flow, topics=self.topics, timeout=self.lag_timeout, environ=environ)
 
-
-def replicator_stopped(flow: str) -> str | None:
-    """Why the flow's tracked replicator is not running, or None while it runs (or was never started here)."""
-    current = replicators.status(flow)
-    if current is None or current.running:
-        return None
-    if current.stopped_at is not None:
-        return f"its replicator was stopped at {current.stopped_at}"
-    return f"its replicator (pid {current.pid}) exited: {replicators.last_error(flow)}; see {current.log}"
+    def replicator_stopped(self) -> str | None:
+        """Why the flow's replicator, started by this host's DAGs, no longer runs; None while it runs, wherever
+        (its target says so when it runs in another process namespace or host), or when none was started here."""
+        if replicators.status(self.flow) is None:
+            return None
+        topology = load_topology(self.topology)
+        target = topology.cluster(topology.flow(self.flow).target)
+        try:
+            seen = liveness(self.flow, client_config(target, flows_environ(topology, [self.flow])))
+        except KafkaException:  # not known: the next lag measurement fails on the same target if it stays away
+            return None
+        return None if seen.running else seen.detail

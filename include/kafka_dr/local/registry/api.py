@@ -124,11 +124,12 @@ ROUTES = [
     Route("PUT", re.compile(f"/mode/{_SEG}"), "put_mode", "update mode"),
     Route("DELETE", re.compile(f"/mode/{_SEG}"), "delete_mode", "delete mode"),
     Route("GET", re.compile("/contexts"), "contexts"),
+    Route("GET", re.compile("/v1/metadata/id"), "metadata_id"),
     Route("GET", re.compile("/kdr/leader"), "leader_status"),
 ]
 
 
-_NO_STATE = frozenset({"root", "schema_types", "contexts", "leader_status"})  # answer even while loading
+_NO_STATE = frozenset({"root", "schema_types", "contexts", "metadata_id", "leader_status"})  # answer even while loading
 
 
 class RegistryApi:
@@ -393,6 +394,14 @@ class RegistryApi:
 
     def contexts(self, request: Request) -> Any:
         return ["."]
+
+    def metadata_id(self, request: Request) -> Any:
+        """Confluent's cluster metadata: the id of the Kafka cluster whose `_schemas` this registry reads (a redirect
+        waits for the new one: schema_registry.redirect)."""
+        if self.store.cluster_id is None:
+            raise errors.store_error(f"kafkastore {self.store.bootstrap} not reached yet")
+        clusters = {"kafka-cluster": self.store.cluster_id, "schema-registry-cluster": "schema-registry"}
+        return {"scope": {"path": [], "clusters": clusters}}
 
     def leader_status(self, request: Request) -> Any:
         """Non-standard: who leads, for tests, the stack manager and the failover DAG."""

@@ -113,6 +113,7 @@ class KafkaStore:
         self.state = state
         self._error: tuple[float, str] | None = None
         self.loaded = threading.Event()  # set once the log was applied up to its end at startup
+        self.cluster_id: str | None = None  # the kafkastore cluster's id, once reached (GET /v1/metadata/id)
         self._next_offset = 0
         self._applied = threading.Condition()
         self._stop = threading.Event()
@@ -149,6 +150,7 @@ class KafkaStore:
         while not self._stop.is_set():
             try:
                 ensure_topic(admin, self.topic, {"cleanup.policy": "compact"})
+                self.cluster_id = admin.list_topics(self.topic, timeout=10).cluster_id
                 break
             except KafkaException as exc:
                 self._set_error(f"kafkastore {self.bootstrap} unreachable: {exc.args[0].str()}")

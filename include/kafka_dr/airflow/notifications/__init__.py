@@ -1,0 +1,1 @@
+"""Airflow notifiers of kafka-dr (the provider layout's notifications/)."""

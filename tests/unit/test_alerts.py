@@ -1,0 +1,102 @@
+"""kafka_dr.alerts without a network: the Alertmanager-like rules of flow_status (a change fires or resolves, an
+unchanged ERR repeats only after repeat_after, a delivery nobody accepted is tried again), targets checked before
+anything is sent, and URLs shown masked. Targets are small fakes of an Apprise plugin; the real deliveries are
+tests/airflow/test_health_alerts.py's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support.topology import write_topology
+
+from kafka_dr import alerts
+from kafka_dr.alerts import AlertConfigError, Target
+from kafka_dr.health.rules import FlowHealth
+from kafka_dr.topology import Alerts, load_topology
+
+CONFIG = Alerts(urls=("json://fake",), repeat_after_s=3600)
+
+
+class FakePlugin:
+    def __init__(self, accept: bool = True) -> None:
+        self.accept, self.sent = accept, []
+
+    def notify(self, body: str, title: str, notify_type: str) -> bool:
+        self.sent.append((title, notify_type))
+        return self.accept
+
+
+@pytest.fixture(autouse=True)
+def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
+    return tmp_path / "state"
+
+
+def health(status: str, name: str = "out") -> FlowHealth:
+    return FlowHealth(name, status, () if status == "OK" else (f"{status} problem",), ())
+
+
+def test_a_change_fires_an_unchanged_err_repeats_after_repeat_after_and_ok_resolves() -> None:
+    plugin = FakePlugin()
+    to = [Target("alerts.urls[0]", "json://fake", plugin)]
+
+    def titles(status: str, now: float) -> list[str]:
+        return [a["title"] for a in alerts.notify_flow_statuses(CONFIG, [health(status)], to, now)]
+
+    assert titles("OK", 0) == []  # a first OK is no news
+    assert titles("WARN", 10) == ["kafka-dr flow_status out: WARN"]
+    assert titles("WARN", 20) == []  # unchanged WARN: never repeated
+    assert titles("ERR", 30) == ["kafka-dr flow_status out: ERR"]
+    assert titles("ERR", 30 + 3599) == []
+    assert titles("ERR", 30 + 3600) == ["kafka-dr flow_status out: ERR (still)"]
+    assert titles("ERR", 30 + 3700) == []  # the repeat restarted the clock
+    assert titles("OK", 4000) == ["kafka-dr flow_status out: OK again (was ERR)"]
+    assert titles("OK", 5000) == []
+    assert [kind for _, kind in plugin.sent] == ["failure", "failure", "failure", "success"]
+
+
+def test_a_delivery_nobody_accepted_is_tried_again_and_one_flow_does_not_hide_another() -> None:
+    down, up = FakePlugin(accept=False), FakePlugin()
+    refused = alerts.notify_flow_statuses(CONFIG, [health("ERR")], [Target("alerts.urls[0]", "x", down)], 0)
+    assert [t["accepted"] for t in refused[0]["targets"]] == [False]
+    to = [Target("alerts.urls[0]", "x", down), Target("alerts.urls[1]", "y", up)]
+    again = alerts.notify_flow_statuses(CONFIG, [health("ERR"), health("ERR", "back")], to, 60)
+    assert [(a["subject"], [t["accepted"] for t in a["targets"]]) for a in again] == [
+        ("out", [False, True]),
+        ("back", [False, True]),
+    ]
+    assert alerts.notify_flow_statuses(CONFIG, [health("ERR"), health("ERR", "back")], to, 120) == []
+
+
+def test_events_not_listed_are_not_sent() -> None:
+    plugin = FakePlugin()
+    to = [Target("alerts.urls[0]", "x", plugin)]
+    only_reports = Alerts(urls=("json://fake",), on=("dr_report",))
+    assert alerts.notify_flow_statuses(only_reports, [health("ERR")], to) == []
+    alert = alerts.Alert("dag_failed", "dr_failover", alerts.FIRING, "kafka-dr dag_failed dr_failover", "x")
+    assert alerts.notify(only_reports, alert, to) == [] and plugin.sent == []
+
+
+def test_targets_take_variables_from_the_environment_and_show_no_secret() -> None:
+    config = Alerts(
+        urls=(
+            "json://bot:${HOOK}@127.0.0.1:9/kdr",
+            "mailto://127.0.0.1:25?user=u&pass=${PW}&from=kdr@example.com&to=oncall@example.com",
+        )
+    )
+    found = alerts.targets(config, {"HOOK": "t0ken-x", "PW": "pass-y"})
+    assert [t.key for t in found] == ["alerts.urls[0]", "alerts.urls[1]"]
+    assert all("t0ken-x" not in t.shown and "pass-y" not in t.shown for t in found), [t.shown for t in found]
+    with pytest.raises(AlertConfigError, match=r"^alerts.urls\[1\]: \$\{PW\} is not set \(environment or connect"):
+        alerts.targets(config, {"HOOK": "t0ken-x"})
+    with pytest.raises(AlertConfigError, match=r"^alerts.urls\[0\]: not a URL Apprise can send to \(scheme 'nosuch'"):
+        alerts.targets(Alerts(urls=("nosuch://127.0.0.1/x",)), {})
+
+
+def test_the_topology_section(tmp_path: Path) -> None:
+    text = "alerts:\n  urls: ['json://127.0.0.1:9099/kdr']\n  on: [flow_status, dr_report]\n  repeat_after: 30m\n"
+    topology = load_topology(write_topology(tmp_path / "t.yaml", {"dc1": "127.0.0.1:1"}, extra=text))
+    assert topology.alerts == Alerts(("json://127.0.0.1:9099/kdr",), ("flow_status", "dr_report"), 1800.0)
+    plain = load_topology(write_topology(tmp_path / "u.yaml", {"dc1": "127.0.0.1:1"}))
+    assert plain.alerts.urls == () and plain.alerts.repeat_after_s == 3600 and len(plain.alerts.on) == 4
