@@ -77,7 +77,8 @@ demo: venv
 
 test: lint
 	$(BYTECODE)
-	$(BIN)/python -m pytest -n 3 --dist loadfile tests  # a file at a time to whichever worker is free, longest first: tests/conftest.py
+	@# A file at a time to whichever worker is free, longest first (tests/conftest.py); the 25 slowest tests listed.
+	$(BIN)/python -m pytest -n 3 --dist loadfile --durations=25 tests
 
 # tests/durations.json anew from a whole run of make test: the seconds per test file by which it orders its files.
 durations: export KDR_WRITE_DURATIONS := tests/durations.json

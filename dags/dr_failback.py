@@ -55,13 +55,12 @@ with DAG(
     params={
         "topology": topology_param(),
         "restored_cluster": cluster_param(
-            CLUSTERS, CLUSTERS[0], "Restored cluster", "The datacenter coming back (the one a failover left)."
+            CLUSTERS, "Restored cluster", "The datacenter coming back (the one a failover left)."
         ),
         "serving_cluster": cluster_param(
-            CLUSTERS, CLUSTERS[-1], "Serving cluster", "The datacenter clients use now (the failover's target)."
+            CLUSTERS, "Serving cluster", "The datacenter clients use now (the failover's target)."
         ),
         "mode": Param(
-            "data_kept",
             type="string",
             enum=["data_kept", "data_lost"],
             title="Mode",

@@ -43,18 +43,15 @@ with DAG(
         "topology": topology_param(),
         "failed_cluster": cluster_param(
             CLUSTERS,
-            CLUSTERS[0],
             "Failed cluster",
             "The datacenter that is lost (disaster) or being evacuated (planned).",
         ),
         "target_cluster": cluster_param(
             CLUSTERS,
-            CLUSTERS[-1],
             "Target cluster",
             "The datacenter that takes over; a flow must replicate the failed cluster into it.",
         ),
         "mode": Param(
-            "disaster",
             type="string",
             enum=["planned", "disaster"],
             title="Mode",

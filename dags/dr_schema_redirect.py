@@ -25,13 +25,13 @@ with DAG(
     params={
         "topology": topology_param(),
         "registry_cluster": cluster_param(
-            CLUSTERS, CLUSTERS[-1], "Registry to restart", "The datacenter whose schema registry is redirected."
+            CLUSTERS, "Registry to restart", "The datacenter whose schema registry is redirected.", CLUSTERS[-1]
         ),
         "store_cluster": cluster_param(
             CLUSTERS,
-            CLUSTERS[-1],
             "Schema store cluster",
             "The cluster whose `_schemas` topic the registry uses (kafkastore.bootstrap.servers).",
+            CLUSTERS[-1],
         ),
         "leader_eligible": Param(
             True,

@@ -15,6 +15,14 @@ def choice(name: str, value: Any, allowed: Iterable[str]) -> str:
     return value
 
 
+def required(**params: Any) -> None:
+    """Every one of `params` chosen: a DR switch has no defaults, so a run whose conf leaves one empty (REST, CLI or a
+    cleared run of an older DAG version) fails naming them all; else ValueError with one line."""
+    missing = [name for name, value in params.items() if value is None or value == ""]
+    if missing:
+        raise ValueError(f"param{'s' if len(missing) > 1 else ''} {', '.join(missing)}: required, no default")
+
+
 def fields_of(data: Any, what: str, *required: str) -> Mapping[str, Any]:
     """`data` as a mapping holding every `required` key; else ValueError naming `what` and the keys missing."""
     if not isinstance(data, Mapping):

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 import os
 from pathlib import Path
 
 import pendulum
 import pytest
 from airflow.dag_processing.dagbag import DagBag
+from airflow.sdk.exceptions import ParamValidationError
 
 DESIGN_DAG_IDS = {
     "dr_bringup",
@@ -104,3 +106,27 @@ def test_trigger_forms_explain_themselves_and_validate_first(dagbag: DagBag, dag
     if dag_id == "dr_failover":
         assert dag.params.get_param("mode").schema["enum"] == ["planned", "disaster"]
         assert set(dag.params.get_param("failed_cluster").schema["enum"]) == {"dc1", "dc2"}
+
+
+@pytest.mark.parametrize(
+    "dag_id, switch",
+    [
+        ("dr_failover", {"failed_cluster": "dc1", "target_cluster": "dc2", "mode": "planned"}),
+        ("dr_failback", {"restored_cluster": "dc1", "serving_cluster": "dc2", "mode": "data_kept"}),
+    ],
+)
+def test_a_dr_switch_has_no_defaults_and_a_trigger_without_them_is_refused(
+    dagbag: DagBag, dag_id: str, switch: dict[str, str]
+) -> None:
+    """The form requires the clusters and the mode; a trigger that leaves one out is refused by Airflow's check of
+    the conf (the REST API's 400), before any run exists."""
+    dag = dagbag.dags[dag_id]
+    assert not any(dag.params.get_param(name).has_value for name in switch)
+    for left_out in switch:
+        params = copy.deepcopy(dag.params)
+        params.update({name: value for name, value in switch.items() if name != left_out})
+        with pytest.raises(ParamValidationError, match=f"^Invalid input for param {left_out}: No value passed"):
+            params.validate()
+    params = copy.deepcopy(dag.params)
+    params.update(switch)
+    assert params.validate()[next(iter(switch))] == "dc1"  # those chosen, the rest may keep their defaults

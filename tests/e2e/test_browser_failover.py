@@ -5,7 +5,8 @@ and triggerer run it; the Kafka DR page then shows the run's RPO and RTO.
 dr_bringup starts replication first, through the REST API (it is not what is tested here). A dr_replication_health
 run follows, and a real Prometheus (Debian's binary, the repository's scrape config and rules) scrapes its
 evaluation from the api-server's /kafka-dr/metrics with the token `kafka-dr airflow up` made. Then dc2 is lost and a
-disaster failover, dc2 -> dc1, is triggered from the form, which changes every select of the form from its default.
+disaster failover, dc2 -> dc1, is triggered from the form: first refused with no cluster and no mode chosen (they
+have no defaults), then with each select chosen.
 A planned failover's lag gate deferring to a real triggerer is shown by tests/airflow/test_dags_across_processes.py,
 with every task in its own process; its steps by the dag.test() drills. The screenshots are in the test's
 tmp_path/screenshots (the path is printed; pytest keeps the tmp_path of its last three runs).
@@ -220,6 +221,9 @@ def trigger_failover(ui: AirflowUi, api: AirflowApi, topology: Path, failed: str
     known = {run["dag_run_id"] for run in api.runs("dr_failover")}
     ui.open_trigger_form("dr_failover")
     ui.fill_text("topology", str(topology))
+    # No cluster and no mode chosen: the form refuses to trigger (a DR switch has no defaults), and no run exists.
+    assert ui.trigger_refused("empty-form-refused"), "the form triggered a failover with nothing chosen"
+    assert {run["dag_run_id"] for run in api.runs("dr_failover")} == known
     ui.choose("failed_cluster", "Failed cluster", failed)
     ui.choose("target_cluster", "Target cluster", target)
     ui.choose("mode", "Mode", mode)

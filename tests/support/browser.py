@@ -165,6 +165,16 @@ class AirflowUi:
         fields = self.driver.find_elements(By.XPATH, "//*[@role='dialog']//input[starts-with(@name, 'element_')]")
         return {field.get_attribute("name").removeprefix("element_"): field.get_attribute("value") for field in fields}
 
+    def trigger_refused(self, name: str) -> bool:
+        """The open form's Trigger button, pressed if it is enabled: True when the form stays open (a form with a
+        required param left empty is not submitted). A screenshot either way."""
+        button = self.driver.find_element(By.CSS_SELECTOR, "button[data-testid='trigger-dag-submit']")
+        if button.is_enabled():
+            button.click()
+            time.sleep(2)  # a submitted form closes its dialog at once
+        self.screenshot(name)
+        return bool(self.driver.find_elements(By.CSS_SELECTOR, "button[data-testid='trigger-dag-submit']"))
+
     def submit_trigger(self, name: str) -> None:
         """A screenshot of the filled form (its lower part, with the Trigger button), then the button."""
         button = self.driver.find_element(By.CSS_SELECTOR, "button[data-testid='trigger-dag-submit']")

@@ -37,8 +37,11 @@ def flows_param(what: str) -> Param:
     return Param([], type="array", items={"type": "string"}, title="Flows", description=f"{what}; empty: every flow.")
 
 
-def cluster_param(clusters: list[str], default: str, title: str, description: str) -> Param:
-    """One of the topology's clusters (`form_clusters`), chosen from a list in the trigger form."""
+def cluster_param(clusters: list[str], title: str, description: str, default: str | None = None) -> Param:
+    """One of the topology's clusters (`form_clusters`), chosen from a list in the trigger form. Without `default`
+    the form requires a choice and Airflow refuses a trigger that leaves it out (a DR switch has no defaults)."""
+    if default is None:
+        return Param(type="string", enum=clusters, title=title, description=description)
     return Param(default, type="string", enum=clusters, title=title, description=description)
 
 

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from ..failover.plan import FailoverPlan
-from ..plans import choice, fields_of
+from ..plans import choice, fields_of, required
 from ..topology import Topology
 
 MODES = ("data_kept", "data_lost")
@@ -40,6 +40,7 @@ class FailbackPlan:
     def check(topo: Topology, restored: Any, serving: Any, mode: Any, unreplicated: Any) -> None:
         """TopologyError or ValueError with one line when a cluster is unknown, both are one, the mode or action is
         not one of MODES / ACTIONS, or no flow links the two clusters either way."""
+        required(restored_cluster=restored, serving_cluster=serving, mode=mode)
         topo.cluster(str(restored))
         topo.cluster(str(serving))
         if restored == serving:

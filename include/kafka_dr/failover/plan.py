@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..plans import choice, fields_of
+from ..plans import choice, fields_of, required
 from ..topology import Topology
 from ..translation.offsets import parse_reset_time
 
@@ -46,6 +46,7 @@ class FailoverPlan:
         """The plan of a failover of `topo` from `failed` to `target`; TopologyError or ValueError with one line
         when a cluster is unknown, both are one, the mode or reset time is bad or no flow replicates failed into
         target."""
+        required(failed_cluster=failed, target_cluster=target, mode=mode)
         topo.cluster(str(failed))
         topo.cluster(str(target))
         if failed == target:

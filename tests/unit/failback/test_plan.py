@@ -44,6 +44,11 @@ def plan(topo: Topology, mode: str = "data_kept") -> FailbackPlan:
         (("dc1", "dc2", "kept", "report"), ValueError, "param mode: must be one of data_kept, data_lost, got 'kept'"),
         (("dc1", "dc2", "data_kept", "drop"), ValueError, "param unreplicated: must be one of report, republish, disc"),
         (("dc1", "dc3", "data_kept", "report"), ValueError, "no flow between dc1 and dc3 either way"),
+        (
+            (None, "", None, "report"),
+            ValueError,
+            "^params restored_cluster, serving_cluster, mode: required, no default$",
+        ),
     ],
 )
 def test_a_bad_failback_is_refused_with_one_line(

@@ -58,6 +58,8 @@ def test_the_plan_fails_over_the_flows_into_the_target_and_stops_every_flow_of_t
         (("dc1", "dc1", "planned"), ValueError, "params failed_cluster and target_cluster are both 'dc1'"),
         (("dc1", "dc2", "sudden"), ValueError, "param mode: must be one of planned, disaster, got 'sudden'"),
         (("dc2", "dc3", "planned"), ValueError, "no flow replicates dc2 into dc3: there is nothing to fail over to"),
+        (("dc1", "dc2", None), ValueError, "^param mode: required, no default$"),
+        ((None, "", "planned"), ValueError, "^params failed_cluster, target_cluster: required, no default$"),
     ],
 )
 def test_a_bad_failover_is_refused_with_one_line(
