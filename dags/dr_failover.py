@@ -1,6 +1,7 @@
 """dr_failover: move clients, consumer offsets and the schema registry from a failed datacenter to another.
 
-validate params -> (planned: switch producers -> lag 0 on every flow failed -> target) -> stop replication
+validate params -> preview (what the run would do, changing nothing; a dry run ends with it as the report)
+-> (planned: switch producers -> lag 0 on every flow failed -> target) -> stop replication
 from and into the failed cluster -> translate and apply consumer offsets (disaster: from the checkpoints
 kept in the target) -> schema redirect -> switch consumers -> verify -> report (RPO, RTO, groups, registry,
 timings) in .kafka-dr/reports/. The first task checks every param; a bad one fails the run there, with
@@ -17,11 +18,13 @@ from kafka_dr.airflow.failover import (
     choose_mode,
     failover_report,
     flows_to_drain,
+    preview_failover,
     redirect_schema_registry,
     stop_replication,
     switch_consumers,
     switch_producers,
     translation_kwargs,
+    unless_dry_run,
     validate_failover,
     verify_failover,
 )
@@ -68,6 +71,13 @@ with DAG(
             title="Consumer groups",
             description="Regex (full match) of the groups to move, within each flow's groups filter.",
         ),
+        "dry_run": Param(
+            False,
+            type="boolean",
+            title="Dry run",
+            description="Preview only: compute the plan (lag, RPO estimate, replicators, offsets, registry and "
+            "client moves), write it as the report and change nothing.",
+        ),
         "reset_to_datetime": Param(
             None,
             type=["null", "string"],
@@ -79,6 +89,7 @@ with DAG(
     },
 ):
     plan = validate_failover()
+    previewed = preview_failover(plan)
     mode = choose_mode(plan)
     producers = switch_producers(plan)
     drain = flows_to_drain(plan)
@@ -95,6 +106,7 @@ with DAG(
     verified = verify_failover(plan, translated.output)
     report = failover_report(
         plan,
+        previewed,
         {
             "stop_replication": stopped,
             "translations": translated.output,
@@ -103,6 +115,6 @@ with DAG(
             "verify": verified,
         },
     )
-    chain(plan, mode, [producers, disaster])
+    chain(plan, previewed, unless_dry_run(plan), mode, [producers, disaster])
     chain(producers, drain, drained, stopped)
     chain(disaster, stopped, translated, registry, consumers, verified, report)

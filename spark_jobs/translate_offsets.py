@@ -34,12 +34,12 @@ from kafka_dr.clients import client_config
 from kafka_dr.spark.job import BadInput, job_main
 from kafka_dr.spark.session import SparkStart
 from kafka_dr.topology import Flow, Topology
-from kafka_dr.translation.checkpoints import checkpoint_groups, load_checkpoints
-from kafka_dr.translation.groups import apply_offsets, select_groups
+from kafka_dr.translation.checkpoints import checkpoint_groups, checkpointed_groups
+from kafka_dr.translation.groups import apply_offsets
 from kafka_dr.translation.offsets import (
     PartitionRequest,
     Translated,
-    offsets_for_times,
+    offsets_at_time,
     parse_reset_time,
     translate_partition,
 )
@@ -99,9 +99,7 @@ def run(
     target_admin = AdminClient(target_config)
     summary: dict[str, Any] = {"flow": flow.name, "status": "done", "error": None}
     if args.from_checkpoints:
-        checkpoints, at_ms = load_checkpoints(target_config, flow.name)
-        selected = set(select_groups(checkpoints, flow, topology, pattern))
-        groups = {g: ts for g, ts in checkpoints.items() if g in selected}
+        groups, at_ms = checkpointed_groups(topology, flow, pattern)
         summary.update(origin="checkpoints", checkpoint_at_ms=at_ms)
     else:
         assert spark is not None, "_start gives a Spark context whenever the source is read"
@@ -116,7 +114,7 @@ def run(
         summary["origin"],
     )
     if reset_ms is not None:
-        groups = reset_to_datetime(target_config, target_admin, groups, reset_ms)
+        groups = offsets_at_time(target_config, target_admin, groups, reset_ms)
         summary["reset_to_ms"] = reset_ms
     summary["groups"] = {g: [t.to_dict() for t in ts] for g, ts in groups.items()}
     summary["group_count"] = len(groups)
@@ -167,29 +165,6 @@ def translate_beside_spark(
         translated += spark_context.parallelize(list(pending), slices).flatMap(translate_partition).collect()
         translated_by["spark_tasks"] += len(pending)
     return translated
-
-
-def reset_to_datetime(
-    target_config: dict[str, Any], admin: AdminClient, groups: dict[str, list[Translated]], reset_ms: int
-) -> dict[str, list[Translated]]:
-    """Each group's target offsets at `reset_ms` in every partition of its destination topics."""
-    topics = sorted({t.dest_topic for ts in groups.values() for t in ts})
-    metadata = admin.list_topics(timeout=TIMEOUT_S).topics
-    at_time = {
-        topic: offsets_for_times(target_config, topic, {p: reset_ms for p in metadata[topic].partitions})
-        for topic in topics
-        if topic in metadata
-    }
-    reset: dict[str, list[Translated]] = {}
-    for group, translations in groups.items():
-        sources = {t.dest_topic: t.topic for t in translations}
-        reset[group] = [
-            Translated(sources[dest], partition, -1, dest, offset, "datetime")
-            for dest in sorted(sources)
-            if dest in at_time
-            for partition, offset in sorted(at_time[dest].items())
-        ]
-    return reset
 
 
 def main(argv: list[str] | None = None) -> int:

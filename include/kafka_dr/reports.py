@@ -88,7 +88,8 @@ def _failover(body: Mapping[str, Any]) -> dict[str, Any]:
     rpo = body["rpo"]
     exact = rpo.get("exact_after_failback")
     return {
-        "title": f"{body['failed_cluster']} -> {body['target_cluster']} ({body['mode']})",
+        "title": f"{body['failed_cluster']} -> {body['target_cluster']} ({body['mode']}"
+        + (", dry run)" if body.get("dry_run") else ")"),
         "started": body.get("run_started"),
         "rpo_records": _number(rpo.get("records")),
         "rpo_exact": bool(rpo.get("exact")),

@@ -130,3 +130,14 @@ def test_a_dr_switch_has_no_defaults_and_a_trigger_without_them_is_refused(
     params = copy.deepcopy(dag.params)
     params.update(switch)
     assert params.validate()[next(iter(switch))] == "dc1"  # those chosen, the rest may keep their defaults
+
+
+def test_dr_failover_previews_before_anything_changes_and_a_dry_run_ends_there(dagbag: DagBag) -> None:
+    dag = dagbag.dags["dr_failover"]
+    assert dag.params["dry_run"] is False
+    assert dag.task_dict["preview"].upstream_task_ids == {"validate_failover"}
+    assert dag.task_dict["unless_dry_run"].upstream_task_ids == {"validate_failover", "preview"}
+    assert dag.task_dict["unless_dry_run"].ignore_downstream_trigger_rules  # skips even none_failed_* tasks
+    after = dag.task_dict["unless_dry_run"].get_flat_relative_ids(upstream=False)
+    changing = {"switch_producers", "stop_replication", "translate_offsets", "redirect_schema_registry"}
+    assert changing | {"switch_consumers", "failover_report"} <= after

@@ -1,5 +1,6 @@
 """dr_failover end to end with dag.test() on an embedded stack of its own (dc1 is lost in the disaster test):
-the white paper's example, bad params that change nothing, and dr_schema_redirect's new ids.
+the white paper's example, dry runs whose preview is right and that change nothing, bad params that change nothing, and
+dr_schema_redirect's new ids.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from support.drills import (
     committed,
     copy_flow,
     fail_over,
+    observable,
     produce,
     read_rest,
     run_job,
@@ -38,11 +40,24 @@ from kafka_dr.replication.fencing import ClaimRenewal, FlowClaim
 from kafka_dr.replication.internal import PROGRESS, ensure_internal_topics, latest_value, owner_key
 from kafka_dr.replication.provenance import hops
 from kafka_dr.spark.submit import spark_env, spark_submit_command
+from kafka_dr.state import report_path
 from kafka_dr.topology import load_topology
 from kafka_dr.translation.group_offsets import LIVE, translated_offsets
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.usefixtures("jobs_in_process")]
 LOCAL = 7  # records dc2 holds of its own before the copies: a translator that kept dc1's offsets would be caught
+# What a dry run must not start: every step after the preview that changes something.
+CHANGING_STEPS = (
+    "switch_producers",
+    "lag_zero",
+    "disaster_path",
+    "stop_replication",
+    "translate_offsets",
+    "redirect_schema_registry",
+    "switch_consumers",
+    "verify_failover",
+    "failover_report",  # the preview wrote the dry run's
+)
 USER_SCHEMA = json.dumps({"type": "record", "name": "User", "fields": [{"name": "name", "type": "string"}]})
 
 
@@ -93,12 +108,29 @@ def test_planned_failover_loses_nothing_and_consumers_resume_without_duplicates(
     replicators.start("wp-dc1-to-dc2", command, env=spark_env())
     produce(dc1.broker_address, "payments", 5_000, 100)  # still arriving when the failover starts
 
+    # A dry run: the replicator keeps running, no alias moves, no group offset changes on either side.
+    moved_by_nobody = ({s.alias: s.active for s in client_switch.states(load_topology(topology))}, _ledger(own_stack))
+    dry = fail_over(dags, topology, "planned", groups=".*", dry_run=True)
+    states = states_of(dry)
+    assert dry.state == DagRunState.SUCCESS, states
+    assert {t: str(states[t]) for t in CHANGING_STEPS} == dict.fromkeys(CHANGING_STEPS, "skipped")
+    assert replicators.is_running("wp-dc1-to-dc2")
+    assert (
+        {s.alias: s.active for s in client_switch.states(load_topology(topology))},
+        _ledger(own_stack),
+    ) == moved_by_nobody
+    preview = json.loads(report_path("dr_failover", dry.run_id).read_text())["preview"]
+    assert preview["replicators"]["wp-dc1-to-dc2"].startswith("stops: pid "), preview["replicators"]
+    assert preview["clients"] == {"producers_first": ["orders-producer"], "moved": ["billing"]}
+    assert preview["rpo_estimate"]["records"] == 0 and preview["groups"]["origin"] == "source"
+    assert list(preview["groups"]["offsets"]["wp-dc1-to-dc2"]) == ["ledger"]
+
     run = fail_over(dags, topology, "planned", groups=".*")
     states = states_of(run)
     assert run.state == DagRunState.SUCCESS, states
     assert states["lag_zero"] == TaskInstanceState.SUCCESS and states["disaster_path"] == TaskInstanceState.SKIPPED
     assert not replicators.is_running("wp-dc1-to-dc2")
-    report = json.loads(next((state / "reports").glob("dr_failover-*.json")).read_text())
+    report = json.loads(report_path("dr_failover", run.run_id).read_text())
     assert report["rpo"] == {**report["rpo"], "records": 0, "exact": True}
     assert report["clients"]["producers_first"] == ["orders-producer"] and report["clients"]["moved"] == ["billing"]
     assert report["schema_registry"]["skipped"].startswith("the primary registry is not set")
@@ -186,6 +218,30 @@ def test_white_paper_disaster_failover(dags, own_stack, state, tmp_path):
     assert [(p.topic, p.partition, p.offset) for p in live.partitions] == [("orders", 0, resume)]
     own_stack.stop("dc1")  # the disaster
 
+    # A dry run first: its preview says what the failover will do, and nothing observable changes.
+    before = observable(own_stack, topology, ("dc2",))
+    dry = fail_over(dags, topology, "disaster", groups="billing", dry_run=True)
+    states = states_of(dry)
+    assert dry.state == DagRunState.SUCCESS, states
+    assert {t: str(states[t]) for t in CHANGING_STEPS} == dict.fromkeys(CHANGING_STEPS, "skipped")
+    assert observable(own_stack, topology, ("dc2",)) == before
+    dry_report = json.loads(report_path("dr_failover", dry.run_id).read_text())
+    preview = dry_report["preview"]
+    assert dry_report["dry_run"] is True and dry_report["rto_seconds"] is None and dry_report["rpo"]["records"] == 2
+    assert preview["groups"]["offsets"] == {
+        "wp-dc1-to-dc2": {"billing": [{"topic": "orders", "partition": 0, "offset": resume}]}
+    }
+    assert preview["groups"]["origin"] == "checkpoints" and preview["schema_registry"] == {
+        "leader": "dc2",
+        "follower": "dc1",
+    }
+    assert preview["clients"] == {"producers_first": [], "moved": ["orders-producer", "billing"]}
+    assert preview["replicators"]["wp-dc1-to-dc2"].startswith("not running"), preview["replicators"]
+    assert (
+        "groups: 1 (1 partitions, offsets from checkpoints)"
+        in report_path("dr_failover", dry.run_id).with_suffix(".md").read_text()
+    )
+
     run = fail_over(dags, topology, "disaster", groups="billing")
     states = states_of(run)
     assert run.state == DagRunState.SUCCESS, states
@@ -214,8 +270,9 @@ def test_white_paper_disaster_failover(dags, own_stack, state, tmp_path):
         ("orders", 0, resume)
     ]
     assert read_rest(dc2.broker_address, "billing", "orders") == list(range(8_000, 9_998))
-    report_file = next((state / "reports").glob("dr_failover-*.json"))
+    report_file = report_path("dr_failover", run.run_id)
     report = json.loads(report_file.read_text())
+    assert report["dry_run"] is False and report["preview"]["groups"]["offsets"] == preview["groups"]["offsets"]
     print(f"disaster failover RTO {report['rto_seconds']} s, steps: {json.dumps(report.get('steps'))}")
     assert report["rpo"]["records"] == 2 and report["rpo"]["per_topic"] == {"orders": 2, "_schemas": 0}
     assert report["rpo"]["exact"] is False  # dc1 is gone: the last lag measurement, kept in dc2
@@ -236,6 +293,10 @@ def test_white_paper_disaster_failover(dags, own_stack, state, tmp_path):
     assert int.from_bytes(payload[1:5], "big") > redirected["primary"]["probe_id"] - 1
     assert AvroDeserializer(registry2)(payload, ctx) == {"name": "ann", "age": 3}
     assert httpx.get(f"{dc2.registry_url}/subjects").status_code == 200
+
+
+def _ledger(stack) -> list[dict]:
+    return [committed(stack.config.dc(dc).broker_address, "ledger") for dc in ("dc1", "dc2")]
 
 
 def _schema():

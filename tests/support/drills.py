@@ -14,8 +14,10 @@ from typing import Any
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, Message
 from confluent_kafka.admin import AdminClient
 
+from kafka_dr import client_switch
 from kafka_dr.clients import read_committed
 from kafka_dr.local.stack import LocalStack
+from kafka_dr.replication import replicators
 from kafka_dr.replication.copier import close_clients, copy_ranges
 from kafka_dr.replication.planner import FlowContext
 from kafka_dr.replication.provenance import hops
@@ -63,7 +65,7 @@ def read_rest(bootstrap: str, group: str, topic: str) -> list[int]:
     return [hops(message.headers())[-1].offset for message in _read_group(bootstrap, group, topic)]
 
 
-def fail_over(dags: dict[str, Any], topology: Path, mode: str, groups: str) -> Any:
+def fail_over(dags: dict[str, Any], topology: Path, mode: str, groups: str, dry_run: bool = False) -> Any:
     """dr_failover from dc1 to dc2 with every param given: dag.test() keeps params of an earlier run's conf."""
     return dags["dr_failover"].test(
         run_conf={
@@ -73,8 +75,27 @@ def fail_over(dags: dict[str, Any], topology: Path, mode: str, groups: str) -> A
             "mode": mode,
             "groups": groups,
             "reset_to_datetime": None,
+            "dry_run": dry_run,
         }
     )
+
+
+def observable(local: LocalStack, topology: Path, clusters: tuple[str, ...]) -> dict[str, Any]:
+    """Everything a failover may change, as it is now: in each of `clusters` every partition's end (the registries'
+    own topics aside) and every group's committed offsets; the registries' roles as the stack records them; where
+    each client alias points; which flows' replicators run."""
+    loaded = load_topology(topology)
+    seen: dict[str, Any] = {
+        "registries": {dc: LocalStack(local.data_dir).config.dc(dc) for dc in ("dc1", "dc2")},  # store, eligibility
+        "aliases": {s.alias: s.active for s in client_switch.states(loaded)},
+        "replicators": {flow.name: replicators.is_running(flow.name) for flow in loaded.flows},
+    }
+    for name in clusters:
+        bootstrap = local.config.dc(name).broker_address
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        groups = sorted(g.group_id for g in admin.list_consumer_groups().result(30).valid)
+        seen[name] = {"ends": high_watermarks(bootstrap), "groups": {g: committed(bootstrap, g) for g in groups}}
+    return seen
 
 
 def states_of(run: Any) -> dict[str, Any]:

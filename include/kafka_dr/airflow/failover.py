@@ -10,13 +10,14 @@ nothing.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from airflow.sdk import get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 
 from ..clients import ClientConfigError
-from ..failover import report, stop, verify
+from ..failover import preview, report, stop, verify
 from ..failover.plan import FailoverPlan, FailoverRun
 from ..failover.rpo import lag_readings
 from ..failover.switch import EVERY_ROLE, PRODUCERS, move_reason, moved_by, switch_clients
@@ -29,6 +30,8 @@ from .common import groups_param, timed, write_report
 from .hooks.alerts import alert_targets, send_report_alert
 from .hooks.kafka_cluster import ClusterUnreachable, KafkaClusterHook, flows_environ
 from .hooks.schema_registry import load_registry_credentials
+
+log = logging.getLogger(__name__)
 
 
 @task
@@ -48,6 +51,7 @@ def validate_failover(params: dict[str, Any] | None = None) -> dict[str, Any]:
             params.get("mode"),
             groups_param(params),
             params.get("reset_to_datetime") or None,
+            params.get("dry_run", False),
         )
         for cluster in (plan.failed, plan.target):
             KafkaClusterHook(cluster, topology=topo).security_settings()
@@ -61,6 +65,38 @@ def validate_failover(params: dict[str, Any] | None = None) -> dict[str, Any]:
     except (TopologyError, ClientConfigError, ValueError) as exc:
         raise AirflowFailException(str(exc)) from None
     return plan.to_dict()
+
+
+@task(task_id="preview")
+@timed
+def preview_failover(plan: dict[str, Any]) -> dict[str, Any]:
+    """What the run would do, changing nothing (kafka_dr.failover.preview): lag and RPO estimate, the replicators that
+    stop, the groups' offsets, the registry and client moves. Logged as its Markdown page; a dry run's report."""
+    failover = FailoverPlan.from_dict(plan)
+    topo = load_topology(failover.topology)
+    try:
+        previewed = preview.preview_failover(
+            failover, topo, lambda cluster: _config(topo, cluster), flows_environ(topo, failover.flows)
+        )
+    except ValueError as exc:
+        raise AirflowFailException(str(exc)) from None
+    page = preview.preview_page(previewed)
+    log.info("preview:\n%s", page)
+    if failover.dry_run:
+        context = get_current_context()
+        dag_id, run_id = context["dag"].dag_id, context["run_id"]
+        body = report.dry_run_report(
+            failover, previewed, dag_id=dag_id, run_id=run_id, run_started=context["dag_run"].start_date
+        )
+        write_report(dag_id, run_id, body, page)
+    return previewed
+
+
+@task.short_circuit(ignore_downstream_trigger_rules=True)
+def unless_dry_run(plan: dict[str, Any]) -> bool:
+    """A dry run ends with its preview: every later task is skipped, whatever its trigger rule (those that run
+    after skipped paths would otherwise start)."""
+    return not FailoverPlan.from_dict(plan).dry_run
 
 
 @task
@@ -148,10 +184,10 @@ def verify_failover(plan: dict[str, Any], translations: list[dict[str, Any]]) ->
 
 
 @task(trigger_rule="none_failed_min_one_success")
-def failover_report(plan: dict[str, Any], results: dict[str, Any]) -> dict[str, Any]:
+def failover_report(plan: dict[str, Any], previewed: dict[str, Any], results: dict[str, Any]) -> dict[str, Any]:
     """RPO, RTO, groups translated and skipped, registry state and every step's timing, as JSON and as a
-    readable page in STATE_DIR/reports/: gathered here, built by kafka_dr.failover.report. `results`: the later
-    tasks' results under FailoverRun's field names."""
+    readable page in STATE_DIR/reports/: gathered here, built by kafka_dr.failover.report, with the preview.
+    `results`: the later tasks' results under FailoverRun's field names."""
     context = get_current_context()
     dag_id, run_id = context["dag"].dag_id, context["run_id"]
     failover = FailoverPlan.from_dict(plan)
@@ -171,6 +207,7 @@ def failover_report(plan: dict[str, Any], results: dict[str, Any]) -> dict[str, 
         run_id=run_id,
         run_started=context["dag_run"].start_date,
         producers_first=moved_by(move_reason(dag_id, run_id, "planned", "switch_producers")),
+        previewed=previewed,
     )
     written = write_report(dag_id, run_id, body, report.failover_page(body))
     send_report_alert(topo, dag_id, run_id, written)

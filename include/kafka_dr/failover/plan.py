@@ -31,6 +31,7 @@ class FailoverPlan:
     reset_to_datetime: str | None = None
     home: str | None = None
     step: Mapping[str, Any] | None = None
+    dry_run: bool = False
 
     @classmethod
     def build(
@@ -42,6 +43,7 @@ class FailoverPlan:
         mode: str,
         groups: str,
         reset_to_datetime: str | None = None,
+        dry_run: Any = False,
     ) -> FailoverPlan:
         """The plan of a failover of `topo` from `failed` to `target`; TopologyError or ValueError with one line
         when a cluster is unknown, both are one, the mode or reset time is bad or no flow replicates failed into
@@ -54,11 +56,13 @@ class FailoverPlan:
         choice("mode", mode, MODES)
         if reset_to_datetime is not None:
             parse_reset_time(reset_to_datetime)
+        if not isinstance(dry_run, bool):
+            raise ValueError(f"param dry_run: must be true or false, got {dry_run!r}")
         flows = tuple(f.name for f in topo.flows if f.source == failed and f.target == target)
         if not flows:
             raise ValueError(f"no flow replicates {failed} into {target}: there is nothing to fail over to")
         stopped = tuple(f.name for f in topo.flows if failed in (f.source, f.target))
-        return cls(topology_file, failed, target, mode, groups, flows, stopped, reset_to_datetime)
+        return cls(topology_file, failed, target, mode, groups, flows, stopped, reset_to_datetime, dry_run=dry_run)
 
     def lag_gates(self) -> list[dict[str, str]]:
         """Kwargs of the lag gates (planned): one per flow failed -> target."""
@@ -93,6 +97,7 @@ class FailoverPlan:
             "stop_flows": list(self.stop_flows),
             "reset_to_datetime": self.reset_to_datetime,
             "home": self.home,
+            "dry_run": self.dry_run,
         }
         return data if self.step is None else {**data, "step": dict(self.step)}
 
@@ -111,6 +116,7 @@ class FailoverPlan:
             data.get("reset_to_datetime"),
             data.get("home"),
             data.get("step"),
+            bool(data.get("dry_run", False)),
         )
 
 

@@ -32,10 +32,11 @@ def failover_report(
     run_id: str,
     run_started: datetime | None,
     producers_first: Sequence[str],
+    previewed: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The JSON body of a dr_failover report. `lag` is each failed flow's reading and `producers_first` the aliases
-    this run moved before the lag drained. Without a recorded start the run counts from its validation's start
-    (plan.step)."""
+    """The JSON body of a dr_failover report. `lag` is each failed flow's reading, `producers_first` the aliases
+    this run moved before the lag drained and `previewed` what the preview said it would do. Without a recorded start
+    the run counts from its validation's start (plan.step)."""
     start = run_start(run_started, plan.step)
     switched = run.switch_consumers or {}
     steps = {"validate": plan.step, **run.steps()}
@@ -53,7 +54,33 @@ def failover_report(
         "schema_registry": run.schema_registry,
         "clients": {"producers_first": list(producers_first), "moved": switched.get("moved", [])},
         "steps": steps,
+        "dry_run": False,
+        "preview": _without_step(previewed),
     }
+
+
+def dry_run_report(
+    plan: FailoverPlan, previewed: Mapping[str, Any], *, dag_id: str, run_id: str, run_started: datetime | None
+) -> dict[str, Any]:
+    """The report of a dry run: its preview, nothing done, so no RTO; the RPO is the preview's estimate."""
+    steps = {"validate": plan.step, "preview": previewed.get("step")}
+    return {
+        "dag_id": dag_id,
+        "run_id": run_id,
+        "failed_cluster": plan.failed,
+        "target_cluster": plan.target,
+        "mode": plan.mode,
+        "run_started": run_start(run_started, plan.step).isoformat(),
+        "rpo": previewed["rpo_estimate"],
+        "rto_seconds": None,
+        "dry_run": True,
+        "preview": _without_step(previewed),
+        "steps": {name: step for name, step in steps.items() if step is not None},
+    }
+
+
+def _without_step(previewed: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    return None if previewed is None else {k: v for k, v in previewed.items() if k != "step"}
 
 
 def failover_page(body: Mapping[str, Any]) -> str:

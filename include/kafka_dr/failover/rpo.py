@@ -46,6 +46,15 @@ def lag_readings(
     return {name: future.result() for name, future in readings.items()}
 
 
+def behind(lag: FlowLag) -> dict[str, int]:
+    """Records of the flow's source not yet replicated, per topic, kafka-dr's own topics left out."""
+    per_topic: dict[str, int] = {}
+    for partition in lag.partitions:
+        if not partition.topic.startswith(INTERNAL_TOPIC_PREFIX):
+            per_topic[partition.topic] = per_topic.get(partition.topic, 0) + partition.lag_records
+    return per_topic
+
+
 def rpo(readings: Mapping[str, LagReading]) -> dict[str, Any]:
     """Records committed in the failed cluster but not replicated, per topic, kafka-dr's own topics left out.
     The total is unknown (None) when a flow has no reading at all, and exact only when every flow was measured
@@ -57,9 +66,8 @@ def rpo(readings: Mapping[str, LagReading]) -> dict[str, Any]:
             sources[name] = {"exact": False, "measured_at_ms": None, "note": "source unreachable and no snapshot"}
             continue
         sources[name] = {"exact": reading.exact, "measured_at_ms": reading.lag.measured_at_ms}
-        for partition in reading.lag.partitions:
-            if not partition.topic.startswith(INTERNAL_TOPIC_PREFIX):
-                per_topic[partition.topic] = per_topic.get(partition.topic, 0) + partition.lag_records
+        for topic, records in behind(reading.lag).items():
+            per_topic[topic] = per_topic.get(topic, 0) + records
     known = all(s["measured_at_ms"] is not None for s in sources.values())
     return {
         "records": sum(per_topic.values()) if known else None,

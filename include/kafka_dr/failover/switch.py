@@ -21,9 +21,14 @@ def move_reason(dag_id: str, run_id: str, mode: str, step: str) -> str:
 def switch_clients(topo: Topology, plan: FailoverPlan, roles: Iterable[str], reason: str) -> list[str]:
     """Move the aliases of `roles` active on the failed cluster (at home in plan.home, when set) to the target;
     returns those moved."""
-    roles = tuple(roles)
-    aliases = [s.alias for s in _on_failed(topo, plan) if s.role in roles]
+    aliases = clients_to_move(topo, plan, roles)
     return [m.alias for m in client_switch.switch(topo, aliases, plan.target, reason)]
+
+
+def clients_to_move(topo: Topology, plan: FailoverPlan, roles: Iterable[str]) -> list[str]:
+    """The aliases of `roles` active on the failed cluster (at home in plan.home, when set): those a switch moves."""
+    roles = tuple(roles)
+    return [s.alias for s in _on_failed(topo, plan) if s.role in roles]
 
 
 def clients_left(topo: Topology, plan: FailoverPlan) -> list[str]:

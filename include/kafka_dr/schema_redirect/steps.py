@@ -33,11 +33,9 @@ def take_over(topo: Topology, failed: str, target: str, target_config: Mapping[s
     first follows the target's store and loses leader eligibility, and a probe registered through it must land in
     the target's store: one leader across both DCs (`one_leader`), so a client left on the old registry cannot get
     an id the new leader issues to another schema. dr_failback's `hand_back` restores both roles."""
-    primary = topo.schema_registry_primary
-    if primary != failed:
-        return {"skipped": f"the primary registry is {primary or 'not set'}, not on {failed}"}
-    if topo.cluster(target).schema_registry is None:
-        return {"skipped": f"cluster {target} has no schema registry"}
+    skipped = take_over_skipped(topo, failed, target)
+    if skipped is not None:
+        return {"skipped": skipped}
     store_id = store_cluster_id(target_config)
     old = topo.cluster(failed).schema_registry
     follower: dict[str, Any] = {"skipped": f"the {failed} registry does not answer: it is demoted by dr_failback"}
@@ -50,6 +48,17 @@ def take_over(topo: Topology, failed: str, target: str, target_config: Mapping[s
     if "skipped" not in follower:
         result["one_leader"] = {"via": failed, "probe_id": writes_through(topo, failed, target)}
     return result
+
+
+def take_over_skipped(topo: Topology, failed: str, target: str) -> str | None:
+    """Why a failover from `failed` to `target` leaves the registries as they are; None when `take_over` moves the
+    primary."""
+    primary = topo.schema_registry_primary
+    if primary != failed:
+        return f"the primary registry is {primary or 'not set'}, not on {failed}"
+    if topo.cluster(target).schema_registry is None:
+        return f"cluster {target} has no schema registry"
+    return None
 
 
 def hand_back(topo: Topology, restored: str, serving: str, restored_config: Mapping[str, Any]) -> dict[str, Any]:

@@ -51,6 +51,16 @@ def load_checkpoints(target_config: dict[str, Any], flow: str) -> tuple[dict[str
     return checkpoints_in(read_records(target_config, CHECKPOINTS), flow)
 
 
+def checkpointed_groups(
+    topology: Topology, flow: Flow, pattern: re.Pattern[str] | None
+) -> tuple[dict[str, list[Translated]], int | None]:
+    """The last checkpoints of the flow's groups (its groups filter, and `pattern` when given) kept in its target,
+    and when the newest was made: what a disaster failover applies."""
+    checkpoints, at_ms = load_checkpoints(client_config(topology.cluster(flow.target)), flow.name)
+    selected = set(select_groups(checkpoints, flow, topology, pattern))
+    return {g: ts for g, ts in checkpoints.items() if g in selected}, at_ms
+
+
 def checkpoints_in(records: Iterable[Message], flow: str) -> tuple[dict[str, list[Translated]], int | None]:
     """The flow's last checkpoint per group and partition among `_kdr.checkpoints` records (in log order), and when
     the newest pass was made (None: none)."""

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from ..clients import read_partition
 from ..replication.provenance import copied_from
@@ -199,6 +200,30 @@ def offsets_for_times(
             else reader.get_watermark_offsets(TopicPartition(topic, tp.partition), timeout=READ_TIMEOUT_S)[1]
         )
     return offsets
+
+
+def offsets_at_time(
+    target_config: dict[str, Any], admin: AdminClient, groups: dict[str, list[Translated]], reset_ms: int
+) -> dict[str, list[Translated]]:
+    """Each group's target offsets at `reset_ms` in every partition of its destination topics (a reset to datetime
+    instead of the translated offsets)."""
+    topics = sorted({t.dest_topic for ts in groups.values() for t in ts})
+    metadata = admin.list_topics(timeout=READ_TIMEOUT_S).topics
+    at_time = {
+        topic: offsets_for_times(target_config, topic, {p: reset_ms for p in metadata[topic].partitions})
+        for topic in topics
+        if topic in metadata
+    }
+    reset: dict[str, list[Translated]] = {}
+    for group, translations in groups.items():
+        sources = {t.dest_topic: t.topic for t in translations}
+        reset[group] = [
+            Translated(sources[dest], partition, -1, dest, offset, "datetime")
+            for dest in sorted(sources)
+            if dest in at_time
+            for partition, offset in sorted(at_time[dest].items())
+        ]
+    return reset
 
 
 def close_readers() -> None:

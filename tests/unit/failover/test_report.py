@@ -138,7 +138,10 @@ def test_report_has_the_fields_design_md_fixes() -> None:
         "schema_registry",
         "clients",
         "steps",
+        "dry_run",
+        "preview",
     ]
+    assert (body["dry_run"], body["preview"]) == (False, None)  # a report made without the preview task's result
     assert body["rpo"] | {"flows": None} == {
         "records": 2,
         "per_topic": {"orders": 2, "_schemas": 0},
