@@ -1,11 +1,11 @@
 """dr_failover: move clients, consumer offsets and the schema registry from a failed datacenter to another.
 
 validate params -> preview (what the run would do, changing nothing; a dry run ends with it as the report)
--> (planned: switch producers -> lag 0 on every flow failed -> target) -> stop replication
-from and into the failed cluster -> translate and apply consumer offsets (disaster: from the checkpoints
-kept in the target) -> schema redirect -> switch consumers -> verify -> report (RPO, RTO, groups, registry,
-timings) in .kafka-dr/reports/. The first task checks every param; a bad one fails the run there, with
-nothing changed.
+-> approve (a person approves the preview, per the topology's `dr:` section) -> (planned: switch producers
+-> lag 0 on every flow failed -> target) -> stop replication from and into the failed cluster -> translate
+and apply consumer offsets (disaster: from the checkpoints kept in the target) -> schema redirect -> switch
+consumers -> verify -> report (RPO, RTO, groups, registry, timings) in .kafka-dr/reports/. The first task
+checks every param; a bad one fails the run there, with nothing changed.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from kafka_dr.airflow.failover import (
     verify_failover,
 )
 from kafka_dr.airflow.notifications.dag_failed import DagFailedNotifier
+from kafka_dr.airflow.operators.approval import DrApprovalOperator
 from kafka_dr.airflow.operators.translation import TranslateOffsetsOperator
 from kafka_dr.airflow.sensors.replication_lag import ReplicationLagSensor
 
@@ -115,6 +116,7 @@ with DAG(
             "verify": verified,
         },
     )
-    chain(plan, previewed, unless_dry_run(plan), mode, [producers, disaster])
+    approve = DrApprovalOperator(task_id="approve")  # dr.approval: none skips it
+    chain(plan, previewed, unless_dry_run(plan), approve, mode, [producers, disaster])
     chain(producers, drain, drained, stopped)
     chain(disaster, stopped, translated, registry, consumers, verified, report)

@@ -28,8 +28,8 @@ from .topology import Alerts
 
 log = logging.getLogger(__name__)
 
-FIRING, RESOLVED, SUCCEEDED = "firing", "resolved", "succeeded"
-NOTIFY_TYPES = {FIRING: "failure", RESOLVED: "success", SUCCEEDED: "success"}
+FIRING, RESOLVED, SUCCEEDED, PENDING = "firing", "resolved", "succeeded", "pending"
+NOTIFY_TYPES = {FIRING: "failure", RESOLVED: "success", SUCCEEDED: "success", PENDING: "info"}
 SENT_KEPT = 200  # newest alerts kept in the sent log
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -49,7 +49,7 @@ class Target:
 class Alert:
     event: str  # flow_status, dag_failed, approval_needed, dr_report
     subject: str  # the flow, DAG or cluster it is about
-    state: str  # firing, resolved or succeeded
+    state: str  # firing, resolved, succeeded or pending
     title: str
     body: str
 
@@ -169,6 +169,13 @@ def dag_failed_alert(dag_id: str, run_id: str, task_id: str, error: str) -> Aler
     """A kafka-dr DAG run failed: its DAG, run, failed task and the task's one-line error."""
     title = f"kafka-dr dag_failed {dag_id}: {task_id} failed"
     return Alert("dag_failed", dag_id, FIRING, title, f"run {run_id}\n{error}")
+
+
+def approval_needed_alert(dag_id: str, run_id: str, what: str, cluster: str, page: str) -> Alert:
+    """A run waits at its `approve` task: what it would do (`what`, e.g. "failover dc1 -> dc2 (disaster)"), the
+    cluster it is about, and its preview (`page`) as the body."""
+    title = f"kafka-dr approval_needed {dag_id}: {what} waits for approval"
+    return Alert("approval_needed", cluster, PENDING, title, f"run {run_id}\n{page}")
 
 
 def dr_report_alert(dag_id: str, run_id: str, body: Mapping[str, Any], report_file: str) -> Alert:

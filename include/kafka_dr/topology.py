@@ -186,6 +186,22 @@ class Alerts:
     repeat_after_s: float = DEFAULT_REPEAT_AFTER_S
 
 
+APPROVALS = ("required", "none")
+DEFAULT_APPROVAL_TIMEOUT_S = 3600.0
+
+
+@dataclass(frozen=True)
+class DrPolicy:
+    """The topology's `dr:` section, the safety of the red button: whether a failover or failback waits at its
+    `approve` task for a person, who may answer (Airflow user names; empty: any user), whether the user who
+    triggered the run may approve it (`four_eyes`: not), and how long the approval waits before the run fails."""
+
+    approval: str = "required"
+    approvers: tuple[str, ...] = ()
+    four_eyes: bool = True
+    approval_timeout_s: float = DEFAULT_APPROVAL_TIMEOUT_S
+
+
 @dataclass(frozen=True)
 class Topology:
     """All clusters and flows of a deployment."""
@@ -197,6 +213,7 @@ class Topology:
     clients: Mapping[str, ClientAlias] = field(default_factory=lambda: MappingProxyType({}))
     health: Slo = field(default_factory=Slo)  # the `health:` SLOs of dr_replication_health and `kafka-dr health`
     alerts: Alerts = field(default_factory=Alerts)  # none sent unless it lists URLs
+    dr: DrPolicy = field(default_factory=DrPolicy)  # approvals required unless it says `approval: none`
 
     def flow(self, name: str) -> Flow:
         """The flow called `name`; an unknown name is a user error, hence TopologyError."""
@@ -472,7 +489,7 @@ class _Parser:
     def topology(self, data: Any) -> Topology:
         if data is None:
             raise self.error("", "empty file (expected a mapping with 'clusters' and 'flows')")
-        raw = self.mapping(data, "", ("clusters",), ("flows", "schema_registry", "clients", "health", "alerts"))
+        raw = self.mapping(data, "", ("clusters",), ("flows", "schema_registry", "clients", "health", "alerts", "dr"))
         raw_clusters = raw["clusters"]
         if not isinstance(raw_clusters, dict):
             raise self.error(
@@ -516,7 +533,31 @@ class _Parser:
             clients=MappingProxyType(clients),
             health=self.health(raw.get("health", {})),
             alerts=self.alerts(raw.get("alerts", {})),
+            dr=self.dr(raw.get("dr", {})),
         )
+
+    def dr(self, value: Any) -> DrPolicy:
+        """The `dr:` section: `approval` required|none, `approvers` a list of user names, `four_eyes` a boolean,
+        `approval_timeout` a duration like 30m or 1h."""
+        raw = self.mapping(value, "dr", (), ("approval", "approvers", "four_eyes", "approval_timeout"))
+        approval = raw.get("approval", "required")
+        if approval not in APPROVALS:
+            raise self.error("dr.approval", f"must be one of {', '.join(APPROVALS)}, got {approval!r}")
+        approvers = raw.get("approvers", [])
+        if not isinstance(approvers, list) or not all(isinstance(a, str) and a.strip() for a in approvers):
+            raise self.error("dr.approvers", f"must be a list of Airflow user names, got {approvers!r}")
+        four_eyes = raw.get("four_eyes", True)
+        if not isinstance(four_eyes, bool):
+            raise self.error("dr.four_eyes", f"must be true or false, got {_type_name(four_eyes)} {four_eyes!r}")
+        timeout = self.duration(raw.get("approval_timeout", "1h"), "dr.approval_timeout")
+        return DrPolicy(approval, tuple(a.strip() for a in approvers), four_eyes, timeout)
+
+    def duration(self, value: Any, path: str) -> float:
+        """Seconds of a duration like 30s, 30m, 1h or 1d (above 0)."""
+        match = _DURATION_RE.fullmatch(value.strip()) if isinstance(value, str) else None
+        if match is None or float(match.group(1)) <= 0:
+            raise self.error(path, f"must be a duration like 30m, 1h or 1d, got {value!r}")
+        return float(match.group(1)) * _DURATION_UNITS[match.group(2)]
 
     def alerts(self, value: Any) -> Alerts:
         """The `alerts:` section: URLs of Apprise's form (scheme://...), known events, a duration like 30m or 1h."""
@@ -536,11 +577,7 @@ class _Parser:
         for i, event in enumerate(events):
             if event not in ALERT_EVENTS:
                 raise self.error(f"alerts.on[{i}]", f"unknown event {event!r} (known: {', '.join(ALERT_EVENTS)})")
-        repeat = raw.get("repeat_after", "1h")
-        match = _DURATION_RE.fullmatch(repeat.strip()) if isinstance(repeat, str) else None
-        if match is None or float(match.group(1)) <= 0:
-            raise self.error("alerts.repeat_after", f"must be a duration like 30m, 1h or 1d, got {repeat!r}")
-        seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+        seconds = self.duration(raw.get("repeat_after", "1h"), "alerts.repeat_after")
         return Alerts(tuple(u.strip() for u in urls), tuple(events), seconds)
 
     def health(self, value: Any) -> Slo:

@@ -352,3 +352,41 @@ def airflow_up(topology: Path, state: Path, log: Path, executor: str | None = No
         yield airflow
     finally:
         airflow.down()
+
+
+def answer_approval(dag_id: str, option: str, user: str, timeout: float = 120.0, task_id: str = "approve") -> str:
+    """What the REST API's answer to a human-in-the-loop task (PATCH .../hitlDetails) does, for a dag.test() run of
+    this process, which waits for it: once `task_id` of a run of `dag_id` awaits input, record `user`'s `option`
+    and resume the task. Returns the run's id; AssertionError when no run waits within `timeout`. (On a real Airflow
+    the tests answer through the REST API or the browser.)"""
+    from airflow._shared.timezones import timezone
+    from airflow.models.hitl import HITLDetail
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.models.trigger import handle_event_submit
+    from airflow.triggers.base import TriggerEvent
+    from airflow.utils.session import create_session
+    from airflow.utils.state import TaskInstanceState
+    from sqlalchemy import select
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with create_session() as session:
+            waiting = session.scalar(
+                select(TaskInstance).where(
+                    TaskInstance.dag_id == dag_id,
+                    TaskInstance.task_id == task_id,
+                    TaskInstance.state == TaskInstanceState.AWAITING_INPUT,
+                )
+            )
+            if waiting is not None:
+                detail = session.get(HITLDetail, waiting.id)
+                detail.responded_by = {"id": user, "name": user}
+                detail.responded_at = timezone.utcnow()
+                detail.chosen_options = [option]
+                detail.params_input = {}
+                handle_event_submit(
+                    TriggerEvent(detail.as_resume_event_payload()), task_instance=waiting, session=session
+                )
+                return waiting.run_id
+        time.sleep(0.2)
+    raise AssertionError(f"no {dag_id} run waited at {task_id} within {timeout:g} s")

@@ -34,9 +34,10 @@ from .topology import restart_registry_command
 from .topology import write_topology as write_clusters_topology
 
 
-def write_topology(local: LocalStack, path: Path, topic: str, registry: bool = True) -> Path:
+def write_topology(local: LocalStack, path: Path, topic: str, registry: bool = True, dr: str = "") -> Path:
     """The white paper's topology over `local`: the flow wp-dc1-to-dc2 of `topic` (and `_schemas`), the client aliases
-    orders-producer and billing, and with `registry` the registries (dc1 primary, restarted on `local`'s data dir)."""
+    orders-producer and billing, with `registry` the registries (dc1 primary, restarted on `local`'s data dir), and
+    `dr` the YAML of a `dr:` section (none: no approval asked)."""
     dc1, dc2 = local.config.dc("dc1"), local.config.dc("dc2")
     restart = restart_registry_command(local.data_dir)
     return write_clusters_topology(
@@ -45,7 +46,8 @@ def write_topology(local: LocalStack, path: Path, topic: str, registry: bool = T
         f'  - {{name: wp-dc1-to-dc2, source: dc1, target: dc2, topics: {{include: ["{topic}", "_schemas"]}}}}',
         {"dc1": dc1.registry_url, "dc2": dc2.registry_url},
         "clients:\n  orders-producer: {cluster: dc1, role: producer}\n  billing: {cluster: dc1, role: consumer}\n"
-        + (f"schema_registry: {{primary: dc1, restart_command: {json.dumps(restart)}}}\n" if registry else ""),
+        + (f"schema_registry: {{primary: dc1, restart_command: {json.dumps(restart)}}}\n" if registry else "")
+        + (f"dr: {dr}\n" if dr else ""),
     )
 
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+NO_APPROVAL = "dr: {approval: none}"
 
 
 def topology_text(
@@ -17,7 +20,9 @@ def topology_text(
     extra: str = "",
 ) -> str:
     """A topology document: `clusters` maps a name to its bootstrap address, `registries` a name to its schema
-    registry URL; `flows` is the YAML of the `flows:` list (with or without its key); `extra` any further keys."""
+    registry URL; `flows` is the YAML of the `flows:` list (with or without its key); `extra` any further keys.
+    Without a `dr:` key in `extra` the failovers and failbacks it drives need no approval (NO_APPROVAL): the tests
+    that show the approval give their own."""
     lines = ["clusters:"]
     for name, bootstrap in clusters.items():
         registry = (registries or {}).get(name)
@@ -29,7 +34,10 @@ def topology_text(
     flows = flows.strip("\n")
     if flows and not flows.lstrip().startswith("flows:"):
         flows = "flows:\n" + flows
-    return "\n".join([*lines, flows, extra.strip("\n")]).rstrip("\n") + "\n"
+    extra = extra.strip("\n")
+    if not re.search(r"^dr:", extra, re.MULTILINE):
+        extra = f"{extra}\n{NO_APPROVAL}".strip("\n")
+    return "\n".join([*lines, flows, extra]).rstrip("\n") + "\n"
 
 
 def write_topology(

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kafka_dr.topology import DEFAULT_TOPOLOGY, Flow, Slo, TopologyError, load_topology, parse_topology
+from kafka_dr.topology import DEFAULT_TOPOLOGY, DrPolicy, Flow, Slo, TopologyError, load_topology, parse_topology
 
 DESIGN_TOPOLOGY: dict[str, Any] = {
     "clusters": {
@@ -352,6 +352,15 @@ def test_health_slos_are_read_and_optional() -> None:
     assert parse_topology(mutated(lambda d: d.update(health={"max_lag_seconds": 2.5}))).health == Slo(
         max_lag_seconds=2.5
     )
+
+
+def test_the_dr_policy_requires_approval_by_another_user_unless_it_says_otherwise() -> None:
+    assert parse_topology(mutated(lambda d: d.pop("dr", None))).dr == DrPolicy("required", (), True, 3600.0)
+    policy = {"approval": "required", "approvers": ["alice", "bob"], "four_eyes": False, "approval_timeout": "15m"}
+    assert parse_topology(mutated(lambda d: d.update(dr=policy))).dr == DrPolicy(
+        "required", ("alice", "bob"), False, 900
+    )
+    assert parse_topology(mutated(lambda d: d.update(dr={"approval": "none"}))).dr.approval == "none"
 
 
 def test_refusal_names_the_file_as_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

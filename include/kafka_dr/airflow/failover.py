@@ -85,8 +85,9 @@ def preview_failover(plan: dict[str, Any]) -> dict[str, Any]:
     if failover.dry_run:
         context = get_current_context()
         dag_id, run_id = context["dag"].dag_id, context["run_id"]
+        started = context["dag_run"].start_date
         body = report.dry_run_report(
-            failover, previewed, dag_id=dag_id, run_id=run_id, run_started=context["dag_run"].start_date
+            failover, previewed, dag_id=dag_id, run_id=run_id, run_started=started, triggered_by=triggered_by(context)
         )
         write_report(dag_id, run_id, body, page)
     return previewed
@@ -111,7 +112,7 @@ def translation_kwargs(plan: dict[str, Any]) -> list[dict[str, Any]]:
     return FailoverPlan.from_dict(plan).translations()
 
 
-@task.branch
+@task.branch(trigger_rule="none_failed")  # after `approve`, skipped when the topology needs no approval
 def choose_mode(plan: dict[str, Any]) -> str:
     """planned: producers move first and the lag drains to 0; disaster: straight to stopping replication. The
     branch names its own downstream task (disaster_path), not stop_replication further down: naming a task that is
@@ -198,6 +199,7 @@ def failover_report(plan: dict[str, Any], previewed: dict[str, Any], results: di
         schema_registry=results.get("schema_registry"),
         switch_consumers=results.get("switch_consumers"),
         verify=results.get("verify"),
+        approval=context["ti"].xcom_pull(task_ids="approve"),  # none when the task was skipped
     )
     body = report.failover_report(
         failover,
@@ -208,10 +210,17 @@ def failover_report(plan: dict[str, Any], previewed: dict[str, Any], results: di
         run_started=context["dag_run"].start_date,
         producers_first=moved_by(move_reason(dag_id, run_id, "planned", "switch_producers")),
         previewed=previewed,
+        triggered_by=triggered_by(context),
     )
     written = write_report(dag_id, run_id, body, report.failover_page(body))
     send_report_alert(topo, dag_id, run_id, written)
     return written
+
+
+def triggered_by(context: Any) -> str | None:
+    """Who started the run: the Airflow user (UI, REST, CLI), else the DAG that proposed it (conf `proposed_by`)."""
+    run = context["dag_run"]
+    return run.triggering_user_name or (run.conf or {}).get("proposed_by")
 
 
 def _config(topo: Topology, cluster: str) -> dict[str, Any]:

@@ -121,7 +121,7 @@ def _read_history(admin: AdminClient, config: dict[str, Any], flows: list[str], 
     health.check.save_evaluation keeps them after each run's samples). A read cut short keeps what arrived."""
     records: list[Message] = []
     try:
-        meta = admin.list_topics(HEALTH, timeout=timeout).topics.get(HEALTH)
+        meta = admin.list_topics(timeout=timeout).topics.get(HEALTH)  # asking for it alone would create it
         if meta is None or meta.error is not None:
             return {}, None  # no health run has written here yet
         tp = TopicPartition(HEALTH, 0)

@@ -131,6 +131,7 @@ class FailoverRun:
     schema_registry: Mapping[str, Any] | None = None
     switch_consumers: Mapping[str, Any] | None = None
     verify: Mapping[str, Any] | None = None
+    approval: Mapping[str, Any] | None = None  # the approve task's answer; None when none was asked
 
     def steps(self) -> dict[str, Mapping[str, Any]]:
         """The steps that recorded their timing, by name, in the order they run; the translations apart."""

@@ -33,12 +33,18 @@ def failover_report(
     run_started: datetime | None,
     producers_first: Sequence[str],
     previewed: Mapping[str, Any] | None = None,
+    triggered_by: str | None = None,
 ) -> dict[str, Any]:
     """The JSON body of a dr_failover report. `lag` is each failed flow's reading, `producers_first` the aliases
-    this run moved before the lag drained and `previewed` what the preview said it would do. Without a recorded start
-    the run counts from its validation's start (plan.step)."""
+    this run moved before the lag drained, `previewed` what the preview said it would do and `triggered_by` who
+    started the run. Without a recorded start the run counts from its validation's start (plan.step). The RTO is
+    the machine's: the wait for a person's approval is left out of `rto_seconds`, counted in
+    `rto_with_approval_seconds`."""
     start = run_start(run_started, plan.step)
     switched = run.switch_consumers or {}
+    approval = run.approval or {}
+    with_approval = rto_seconds(start, switched.get("step"))
+    wait = approval.get("wait_seconds") or 0.0
     steps = {"validate": plan.step, **run.steps()}
     steps.update({f"translate_offsets {t.get('flow')}": _translation_step(t) for t in run.translations})
     return {
@@ -48,8 +54,12 @@ def failover_report(
         "target_cluster": plan.target,
         "mode": plan.mode,
         "run_started": start.isoformat(),
+        "triggered_by": triggered_by,
+        "approved_by": approval.get("approved_by"),
+        "approval_wait_seconds": approval.get("wait_seconds"),
         "rpo": rpo(lag),
-        "rto_seconds": rto_seconds(start, switched.get("step")),
+        "rto_seconds": None if with_approval is None else round(with_approval - wait, 3),
+        "rto_with_approval_seconds": with_approval,
         "groups": group_summary(run.translations),
         "schema_registry": run.schema_registry,
         "clients": {"producers_first": list(producers_first), "moved": switched.get("moved", [])},
@@ -60,7 +70,13 @@ def failover_report(
 
 
 def dry_run_report(
-    plan: FailoverPlan, previewed: Mapping[str, Any], *, dag_id: str, run_id: str, run_started: datetime | None
+    plan: FailoverPlan,
+    previewed: Mapping[str, Any],
+    *,
+    dag_id: str,
+    run_id: str,
+    run_started: datetime | None,
+    triggered_by: str | None = None,
 ) -> dict[str, Any]:
     """The report of a dry run: its preview, nothing done, so no RTO; the RPO is the preview's estimate."""
     steps = {"validate": plan.step, "preview": previewed.get("step")}
@@ -71,6 +87,7 @@ def dry_run_report(
         "target_cluster": plan.target,
         "mode": plan.mode,
         "run_started": run_start(run_started, plan.step).isoformat(),
+        "triggered_by": triggered_by,
         "rpo": previewed["rpo_estimate"],
         "rto_seconds": None,
         "dry_run": True,
@@ -94,7 +111,14 @@ def failover_page(body: Mapping[str, Any]) -> str:
         f"- run `{body['run_id']}`, started {body['run_started']}",
         f"- **RPO: {rpo_text}** ({rpo_kind})"
         + "".join(f"; {topic}: {n}" for topic, n in sorted(rpo_["per_topic"].items())),
-        f"- **RTO: {body['rto_seconds']} s** (trigger to clients switched)",
+        f"- **RTO: {body['rto_seconds']} s** (trigger to clients switched, the wait for approval left out)",
+        f"- triggered by {body.get('triggered_by') or 'unknown'}; "
+        + (
+            f"approved by {body['approved_by']} after {body['approval_wait_seconds']} s "
+            f"(RTO with the approval: {body['rto_with_approval_seconds']} s)"
+            if body.get("approved_by")
+            else "no approval asked"
+        ),
     ]
     exact = rpo_.get("exact_after_failback")
     if exact is not None:

@@ -150,7 +150,8 @@ def newest_value(config: dict[str, Any], topic: str, key: bytes, timeout: float 
     """The newest value written for `key` in a one-partition internal topic that keeps history (`_kdr.health`), read
     back from the end in widening spans rather than whole (None: never written, or no such topic)."""
     admin = AdminClient(config)
-    meta = admin.list_topics(topic, timeout=timeout).topics.get(topic)
+    # Every topic's metadata, not the one topic's: that request would create it where topics are auto-created.
+    meta = admin.list_topics(timeout=timeout).topics.get(topic)
     if meta is None or meta.error is not None:
         return None
     tp = TopicPartition(topic, 0)

@@ -132,8 +132,12 @@ def test_report_has_the_fields_design_md_fixes() -> None:
         "target_cluster",
         "mode",
         "run_started",
+        "triggered_by",
+        "approved_by",
+        "approval_wait_seconds",
         "rpo",
         "rto_seconds",
+        "rto_with_approval_seconds",
         "groups",
         "schema_registry",
         "clients",
@@ -184,12 +188,24 @@ def test_report_of_a_run_that_never_switched_clients() -> None:
     assert list(body["steps"]) == ["validate", "stop_replication"]
 
 
+def test_the_rto_leaves_out_the_wait_for_the_approval_and_the_report_names_both_people() -> None:
+    approved = replace(RUN, approval={"approved_by": "bob", "wait_seconds": 4.0, "requested_at": at(1.0)})
+    body = report(run=approved, triggered_by="alice")
+    assert (body["triggered_by"], body["approved_by"], body["approval_wait_seconds"]) == ("alice", "bob", 4.0)
+    assert (body["rto_seconds"], body["rto_with_approval_seconds"]) == (7.25, 11.25)
+    assert "- triggered by alice; approved by bob after 4.0 s (RTO with the approval: 11.25 s)" in failover_page(body)
+    unapproved = report()
+    assert (unapproved["approved_by"], unapproved["approval_wait_seconds"]) == (None, None)
+    assert unapproved["rto_seconds"] == unapproved["rto_with_approval_seconds"] == 11.25
+
+
 def test_page_leads_with_rpo_and_rto_and_tables_every_step() -> None:
     page = failover_page(report(producers_first=["orders-producer"])).splitlines()
     assert page[0] == "# Failover dc1 -> dc2 (disaster)"
     assert "- run `manual__1`, started 2026-03-01T10:00:00+00:00" in page
     assert "- **RPO: 2 records** (estimate from the last lag measurement); _schemas: 0; orders: 2" in page
-    assert "- **RTO: 11.25 s** (trigger to clients switched)" in page
+    assert "- **RTO: 11.25 s** (trigger to clients switched, the wait for approval left out)" in page
+    assert "- triggered by unknown; no approval asked" in page
     assert "- groups translated: 3, applied: 2, left alone: 1" in page
     assert "  - live-app: 2 active members" in page
     assert "- clients moved: orders-producer, billing" in page

@@ -14,7 +14,7 @@ from typing import Any
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
 
-from ...alerts import AlertConfigError, Target, answers, dr_report_alert, notify, targets
+from ...alerts import Alert, AlertConfigError, Target, answers, dr_report_alert, notify, targets
 from ...topology import Topology
 
 ALERTS_CONN_ID = "kafka_dr_alerts"
@@ -46,13 +46,22 @@ def alert_targets(topology: Topology) -> list[Target]:
 
 
 def send_report_alert(topology: Topology, dag_id: str, run_id: str, written: Mapping[str, Any]) -> None:
-    """The dr_report alert of a report task that wrote `written` (write_report's result); logs each target's answer
-    and never raises: the run's work is done whatever the alert's fate."""
+    """The dr_report alert of a report task that wrote `written` (write_report's result)."""
+    try:
+        alert = dr_report_alert(dag_id, run_id, written, written["report_file"])
+    except (KeyError, TypeError, ValueError) as exc:
+        log.warning("dr_report alert of %s %s not sent: %s", dag_id, run_id, exc)
+        return
+    send_alert(topology, alert)
+
+
+def send_alert(topology: Topology, alert: Alert) -> None:
+    """Send `alert` to the topology's targets when its event is on; logs each target's answer and never raises:
+    the run goes on whatever the alert's fate."""
     try:
         to = topology_targets(topology)
-        alert = dr_report_alert(dag_id, run_id, written, written["report_file"])
-    except (AlertConfigError, KeyError, TypeError, ValueError) as exc:
-        log.warning("dr_report alert of %s %s not sent: %s", dag_id, run_id, exc)
+    except AlertConfigError as exc:
+        log.warning("%s alert not sent: %s", alert.event, exc)
         return
     if results := notify(topology.alerts, alert, to):
         print(f"alert sent: {alert.title} ({answers(results)})")
