@@ -20,6 +20,7 @@ from typing import Any
 ENDED = ("success", "failed")
 BUSY_RETRIES = 3
 BUSY_BACKOFF_S = 2.0  # seconds before the first retry, doubled each time
+ANSWER_SETTLE_S = 5.0  # a scripted answer to a task awaiting input waits this long (AirflowRest.answer)
 
 
 class AirflowRestError(RuntimeError):
@@ -80,22 +81,44 @@ class AirflowRest:
         quoted = urllib.parse.quote(run_id, safe="")
         return self.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{quoted}/taskInstances?limit=1000")["task_instances"]
 
+    def answer(self, dag_id: str, run_id: str, task_id: str, option: str, map_index: int = -1) -> dict[str, Any]:
+        """Answer a human-in-the-loop task as this user (`Approve` or `Reject` for an approval); returns what Airflow
+        recorded (`responded_by` {"id", "name"}, `responded_at`, ...). HTTP 403 when the task does not name this user.
+
+        Waits ANSWER_SETTLE_S first: an answer within a second of the task's parking in `awaiting_input` resumes it
+        before the executor has reported the parking run's end, and Airflow 3.3's scheduler then takes that report
+        for a queued task's and marks it failed (seen on the local stack). A person is never that quick; a script
+        is."""
+        time.sleep(ANSWER_SETTLE_S)
+        quoted = urllib.parse.quote(run_id, safe="")
+        path = f"/api/v2/dags/{dag_id}/dagRuns/{quoted}/taskInstances/{task_id}/{map_index}/hitlDetails"
+        return self.call("PATCH", path, {"chosen_options": [option], "params_input": {}})
+
     def wait(
-        self, dag_id: str, run_id: str, timeout: float, progress: Callable[[str], None] | None = None
+        self,
+        dag_id: str,
+        run_id: str,
+        timeout: float,
+        progress: Callable[[str], None] | None = None,
+        awaiting_input: Callable[[str], None] | None = None,
     ) -> dict[str, Any]:
         """Poll the run until it ends (or `timeout` seconds); each task's change of state goes to `progress` as
-        one line. Returns the run as the API last described it."""
+        one line, and the id of a task that starts to await a person's input to `awaiting_input`. Returns the run
+        as the API last described it."""
         deadline = time.monotonic() + timeout
         seen: dict[str, str] = {}
         while True:
             run = self.dag_run(dag_id, run_id)
-            if progress is not None:
+            if progress is not None or awaiting_input is not None:
                 for ti in sorted(self.task_instances(dag_id, run_id), key=lambda t: t.get("start_date") or "~"):
                     name = ti["task_id"] + (f"[{ti['map_index']}]" if ti.get("map_index", -1) >= 0 else "")
                     state = ti.get("state") or "none"
                     if seen.get(name) != state and state not in ("none", "scheduled", "queued"):
                         seen[name] = state
-                        progress(f"{dag_id}: {name} {state}")
+                        if progress is not None:
+                            progress(f"{dag_id}: {name} {state}")
+                        if awaiting_input is not None and state == "awaiting_input":
+                            awaiting_input(ti["task_id"])
             if run["state"] in ENDED or time.monotonic() >= deadline:
                 return run
             time.sleep(2.0)

@@ -32,7 +32,8 @@ from support.prometheus import prometheus
 from support.retry import eventually
 from support.stack import Stack, running_stack
 
-from kafka_dr.local.airflow import PASSWORD, USER, LocalAirflow
+from kafka_dr.airflow_rest import AirflowRest
+from kafka_dr.local.airflow import APPROVER, APPROVER_PASSWORD, PASSWORD, USER, LocalAirflow
 from kafka_dr.replication import replicators
 from kafka_dr.replication.lag import load_snapshot
 from kafka_dr.state import report_path
@@ -111,6 +112,7 @@ def operate(
         stack.local.stop("dc2")  # the disaster
         mark = time.monotonic()
         disaster = trigger_failover(ui, api, topology, failed="dc2", target="dc1", mode="disaster")
+        approved = approve_as(airflow, api, "dr_failover", disaster, APPROVER, APPROVER_PASSWORD)
         # Meanwhile the browser shows a blank page: left on the DAG's page, whose grid re-renders at every
         # auto-refresh, Chromium spent about 14 s more CPU over the run. The run's state comes from the REST API.
         ui.driver.get("about:blank")
@@ -126,6 +128,10 @@ def operate(
         # The RPO is an estimate now: the lag snapshot of the last checkpoint, kept in dc1.
         assert report["rpo"]["records"] == 0 and report["rpo"]["exact"] is False, report["rpo"]
         assert report["rto_seconds"] > 0 and report["groups"]["applied"] == [GROUPS["dc2"][0]], report
+        # Triggered in the browser by admin, approved by approver: both named; the RTO leaves the wait out.
+        assert approved["responded_by"]["name"] == APPROVER, approved
+        assert (report["triggered_by"], report["approved_by"]) == (USER, APPROVER), report
+        assert report["rto_seconds"] < report["rto_with_approval_seconds"], report
         show_run(ui, disaster, "disaster-run")
 
         assert_dashboard_shows(ui, disaster, report)
@@ -149,7 +155,8 @@ def prepare(stack: Stack) -> Path:
     produce(stack.bootstrap("dc1"), TOPICS["dc2"], 0, LOCAL)
     for dc, (group, offset) in GROUPS.items():
         commit_offsets({"bootstrap.servers": stack.bootstrap(dc)}, group, {(TOPICS[dc], 0): offset})
-    return stack.write_topology("browser-failover", TOPOLOGY_FLOWS, extra=CLIENTS)
+    # Approval by another user than the one who triggers (the default four eyes): approver approves what admin triggers.
+    return stack.write_topology("browser-failover", TOPOLOGY_FLOWS, extra=CLIENTS + "dr: {approval: required}\n")
 
 
 @contextlib.contextmanager
@@ -229,7 +236,7 @@ def trigger_failover(ui: AirflowUi, api: AirflowApi, topology: Path, failed: str
     ui.choose("mode", "Mode", mode)
     ui.fill_text("groups", ".*")
     filled = {"topology": str(topology), "failed_cluster": failed, "target_cluster": target, "mode": mode}
-    assert ui.form_values() == {**filled, "groups": ".*", "reset_to_datetime": ""}  # nothing reset meanwhile
+    assert ui.form_values() == {**filled, "groups": ".*", "reset_to_datetime": "", "dry_run": "false"}  # as chosen
     ui.submit_trigger(f"trigger-form-{mode}")
     run = api.new_run("dr_failover", known)
     assert run["triggered_by"] == "ui", run  # Airflow's DagRunTriggeredByType.UI: a trigger with a Referer
@@ -245,6 +252,20 @@ def show_run(ui: AirflowUi, run_id: str, name: str) -> None:
     heading = f"//h2[normalize-space()='{run_id}']"
     ui.wait_for(By.XPATH, f"{heading}/following-sibling::*[@data-testid='state-badge'][normalize-space()='Success']")
     ui.screenshot(name)
+
+
+def approve_as(
+    airflow: LocalAirflow, api: AirflowApi, dag_id: str, run_id: str, user: str, password: str
+) -> dict[str, Any]:
+    """Once the run waits at `approve` (its preview in the request), approve it through the REST API as `user`, as
+    `make demo` does; what Airflow recorded."""
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while api.task_states(dag_id, run_id).get("approve") != "awaiting_input":
+        assert time.monotonic() < deadline, (
+            f"{dag_id} {run_id} never asked for approval: {api.task_states(dag_id, run_id)}"
+        )
+        time.sleep(0.5)
+    return AirflowRest(airflow.url, user, password).answer(dag_id, run_id, "approve", "Approve")
 
 
 def assert_succeeded(api: AirflowApi, airflow: LocalAirflow, dag_id: str, run_id: str) -> dict[str, str | None]:

@@ -161,9 +161,16 @@ class AirflowUi:
 
     def form_values(self) -> dict[str, str | None]:
         """{param: value} of the open trigger form, as it would be submitted (selects included, through their
-        hidden inputs)."""
+        hidden inputs; a checkbox as "true" or "false")."""
         fields = self.driver.find_elements(By.XPATH, "//*[@role='dialog']//input[starts-with(@name, 'element_')]")
-        return {field.get_attribute("name").removeprefix("element_"): field.get_attribute("value") for field in fields}
+        return {
+            field.get_attribute("name").removeprefix("element_"): (
+                str(field.is_selected()).lower()
+                if field.get_attribute("type") == "checkbox"
+                else field.get_attribute("value")
+            )
+            for field in fields
+        }
 
     def trigger_refused(self, name: str) -> bool:
         """The open form's Trigger button, pressed if it is enabled: True when the form stays open (a form with a

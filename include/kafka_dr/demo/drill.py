@@ -24,7 +24,7 @@ from .. import client_switch
 from ..airflow_rest import AirflowRest
 from ..client_switch import Move
 from ..clients import client_config
-from ..local.airflow import PASSWORD, USER, LocalAirflow
+from ..local.airflow import APPROVER, APPROVER_PASSWORD, PASSWORD, USER, LocalAirflow
 from ..local.stack import LocalStack
 from ..paths import default_topology
 from ..state import report_path, subdir
@@ -60,10 +60,11 @@ def run_demo(data_dir: str | Path, out: Callable[[str], None] = print) -> bool:
     out(f"[{_clock(started)}] Airflow: starting in {local_airflow.home} ...")
     out(f"[{_clock(started)}] Airflow: {', '.join(local_airflow.up(topology, topology_file)) or 'already running'}")
     api = AirflowRest(local_airflow.url, USER, PASSWORD)
+    approver = AirflowRest(local_airflow.url, APPROVER, APPROVER_PASSWORD)  # the second pair of eyes
 
     def run(dag_id: str, conf: dict[str, Any]) -> Step:
         out(f"[{_clock(started)}] trigger {dag_id} {json.dumps(conf)}")
-        step = trigger_and_wait(api, dag_id, conf, lambda line: out(f"[{_clock(started)}]   {line}"))
+        step = trigger_and_wait(api, dag_id, conf, lambda line: out(f"[{_clock(started)}]   {line}"), approver)
         out(f"[{_clock(started)}] {dag_id}: {step.state} in {step.seconds:.0f} s ({app_counts()})")
         return step
 
@@ -159,11 +160,25 @@ def _aliases_home(topology: Topology) -> list[Move]:
     return moves
 
 
-def trigger_and_wait(api: AirflowRest, dag_id: str, conf: dict[str, Any], progress: Callable[[str], None]) -> Step:
-    """One DAG run through the REST API, followed to its end, with its report when it wrote one."""
+def trigger_and_wait(
+    api: AirflowRest,
+    dag_id: str,
+    conf: dict[str, Any],
+    progress: Callable[[str], None],
+    approver: AirflowRest | None = None,
+) -> Step:
+    """One DAG run through the REST API, followed to its end, with its report when it wrote one. With `approver`, a
+    task that awaits a person's input (the `approve` of a failover) is approved as that user, as an on-call
+    engineer's script would."""
     begun = time.monotonic()
     run_id = api.trigger(dag_id, conf)["dag_run_id"]
-    ended = api.wait(dag_id, run_id, RUN_TIMEOUT, progress)
+
+    def approve(task_id: str) -> None:
+        if approver is not None:
+            answer = approver.answer(dag_id, run_id, task_id, "Approve")
+            progress(f"{dag_id}: {task_id} approved by {(answer.get('responded_by') or {}).get('name')}")
+
+    ended = api.wait(dag_id, run_id, RUN_TIMEOUT, progress, approve)
     starts = [ti["start_date"] for ti in api.task_instances(dag_id, run_id) if ti.get("start_date")]
     delay = None
     if starts and ended.get("queued_at"):
@@ -221,7 +236,9 @@ def summary(app: DemoApplication, steps: list[Step], drained: bool, behind: int,
         ("records read twice from Kafka", str(tally.read_twice)),
         ("  delivered twice (after de-duplication)", str(tally.duplicated)),
         ("failover RPO (records not replicated)", _report(failover, "rpo", "records")),
-        ("failover RTO (s)", _report(failover, "rto_seconds")),
+        ("failover RTO (s; the approval's wait left out)", _report(failover, "rto_seconds")),
+        ("  triggered by, approved by", f"{_report(failover, 'triggered_by')}, {_report(failover, 'approved_by')}"),
+        ("  approval waited (s)", _report(failover, "approval_wait_seconds")),
         ("failback unreplicated, republished", _report(failback, "unreplicated", "records")),
         ("failback RTO (s)", _report(failback, "rto_seconds")),
     ]

@@ -51,7 +51,7 @@ def preview_failover(
             for name, r in readings.items()
         },
         "replicators": _replicators(plan, topo, config_of),
-        "groups": _groups(plan, topo, config_of),
+        "groups": _groups(plan, topo, config_of, environ),
         "schema_registry": _registry(topo, plan),
         "clients": {
             "producers_first": producers,
@@ -78,7 +78,12 @@ def _replicators(plan: FailoverPlan, topo: Topology, config_of: Callable[[str], 
     return {flow: future.result() for flow, future in states.items()}
 
 
-def _groups(plan: FailoverPlan, topo: Topology, config_of: Callable[[str], Mapping[str, Any]]) -> dict[str, Any]:
+def _groups(
+    plan: FailoverPlan,
+    topo: Topology,
+    config_of: Callable[[str], Mapping[str, Any]],
+    environ: Mapping[str, str] | None,
+) -> dict[str, Any]:
     """The offsets each flow's groups would get in the target: the checkpoints kept there in a disaster, the source's
     committed offsets translated now when planned (the run translates again once the lag is 0), or those of
     `reset_to_datetime`."""
@@ -89,9 +94,9 @@ def _groups(plan: FailoverPlan, topo: Topology, config_of: Callable[[str], Mappi
         flow = topo.flow(name)
         try:
             if plan.mode == "disaster":
-                groups, checkpoint_at[name] = checkpointed_groups(topo, flow, pattern)
+                groups, checkpoint_at[name] = checkpointed_groups(topo, flow, pattern, environ)
             else:
-                groups = translate_from_source(topo, flow, pattern, retries=1)
+                groups = translate_from_source(topo, flow, pattern, retries=1, environ=environ)
             if plan.reset_to_datetime is not None:
                 target_config = dict(config_of(flow.target))
                 reset_ms = parse_reset_time(plan.reset_to_datetime)

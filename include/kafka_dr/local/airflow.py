@@ -46,6 +46,9 @@ from .stack import StackError
 PORT = 8080
 USER = "admin"
 PASSWORD = "admin"  # local only: the api-server listens on 127.0.0.1
+# A second user, so that a failover triggered by USER can be approved under the topology's dr.four_eyes rule.
+APPROVER = "approver"
+APPROVER_PASSWORD = "approver"
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 EXECUTORS = ("local", "celery")
 CELERY_COMPONENTS = ("redis", "worker-1", "worker-2")  # started before the scheduler sends them anything
@@ -214,7 +217,7 @@ class LocalAirflow:
             **self._executor_settings(),
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
             "AIRFLOW__CORE__FERNET_KEY": keys["fernet_key"],
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin,{APPROVER}:admin",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self._passwords_file()),
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
             "AIRFLOW__API__BASE_URL": self.url,
@@ -263,10 +266,12 @@ class LocalAirflow:
         return made
 
     def _passwords_file(self) -> Path:
-        """SimpleAuthManager's users file: admin / admin (it generates a random password for a user missing)."""
+        """SimpleAuthManager's users file: admin / admin and approver / approver (it would make up a random password
+        for a user missing, so a home made before the approver existed gets it added)."""
         path = self.home / "passwords.json"
-        if not path.exists():
-            processes.write_json(path, {USER: PASSWORD})
+        users = json.loads(path.read_text()) if path.exists() else {}
+        if not {USER, APPROVER} <= set(users):
+            processes.write_json(path, {USER: PASSWORD, APPROVER: APPROVER_PASSWORD, **users})
             path.chmod(0o600)
         return path
 

@@ -52,11 +52,12 @@ def load_checkpoints(target_config: dict[str, Any], flow: str) -> tuple[dict[str
 
 
 def checkpointed_groups(
-    topology: Topology, flow: Flow, pattern: re.Pattern[str] | None
+    topology: Topology, flow: Flow, pattern: re.Pattern[str] | None, environ: Mapping[str, str] | None = None
 ) -> tuple[dict[str, list[Translated]], int | None]:
     """The last checkpoints of the flow's groups (its groups filter, and `pattern` when given) kept in its target,
-    and when the newest was made: what a disaster failover applies."""
-    checkpoints, at_ms = load_checkpoints(client_config(topology.cluster(flow.target)), flow.name)
+    and when the newest was made: what a disaster failover applies. `environ`: where the clusters' security settings
+    are (default: this process's environment)."""
+    checkpoints, at_ms = load_checkpoints(client_config(topology.cluster(flow.target), environ), flow.name)
     selected = set(select_groups(checkpoints, flow, topology, pattern))
     return {g: ts for g, ts in checkpoints.items() if g in selected}, at_ms
 
@@ -173,11 +174,14 @@ def translate_from_source(
     translate: Callable[[list[PartitionRequest]], list[Translated]] = translate_in_process,
     retries: int = 3,
     unseen_from: Mapping[tuple[str, int], int] | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> dict[str, list[Translated]]:
     """The committed offsets of the flow's groups (those `pattern` fully matches, when given) read from the source
-    now and translated into the target, per group; nothing is written."""
+    now and translated into the target, per group; nothing is written. `environ`: where the clusters' security
+    settings are (default: this process's environment)."""
     source = topology.cluster(flow.source)
-    source_config, target_config = client_config(source), client_config(topology.cluster(flow.target))
+    source_config = client_config(source, environ)
+    target_config = client_config(topology.cluster(flow.target), environ)
     admin = AdminClient(source_config)
     where = f"source cluster {source.name} ({source.bootstrap_servers})"
     cluster_id = with_retries(where, lambda: admin.describe_cluster(request_timeout=10).result().cluster_id, retries)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kafka_dr import processes
-from kafka_dr.local.airflow import COMPONENTS, LocalAirflow
+from kafka_dr.local.airflow import APPROVER, APPROVER_PASSWORD, COMPONENTS, USER, LocalAirflow
 from kafka_dr.local.stack import StackError
 from kafka_dr.topology import parse_topology
 
@@ -34,6 +34,16 @@ def test_the_environment_points_airflow_at_the_project_and_keeps_its_secrets_in_
     assert stat.S_IMODE(secrets.stat().st_mode) == 0o600
     assert json.loads(secrets.read_text())["jwt_secret"] == env["AIRFLOW__API_AUTH__JWT_SECRET"]
     assert local_airflow.environment()["AIRFLOW__API_AUTH__JWT_SECRET"] == env["AIRFLOW__API_AUTH__JWT_SECRET"]
+
+
+def test_two_users_so_that_one_can_approve_what_the_other_triggered(local_airflow: LocalAirflow) -> None:
+    local_airflow.home.mkdir(parents=True)
+    (local_airflow.home / "passwords.json").write_text(json.dumps({USER: "kept"}))  # a home made before the approver
+    env = local_airflow.environment()
+    assert env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"] == f"{USER}:admin,{APPROVER}:admin"
+    passwords = Path(env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"])
+    assert json.loads(passwords.read_text()) == {USER: "kept", APPROVER: APPROVER_PASSWORD}
+    assert stat.S_IMODE(passwords.stat().st_mode) == 0o600
 
 
 def test_status_of_an_airflow_that_never_started(local_airflow: LocalAirflow) -> None:
