@@ -4,18 +4,19 @@ password is a `${VAR}` of the environment; a third target that nobody listens on
 Three dag.test() runs on the session stack: records nobody copied break the flow's lag SLO (ERR: fires once to each
 target), the same ERR again (no repeat: repeat_after is an hour), then the flow copied (OK: resolves). Neither secret
 appears in any log, report or state file; a missing ${VAR} fails the run's first task in one line, nothing sent.
-A failed dr_failover run (dag_failed, from the tasks' on_failure_callback) and a finished one (dr_report) reach a
-target too. The DR page lists the alerts sent and each target's answer."""
+A failed dr_failover run (dag_failed, from the tasks' on_failure_callback), a finished one (dr_report) and one waiting
+for approval (approval_needed) reach a target too. The DR page lists the alerts sent and each target's answer."""
 
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 from airflow.utils.state import DagRunState, TaskInstanceState
-from support.airflow import load_dag
+from support.airflow import answer_approval, load_dag
 from support.drills import produce
 from support.kafka import create_topic
 from support.ports import free_port
@@ -159,6 +160,35 @@ def test_a_failed_run_and_a_finished_failover_reach_the_targets(stack: Stack, st
             "kafka-dr dr_report dr_failover: dc1 -> dc2 (disaster), RPO 12 records (estimate), RTO 4.2 s"
         )
         assert report["message"] == "run manual__r1\nreport /r/f.json" and report["type"] == "success"
+
+
+def test_a_failover_waiting_for_approval_is_announced_with_its_preview(
+    stack: Stack, state: Path, airflow_db: Path
+) -> None:
+    """approval_needed: a dr_failover run that waits at `approve` sends what it would do (the preview) as an `info`
+    alert; rejected, its dag_failed alert names who rejected it."""
+    with http_receiver() as (http_port, posts):
+        path = stack.write_topology(
+            "alerts-approval",
+            f"  - {{name: {FLOW}, source: dc1, target: dc2, topics: {{include: ['{TOPIC}']}}}}",
+            schema_registry=False,
+            extra=f"alerts: {{urls: ['json://127.0.0.1:{http_port}/ask'], on: [approval_needed, dag_failed]}}\n"
+            "dr: {approval: required}\n",
+        )
+        conf = {"topology": str(path), "failed_cluster": "dc1", "target_cluster": "dc2", "mode": "disaster"}
+        with ThreadPoolExecutor(1) as answering:
+            answered = answering.submit(answer_approval, "dr_failover", "Reject", "bob")
+            rejected = load_dag("dr_failover").test(run_conf=conf)
+            assert answered.result() == rejected.run_id
+        assert rejected.state == DagRunState.FAILED
+        asked, failed = posts.all()
+        assert (
+            asked["title"] == "kafka-dr approval_needed dr_failover: failover dc1 -> dc2 (disaster) waits for approval"
+        )
+        assert asked["type"] == "info" and asked["message"].startswith(f"run {rejected.run_id}\n# Failover dc1 -> dc2")
+        assert "- replicators:" in asked["message"] and "- groups: " in asked["message"], asked["message"]
+        assert failed["title"] == "kafka-dr dag_failed dr_failover: approve failed"
+        assert "rejected by bob: nothing changed" in failed["message"], failed["message"]
 
 
 def test_a_variable_may_come_from_the_connection_kafka_dr_alerts(
