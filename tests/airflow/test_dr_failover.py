@@ -304,11 +304,12 @@ def test_a_rejected_or_self_approved_failover_changes_nothing_and_an_approved_on
     rejects: the run fails there with "rejected by bob" and nothing changes. The user who triggered it (dag.test()'s
     `dag_test`) approves: refused the same way. Bob approves: the failover runs, and its report names who triggered
     and who approved, the wait, and an RTO without it."""
+    own_stack.start("dc1")  # the disaster drill of this module leaves it stopped
     dc1, dc2 = own_stack.config.dc("dc1"), own_stack.config.dc("dc2")
     topology = write_topology(own_stack, tmp_path / "t.yaml", "approved", registry=False, dr="{approval: required}")
     for dc in (dc1, dc2):
         create_topic({"bootstrap.servers": dc.broker_address}, "approved")
-    commit_offsets({"bootstrap.servers": dc1.broker_address}, "ledger", {("approved", 0): 0})
+    commit_offsets({"bootstrap.servers": dc1.broker_address}, "approved-app", {("approved", 0): 0})
     before = observable(own_stack, topology, ("dc1", "dc2"))
     for option, user, line in (
         ("Reject", "bob", "rejected by bob: nothing changed"),
@@ -334,7 +335,7 @@ def test_a_rejected_or_self_approved_failover_changes_nothing_and_an_approved_on
     assert (report["triggered_by"], report["approved_by"]) == ("dag_test", "bob")
     assert report["approval_wait_seconds"] > 0
     assert report["rto_seconds"] == round(report["rto_with_approval_seconds"] - report["approval_wait_seconds"], 3)
-    assert committed(dc2.broker_address, "ledger") == {("approved", 0): 0}
+    assert committed(dc2.broker_address, "approved-app") == {("approved", 0): 0}  # applied once approved
 
 
 def _ledger(stack) -> list[dict]:

@@ -136,6 +136,7 @@ class FailoverRun:
     def steps(self) -> dict[str, Mapping[str, Any]]:
         """The steps that recorded their timing, by name, in the order they run; the translations apart."""
         steps = {
+            "approve": self.approval,  # asked to answered: the wait for a person
             "stop_replication": self.stop_replication,
             "schema_registry": self.schema_registry,
             "switch_consumers": self.switch_consumers,

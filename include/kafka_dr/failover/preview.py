@@ -36,7 +36,8 @@ def preview_failover(
     offsets to be applied, the registry and client-alias moves. `config_of` gives a cluster's client settings,
     `environ` the clusters' security settings (the lag measurement's). Raises ValueError with one line when the
     offsets cannot be read (a disaster's target, a planned failover's source)."""
-    readings = lag_readings(topo, plan.flows, config_of, environ)
+    # A disaster's failed cluster is declared lost: its last lag snapshot, not LAG_TIMEOUT_S of waiting for it.
+    readings = lag_readings(topo, plan.flows, config_of, environ, measure=plan.mode == "planned")
     estimate = rpo(readings)
     producers = clients_to_move(topo, plan, PRODUCERS) if plan.mode == "planned" else []
     return {

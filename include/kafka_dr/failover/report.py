@@ -45,7 +45,8 @@ def failover_report(
     approval = run.approval or {}
     with_approval = rto_seconds(start, switched.get("step"))
     wait = approval.get("wait_seconds") or 0.0
-    steps = {"validate": plan.step, **run.steps()}
+    steps = {"validate": plan.step, **({"preview": previewed["step"]} if previewed and "step" in previewed else {})}
+    steps.update(run.steps())
     steps.update({f"translate_offsets {t.get('flow')}": _translation_step(t) for t in run.translations})
     return {
         "dag_id": dag_id,

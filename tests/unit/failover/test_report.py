@@ -189,7 +189,9 @@ def test_report_of_a_run_that_never_switched_clients() -> None:
 
 
 def test_the_rto_leaves_out_the_wait_for_the_approval_and_the_report_names_both_people() -> None:
-    approved = replace(RUN, approval={"approved_by": "bob", "wait_seconds": 4.0, "requested_at": at(1.0)})
+    approved = replace(
+        RUN, approval={"approved_by": "bob", "wait_seconds": 4.0, "step": {"started": at(1.0), "ended": at(5.0)}}
+    )
     body = report(run=approved, triggered_by="alice")
     assert (body["triggered_by"], body["approved_by"], body["approval_wait_seconds"]) == ("alice", "bob", 4.0)
     assert (body["rto_seconds"], body["rto_with_approval_seconds"]) == (7.25, 11.25)

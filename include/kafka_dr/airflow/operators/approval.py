@@ -9,8 +9,7 @@ it: nothing changes. The approval's body is the preview's Markdown, and its requ
 
 from __future__ import annotations
 
-import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from airflow.providers.standard.operators.hitl import ApprovalOperator, HITLOperator
@@ -19,17 +18,17 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from ...alerts import approval_needed_alert
 from ...failover.preview import preview_page
-from ...times import iso_from_ms
+from ...state import now_iso
 from ...topology import Topology, load_topology
 from .. import topology_path
 from ..hooks.alerts import send_alert
 
-REQUESTED_AT = "requested_at"  # XCom key: when the approval was asked for (epoch ms), for the wait it took
+REQUESTED_AT = "requested_at"  # XCom key: when the approval was asked for (ISO, UTC), for the wait it took
 
 
 class DrApprovalOperator(ApprovalOperator):
-    """Approve or reject the run's preview (the XCom of `preview_task_id`). Returns {"approved_by", "requested_at",
-    "responded_at", "wait_seconds"}; skipped when the topology says `dr.approval: none`.
+    """Approve or reject the run's preview (the XCom of `preview_task_id`). Returns {"approved_by", "wait_seconds",
+    "step": {"started": asked, "ended": answered}}; skipped when the topology says `dr.approval: none`.
 
     :param preview_task_id: the task whose XCom is the preview shown for approval
     """
@@ -49,7 +48,7 @@ class DrApprovalOperator(ApprovalOperator):
         self.body = page
         self.assigned_users = [{"id": name, "name": name} for name in topo.dr.approvers] or None
         self.response_timeout = timedelta(seconds=topo.dr.approval_timeout_s)
-        context["ti"].xcom_push(key=REQUESTED_AT, value=int(time.time() * 1000))
+        context["ti"].xcom_push(key=REQUESTED_AT, value=now_iso("milliseconds"))
         dag_id, run_id = context["dag"].dag_id, context["run_id"]
         send_alert(topo, approval_needed_alert(dag_id, run_id, what, previewed["failed_cluster"], page))
         return super().execute(context)
@@ -72,15 +71,15 @@ class DrApprovalOperator(ApprovalOperator):
             raise AirflowFailException(
                 f"{user} triggered this run and cannot approve it (dr.four_eyes): nothing changed"
             )
-        requested_ms = context["ti"].xcom_pull(task_ids=self.task_id, key=REQUESTED_AT)
-        responded_ms = int(answer["responded_at"].timestamp() * 1000)
+        requested = datetime.fromisoformat(context["ti"].xcom_pull(task_ids=self.task_id, key=REQUESTED_AT))
+        responded = answer["responded_at"]
         self.log.info("approved by %s", user)
-        return {
-            "approved_by": user,
-            "requested_at": iso_from_ms(requested_ms),
-            "responded_at": iso_from_ms(responded_ms),
-            "wait_seconds": round(max(0, responded_ms - requested_ms) / 1000, 3),
+        asked = {
+            "started": requested.isoformat(timespec="milliseconds"),
+            "ended": responded.isoformat(timespec="milliseconds"),
         }
+        wait = round(max(0.0, (responded - requested).total_seconds()), 3)
+        return {"approved_by": user, "wait_seconds": wait, "step": asked}  # the step: the report's timing table
 
 
 def _topology(context: Context) -> Topology:
