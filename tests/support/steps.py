@@ -1,8 +1,13 @@
-"""The run start and step times of a DAG run, as its tasks record them: for the report tests of each phase."""
+"""The run start and step times of a DAG run, as its tasks record them, and a failover's plan: for the report tests of
+each phase."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
+from typing import Any
+
+from kafka_dr.failover.plan import FailoverPlan
 
 RUN_START = datetime(2026, 3, 1, 10, 0, 0, tzinfo=UTC)
 
@@ -10,3 +15,18 @@ RUN_START = datetime(2026, 3, 1, 10, 0, 0, tzinfo=UTC)
 def at(seconds: float) -> str:
     """A step time as the tasks record it (UTC ISO with milliseconds), `seconds` after the run started."""
     return datetime.fromtimestamp(RUN_START.timestamp() + seconds, UTC).isoformat(timespec="milliseconds")
+
+
+def failover_plan(**changes: Any) -> FailoverPlan:
+    """The plan of a disaster failover dc1 -> dc2 of flow orders-flow, validated half a second into the run."""
+    plan = FailoverPlan(
+        topology="t.yaml",
+        failed="dc1",
+        target="dc2",
+        mode="disaster",
+        groups=".*",
+        flows=("orders-flow",),
+        stop_flows=("orders-flow",),
+        step={"started": at(0.5), "ended": at(1.0)},
+    )
+    return replace(plan, **changes)

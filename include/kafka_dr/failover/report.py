@@ -49,13 +49,7 @@ def failover_report(
     steps.update(run.steps())
     steps.update({f"translate_offsets {t.get('flow')}": _translation_step(t) for t in run.translations})
     return {
-        "dag_id": dag_id,
-        "run_id": run_id,
-        "failed_cluster": plan.failed,
-        "target_cluster": plan.target,
-        "mode": plan.mode,
-        "run_started": start.isoformat(),
-        "triggered_by": triggered_by,
+        **_heading(plan, dag_id, run_id, start, triggered_by),
         "approved_by": approval.get("approved_by"),
         "approval_wait_seconds": approval.get("wait_seconds"),
         "rpo": rpo(lag),
@@ -82,18 +76,25 @@ def dry_run_report(
     """The report of a dry run: its preview, nothing done, so no RTO; the RPO is the preview's estimate."""
     steps = {"validate": plan.step, "preview": previewed.get("step")}
     return {
-        "dag_id": dag_id,
-        "run_id": run_id,
-        "failed_cluster": plan.failed,
-        "target_cluster": plan.target,
-        "mode": plan.mode,
-        "run_started": run_start(run_started, plan.step).isoformat(),
-        "triggered_by": triggered_by,
+        **_heading(plan, dag_id, run_id, run_start(run_started, plan.step), triggered_by),
         "rpo": previewed["rpo_estimate"],
         "rto_seconds": None,
         "dry_run": True,
         "preview": _without_step(previewed),
         "steps": {name: step for name, step in steps.items() if step is not None},
+    }
+
+
+def _heading(plan: FailoverPlan, dag_id: str, run_id: str, start: datetime, triggered_by: str | None) -> dict[str, Any]:
+    """The fields every failover report begins with: which run, what it was, when it started, who started it."""
+    return {
+        "dag_id": dag_id,
+        "run_id": run_id,
+        "failed_cluster": plan.failed,
+        "target_cluster": plan.target,
+        "mode": plan.mode,
+        "run_started": start.isoformat(),
+        "triggered_by": triggered_by,
     }
 
 

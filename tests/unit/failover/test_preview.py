@@ -7,24 +7,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from support.steps import RUN_START, at
+from support.steps import RUN_START, at, failover_plan
 
-from kafka_dr.failover.plan import FailoverPlan
 from kafka_dr.failover.preview import SAMPLE_GROUPS, preview_page
 from kafka_dr.failover.report import dry_run_report
 from kafka_dr.reports import summarize
 
-PLAN = FailoverPlan(
-    topology="t.yaml",
-    failed="dc1",
-    target="dc2",
-    mode="disaster",
-    groups=".*",
-    flows=("orders-flow",),
-    stop_flows=("orders-flow", "back-flow"),
-    step={"started": at(0.5), "ended": at(1.0)},
-    dry_run=True,
-)
+PLAN = failover_plan(stop_flows=("orders-flow", "back-flow"), dry_run=True)
 
 
 def previewed(groups: int = 2, **changes: Any) -> dict[str, Any]:

@@ -8,9 +8,9 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from support.steps import RUN_START, at
+from support.steps import RUN_START, at, failover_plan
 
-from kafka_dr.failover.plan import FailoverPlan, FailoverRun
+from kafka_dr.failover.plan import FailoverRun
 from kafka_dr.failover.report import failover_page, failover_report, group_summary, with_exact_rpo
 from kafka_dr.failover.rpo import LagReading, rpo
 from kafka_dr.replication.lag import FlowLag, PartitionLag
@@ -27,16 +27,7 @@ def lag(flow: str, *partitions: tuple[str, int, int], measured_at_ms: int = MEAS
     )
 
 
-PLAN = FailoverPlan(
-    topology="t.yaml",
-    failed="dc1",
-    target="dc2",
-    mode="disaster",
-    groups=".*",
-    flows=("orders-flow",),
-    stop_flows=("orders-flow",),
-    step={"started": at(0.5), "ended": at(1.0)},
-)
+PLAN = failover_plan()
 TRANSLATIONS = [
     {
         "flow": "orders-flow",
