@@ -9,6 +9,10 @@ planned: dc1 stays up and the replicator copies while records keep arriving; dr_
   for replication lag 0 (the lag gate), stops the replicator, translates from the source (a Spark job) and applies,
   then moves the consumers.
 
+On the real scheduler the topology asks for approval (`dr: {approval: required}`): the script approves as the second
+user 5 s after the request, and the JSON keeps the trigger to the request (`trigger_to_approval_asked_s`, the preview
+made) and the wait (`approval_wait_s`, outside the RTO).
+
 Printed per mode: the RTO (the run's start to clients switched) split into kafka-dr's own steps (the time inside
 each task's work, as the report records it), the lag-gate wait (planned) and Airflow's task overhead (the rest:
 starting each task instance, params, XComs); each step's seconds; and exactness: every group's committed offsets
@@ -50,10 +54,11 @@ from support.drills import (
 from support.fleet import fill, ground_truth
 from support.ports import free_port
 from support.stack import running_stack
+from support.topology import NO_APPROVAL
 
 from kafka_dr.airflow_rest import AirflowRest
 from kafka_dr.demo.drill import trigger_and_wait
-from kafka_dr.local.airflow import PASSWORD, USER
+from kafka_dr.local.airflow import APPROVER, APPROVER_PASSWORD, PASSWORD, USER
 from kafka_dr.replication import activity, replicators
 from kafka_dr.reports import step_seconds
 from kafka_dr.spark.submit import spark_env, spark_submit_command
@@ -62,6 +67,7 @@ from kafka_dr.topology import load_topology
 # On the way to the clients' switch, in run order; the lag gate is the planned mode's wait, counted apart.
 OWN_STEPS = (
     "validate",
+    "preview",
     "switch_producers",
     "stop_replication",
     "translate_offsets",
@@ -80,6 +86,8 @@ def drill(root: Path, mode: str, groups: int, records: int, dag: Any | None) -> 
         dc1, dc2 = (local.config.dc(dc) for dc in ("dc1", "dc2"))
         topology = root / "topology.yaml"
         fleet = checkpointed_fleet(local, topology, groups, records)
+        if dag is None:  # the real scheduler: a person's approval, asked with the preview, as dr.approval requires
+            topology.write_text(topology.read_text().replace(NO_APPROVAL, "dr: {approval: required}"))
         with real_airflow(root, topology) if dag is None else contextlib.nullcontext() as api:
             warm_up_s = warm_up(api, dag, root) if api is not None else None
             with replicator_running(topology):
@@ -97,7 +105,8 @@ def drill(root: Path, mode: str, groups: int, records: int, dag: Any | None) -> 
                     run = dag.test(run_conf=conf)
                     state, tasks, scheduler_delay = str(run.state), _task_times(run), None
                 else:
-                    step = trigger_and_wait(api, "dr_failover", conf, lambda line: None)
+                    approver = AirflowRest(api.url, APPROVER, APPROVER_PASSWORD)
+                    step = trigger_and_wait(api, "dr_failover", conf, lambda line: None, approver)
                     state, tasks, scheduler_delay = step.state, _rest_task_times(api, step.run_id), step.scheduler_delay
                 if arriving is not None:
                     arriving.join()
@@ -113,6 +122,7 @@ def drill(root: Path, mode: str, groups: int, records: int, dag: Any | None) -> 
     rto = report["rto_seconds"]
     lag_gate = next((end - begin for task, begin, end in tasks if task == "lag_zero"), None)
     started = datetime.fromisoformat(report["run_started"])
+    asked = report["steps"].get("approve", {}).get("started")
     return {
         "mode": mode,
         "scheduler": "dag.test" if dag is not None else "real (LocalExecutor)",
@@ -129,6 +139,12 @@ def drill(root: Path, mode: str, groups: int, records: int, dag: Any | None) -> 
         "warm_up_s": warm_up_s,
         "scheduler_delay_s": scheduler_delay,
         "trigger_to_switched_s": round((started - triggered).total_seconds() + rto, 3),
+        # what the approver waits for: the trigger to the request in Required Actions, the preview made
+        "trigger_to_approval_asked_s": None
+        if asked is None
+        else round((datetime.fromisoformat(asked) - triggered).total_seconds(), 3),
+        "approval_wait_s": report["approval_wait_seconds"],
+        "preview_s": steps.get("preview"),
         "steps_s": steps,
         "tasks": tasks,
     }
@@ -224,12 +240,18 @@ def describe(r: dict[str, Any]) -> str:
     gate = f", lag gate {r['lag_gate_s']} s" if r["lag_gate_s"] is not None else ""
     delay = "" if r["scheduler_delay_s"] is None else f"; scheduler delay {r['scheduler_delay_s']:.1f} s"
     steps = ", ".join(f"{name} {seconds}" for name, seconds in r["steps_s"].items() if seconds is not None)
+    approval = (
+        ""
+        if r["trigger_to_approval_asked_s"] is None
+        else f"; approval asked {r['trigger_to_approval_asked_s']} s after the trigger, "
+        f"answered {r['approval_wait_s']} s later"
+    )
     return (
         f"{r['mode']} failover ({r['scheduler']}), {r['groups']} groups x {FLEET_PARTITIONS} partitions: RTO "
         f"{r['rto_s']} s = kafka-dr {r['kafka_dr_s']} s{gate} + Airflow task overhead {r['airflow_s']} s; trigger to "
         f"clients switched {r['trigger_to_switched_s']} s{delay}; warm-up run {r['warm_up_s']} s; exact "
         f"{r['groups_exact']}/{r['groups']} groups ({r['group_partitions_exact']}/{r['group_partitions']} "
-        f"group-partitions), RPO {r['rpo_records']} records\n  steps (s): {steps}"
+        f"group-partitions), RPO {r['rpo_records']} records; preview {r['preview_s']} s{approval}\n  steps (s): {steps}"
     )
 
 
