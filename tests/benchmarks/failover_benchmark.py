@@ -264,7 +264,7 @@ def main() -> int:
     args = parser.parse_args()
     session = Path(tempfile.mkdtemp(prefix="kdr-failover-bench-"))
     configure_environment(session)
-    migrate_db()
+    migrate_db(session)
     dag = load_dag("dr_failover")
     dag_test_warm_up = warm_up(None, dag, session)
     results = []
