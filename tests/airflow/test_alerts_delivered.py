@@ -10,13 +10,12 @@ for approval (approval_needed) reach a target too. The DR page lists the alerts 
 from __future__ import annotations
 
 import json
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 from airflow.utils.state import DagRunState, TaskInstanceState
-from support.airflow import answer_approval, load_dag
+from support.airflow import answered, load_dag
 from support.drills import produce
 from support.kafka import create_topic
 from support.ports import free_port
@@ -176,10 +175,7 @@ def test_a_failover_waiting_for_approval_is_announced_with_its_preview(
             "dr: {approval: required}\n",
         )
         conf = {"topology": str(path), "failed_cluster": "dc1", "target_cluster": "dc2", "mode": "disaster"}
-        with ThreadPoolExecutor(1) as answering:
-            answered = answering.submit(answer_approval, "dr_failover", "Reject", "bob")
-            rejected = load_dag("dr_failover").test(run_conf=conf)
-            assert answered.result() == rejected.run_id
+        rejected = answered("dr_failover", "Reject", "bob", lambda: load_dag("dr_failover").test(run_conf=conf))
         assert rejected.state == DagRunState.FAILED
         asked, failed = posts.all()
         assert (

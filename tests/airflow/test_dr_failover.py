@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -21,7 +20,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-from support.airflow import answer_approval
+from support.airflow import answered
 from support.drills import (
     committed,
     copy_flow,
@@ -315,10 +314,7 @@ def test_a_rejected_or_self_approved_failover_changes_nothing_and_an_approved_on
         ("Reject", "bob", "rejected by bob: nothing changed"),
         ("Approve", "dag_test", "dag_test triggered this run and cannot approve it (dr.four_eyes): nothing changed"),
     ):
-        with ThreadPoolExecutor(1) as answering:
-            answered = answering.submit(answer_approval, "dr_failover", option, user)
-            run = fail_over(dags, topology, "planned", groups=".*")
-            assert answered.result() == run.run_id
+        run = answered("dr_failover", option, user, lambda: fail_over(dags, topology, "planned", groups=".*"))
         states = states_of(run)
         assert run.state == DagRunState.FAILED and states["approve"] == TaskInstanceState.FAILED, states
         assert {t: str(states[t]) for t in CHANGING_STEPS if t not in ("disaster_path", "lag_zero")} == dict.fromkeys(
@@ -326,10 +322,7 @@ def test_a_rejected_or_self_approved_failover_changes_nothing_and_an_approved_on
         )
         assert line in capfd.readouterr().out
         assert observable(own_stack, topology, ("dc1", "dc2")) == before
-    with ThreadPoolExecutor(1) as answering:
-        answered = answering.submit(answer_approval, "dr_failover", "Approve", "bob")
-        run = fail_over(dags, topology, "planned", groups=".*")
-        assert answered.result() == run.run_id
+    run = answered("dr_failover", "Approve", "bob", lambda: fail_over(dags, topology, "planned", groups=".*"))
     assert run.state == DagRunState.SUCCESS, states_of(run)
     report = json.loads(report_path("dr_failover", run.run_id).read_text())
     assert (report["triggered_by"], report["approved_by"]) == ("dag_test", "bob")

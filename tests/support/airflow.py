@@ -18,7 +18,8 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -352,6 +353,22 @@ def airflow_up(topology: Path, state: Path, log: Path, executor: str | None = No
         yield airflow
     finally:
         airflow.down()
+
+
+def answered(dag_id: str, option: str, user: str, run: Callable[[], Any]) -> Any:
+    """`run()` (a dag.test() of `dag_id`, which waits at its approval) while `user` answers `option` from a thread
+    (`answer_approval`); the run, once the answer is known to have reached it. The ORM's mappers are configured here
+    first: a test that runs alone would otherwise have the answering thread's first query configure them while
+    dag.test() does the same, and the two threads deadlock (seen with `-k`, the test first in its process)."""
+    from airflow.models import hitl, taskinstance, trigger  # noqa: F401 - their mappers, configured below
+    from sqlalchemy.orm import configure_mappers
+
+    configure_mappers()
+    with ThreadPoolExecutor(1) as answering:
+        answer = answering.submit(answer_approval, dag_id, option, user)
+        result = run()
+        assert answer.result() == result.run_id, "the answer went to another run"
+    return result
 
 
 def answer_approval(dag_id: str, option: str, user: str, timeout: float = 120.0, task_id: str = "approve") -> str:
