@@ -61,7 +61,7 @@ RECORDS = 50
 # e2e-dc2-to-dc1's replicator kept in dc1, and leaves billing's, a group of the cluster that survives, as it was.
 GROUPS = {"dc1": ("billing", 30), "dc2": ("returns-app", 20)}
 LOCAL = 7  # records of dc1's own in e2e-returns before the copies: translated offsets differ from dc2's
-CHECKPOINT_WAIT = 90.0  # a continuous replicator checkpoints its groups every 30 s
+CHECKPOINT_WAIT = 180.0  # a continuous replicator checkpoints its groups every 30 s; slower with the suite beside it
 RUN_TIMEOUT = 240.0  # a DAG run, queued to finished (about a minute each here)
 
 
@@ -173,13 +173,24 @@ def replicators_stopped() -> Iterator[None]:
 def wait_for_checkpoint(stack: Stack, flow: str, group: str, offset: int) -> None:
     """Until the flow's replicator has kept a lag snapshot and `group`'s commit translated to `offset` in its target:
     what a disaster failover later starts from.
-    A pass made before the records were copied checkpoints the group too, at the end of what was copied then."""
+    A pass made before the records were copied checkpoints the group too, at the end of what was copied then. On
+    failure the message shows what the target holds and the replicator's own lines about its passes."""
     target = {"bootstrap.servers": stack.bootstrap("dc1")}
     deadline = time.monotonic() + CHECKPOINT_WAIT
-    while load_snapshot(target, flow) is None or [
-        t.dest_offset for t in load_checkpoints(target, flow)[0].get(group, [])
-    ] != [offset]:
-        assert time.monotonic() < deadline, f"{flow}: no checkpoint of {group} at {offset} within {CHECKPOINT_WAIT:g} s"
+    while True:
+        snapshot = load_snapshot(target, flow)
+        found = [t.dest_offset for t in load_checkpoints(target, flow)[0].get(group, [])]
+        if snapshot is not None and found == [offset]:
+            return
+        if time.monotonic() > deadline:
+            replicator = replicators.status(flow)
+            lines = Path(replicator.log).read_text(errors="replace").splitlines() if replicator else []
+            passes = [line for line in lines if "checkpoint" in line or "lag snapshot" in line][-8:]
+            pytest.fail(
+                f"{flow}: no checkpoint of {group} at {offset} within {CHECKPOINT_WAIT:g} s (checkpointed {found}, "
+                f"snapshot {'kept' if snapshot else 'none'}, replicator {replicator}); its passes:\n"
+                + "\n".join(passes)
+            )
         time.sleep(2)
 
 
