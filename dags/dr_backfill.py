@@ -3,8 +3,10 @@
 validate (params, else the run's hourly data interval; the window checked against the source) -> the backfill job
 (spark_jobs/backfill.py through BackfillOperator) -> report. Hourly data intervals make Airflow's own backfill ("Run
 backfill" in the UI, `airflow backfill create --dag-id dr_backfill --from-date ... --to-date ...`) re-run past hours;
-each run copies only what the target lacks, so re-runs copy nothing. The DAG starts paused: its scheduled hourly runs
-copy each past hour, which a deployment turns on deliberately (with a `target_topic` beside a live destination).
+each run copies only what the target lacks, so re-runs copy nothing. The DAG starts unpaused, so that a run triggered
+from the form, the REST API or `airflow backfill create` starts at once; its scheduled hourly runs copy nothing (they
+skip themselves) unless the topology sets `dr.hourly_gap_repair: true`, and then each repairs the hour before it
+for the `flow` param's default, the first flow of the topology.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ with DAG(
     schedule=CronDataIntervalTimetable("0 * * * *", timezone="UTC"),
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
-    is_paused_upon_creation=True,
+    is_paused_upon_creation=False,  # a manual or backfill run starts when triggered
     max_active_runs=1,
     render_template_as_native_obj=True,
     tags=["kafka-dr"],

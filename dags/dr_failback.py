@@ -3,11 +3,12 @@
 validate params (both clusters reachable) -> measure the records that never left the restored cluster (the exact
 RPO of the disaster; the failover report this failback follows gains the figure) -> decide: the report is written to
 .kafka-dr/reports/, and the run stops on a dry run, or when records never left and `unreplicated` is `report` ->
-resync the serving cluster's records into the restored one -> the switch back, a planned failover in reverse:
-the restored cluster's ends marked -> the unreplicated records republished or discarded -> producers back ->
-catch-up resync -> lag 0 -> offsets translated back (no later than the first record written after the marks) ->
-schema registry back -> consumers back -> every flow of the topology resumed -> verify (the verify
-job on every flow and resync inverse, so both clusters per origin; groups and aliases) -> report.
+approve (a person approves that report's page, per the topology's `dr:` section) -> resync the serving cluster's
+records into the restored one -> the switch back, a planned failover in reverse: the restored cluster's ends
+marked -> the unreplicated records republished or discarded -> producers back -> catch-up resync -> lag 0 ->
+offsets translated back (no later than the first record written after the marks) -> schema registry back ->
+consumers back -> every flow of the topology resumed -> verify (the verify job on every flow and resync inverse, so
+both clusters per origin; groups and aliases) -> report.
 The first task checks every param; a bad one fails the run there, with nothing changed. `data_lost` (a wiped or
 rebuilt cluster): nothing to measure, and the resync restores every record, those that first came from it included
 (forced past the cycle rule when the cluster kept its id).
@@ -36,6 +37,7 @@ from kafka_dr.airflow.failback import (
 )
 from kafka_dr.airflow.failover import switch_consumers, switch_producers
 from kafka_dr.airflow.notifications.dag_failed import DagFailedNotifier
+from kafka_dr.airflow.operators.approval import DrApprovalOperator
 from kafka_dr.airflow.operators.replication import ReplicationOperator
 from kafka_dr.airflow.operators.translation import TranslateOffsetsOperator
 from kafka_dr.airflow.operators.verify import VerifyFlowOperator
@@ -132,5 +134,7 @@ with DAG(
     # The records that never left go to the end of the restored partitions before the producers come back: behind
     # the producers' new records they would follow later records of their own origin partition, which a consumer
     # that de-duplicates by origin (kafka_dr.follower) takes for records read again.
-    chain(go, back, each, resynced, mark, handled, producers, caught_up, drained, translated, registry, consumers)
+    approve = DrApprovalOperator(task_id="approve", preview_task_id="decide")  # dr.approval: none skips it
+    chain(go, approve, back, each, resynced, mark, handled, producers, caught_up, drained, translated, registry)
+    chain(registry, consumers)
     chain(consumers, resumed, flows_verified, verified, report)

@@ -3,7 +3,10 @@
 validate -> check (one mapped task per flow: sample, keep it in the target's `_kdr.health`, evaluate the
 last 10 samples with Burrow's rules plus GAP, DRIFT, CYCLE and the topology's SLOs) -> self-heal (restart a
 dead continuous replicator, at most 3 times an hour per flow) -> report (snapshot JSON; the run fails with
-one line per flow in ERR).
+one line per flow in ERR). Beside self-heal: count_outages (each cluster a check could not reach, runs in a row)
+-> propose_failover (a disaster dr_failover of a cluster unreachable in `dr.propose_failover_after` runs, which
+waits at its `approve` task with its preview ready; one per outage, and it ends by itself if the cluster answers
+again before anyone approved).
 
 The schedule is $KDR_HEALTH_SCHEDULE (a cron expression or preset, read when the DAG file is parsed),
 every 5 minutes by default.
@@ -14,10 +17,11 @@ from __future__ import annotations
 import os
 
 import pendulum
+from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
 from airflow.sdk import DAG, chain
 
 from kafka_dr.airflow.common import flows_param, topology_param
-from kafka_dr.airflow.health import check, report, self_heal, validate_flows
+from kafka_dr.airflow.health import check, count_outages, report, self_heal, validate_flows
 from kafka_dr.airflow.notifications.dag_failed import DagFailedNotifier
 
 with DAG(
@@ -38,4 +42,10 @@ with DAG(
     checked = check.expand_kwargs(plan)
     healed = self_heal(checked, topology="{{ params.topology }}")
     done = report(checked, healed, topology="{{ params.topology }}")
+    proposals = count_outages(checked, topology="{{ params.topology }}")
+    # One run id per outage (count_outages): Airflow refuses a second, and the mapped task then skips.
+    proposed = TriggerDagRunOperator.partial(
+        task_id="propose_failover", trigger_dag_id="dr_failover", skip_when_already_exists=True
+    ).expand_kwargs(proposals)
     chain(plan, checked, healed, done)
+    chain(checked, proposals, proposed)

@@ -556,19 +556,21 @@ def _replicators(args: argparse.Namespace) -> int:
 
 
 def _airflow_up(args: argparse.Namespace) -> int:
-    from kafka_dr.local.airflow import KEPT_PAUSED, PASSWORD, USER, LocalAirflow
+    from kafka_dr.local.airflow import PASSWORD, USER, LocalAirflow
 
     local_airflow = LocalAirflow(port=args.port, executor=args.executor)
     topology = load_topology(args.topology)  # before anything starts: a bad topology changes nothing
     print(f"starting Airflow in {local_airflow.home} (first start: about a minute) ...", file=sys.stderr, flush=True)
     started = local_airflow.up(topology, args.topology or default_topology())
     print(f"started: {', '.join(started)}" if started else "already running")
-    code = _print_airflow_status(local_airflow)
+    # up() saw every component healthy: the table asks again, and gives a busy api-server a minute to answer (a
+    # loaded machine kept one request 7.6 s, and five seconds made a healthy start exit 1).
+    code = _print_airflow_status(local_airflow, timeout=60.0)
     print(f"Airflow UI: {local_airflow.url}  (user {USER}, password {PASSWORD}; local only)")
     print(f"Kafka DR dashboard: {local_airflow.url}/kafka-dr/")
     token = local_airflow.metrics_token_file()
     print(f"Prometheus metrics: {local_airflow.url}/kafka-dr/metrics (bearer token in {token})")
-    print(f"kafka-dr's DAGs are unpaused, except {', '.join(KEPT_PAUSED)} (its hourly runs copy past hours)")
+    print("kafka-dr's DAGs are unpaused: a run starts when triggered")
     print("stop it with `kafka-dr airflow down`")
     return code
 
@@ -587,9 +589,10 @@ def _airflow_status(args: argparse.Namespace) -> int:
     return _print_airflow_status(LocalAirflow())
 
 
-def _print_airflow_status(local_airflow: Any) -> int:
+def _print_airflow_status(local_airflow: Any, timeout: float = 5.0) -> int:
+    """The components' table; 0 when all are healthy. `timeout`: how long the api-server has to answer."""
     rows = [("COMPONENT", "PID", "STATE", "DETAIL")]
-    for st in (statuses := local_airflow.status()):
+    for st in (statuses := local_airflow.status(timeout)):
         state = "healthy" if st.healthy else "unhealthy" if st.pid else "stopped"
         rows.append((st.name, str(st.pid or "-"), state, st.detail if st.healthy else f"{st.detail}; log {st.log}"))
     _print_table(rows)

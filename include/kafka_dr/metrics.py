@@ -21,6 +21,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from .alerts import delivery_counts
+from .health.proposal import cluster_reachability
 from .paths import default_topology, state_dir
 from .processes import write_atomic
 from .reports import latest_reports
@@ -146,15 +147,8 @@ def flow_metrics(snapshots: Mapping[str, Mapping[str, Any]], now: float) -> Iter
 
 def topology_metrics(topology: Topology, snapshots: Mapping[str, Mapping[str, Any]]) -> Iterator[Metric]:
     """Each cluster's reachability as the latest health runs saw it, and the topology's SLOs."""
-    reachable = []
-    for cluster in sorted(topology.clusters):
-        seen = [
-            (snapshots[f.name].get("findings") or {}).get("unreachable_cluster") != cluster
-            for f in topology.flows
-            if f.name in snapshots and cluster in (f.source, f.target)
-        ]
-        if seen:  # a cluster no evaluated flow touches is not known either way
-            reachable.append(([cluster], all(seen)))
+    unreachable = {flow: (s.get("findings") or {}).get("unreachable_cluster") for flow, s in snapshots.items()}
+    reachable = [([cluster], up) for cluster, up in cluster_reachability(topology, unreachable).items()]
     yield _gauge(
         "kafka_dr_cluster_reachable", "1 when the latest health runs reached the cluster", reachable, ["cluster"]
     )

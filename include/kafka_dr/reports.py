@@ -31,6 +31,34 @@ def rto_seconds(run_started: datetime, clients_switched: Mapping[str, Any] | Non
     return None if ended is None else round((datetime.fromisoformat(ended) - run_started).total_seconds(), 3)
 
 
+def switch_times(
+    run_started: datetime, clients_switched: Mapping[str, Any] | None, approval: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """A switch's RTO fields: who approved and how long that waited (None: no approval asked), `rto_seconds` the
+    machine's time (trigger to clients switched, the wait for a person left out) and `rto_with_approval_seconds`
+    (the wait in)."""
+    approval = approval or {}
+    with_approval = rto_seconds(run_started, clients_switched)
+    wait = approval.get("wait_seconds") or 0.0
+    return {
+        "approved_by": approval.get("approved_by"),
+        "approval_wait_seconds": approval.get("wait_seconds"),
+        "rto_seconds": None if with_approval is None else round(with_approval - wait, 3),
+        "rto_with_approval_seconds": with_approval,
+    }
+
+
+def approval_line(body: Mapping[str, Any]) -> str:
+    """The page's line on who started a switch and who approved it after how long."""
+    approved = (
+        f"approved by {body['approved_by']} after {body['approval_wait_seconds']} s "
+        f"(RTO with the approval: {body['rto_with_approval_seconds']} s)"
+        if body.get("approved_by")
+        else "no approval asked"
+    )
+    return f"- triggered by {body.get('triggered_by') or 'unknown'}; {approved}"
+
+
 def step_seconds(step: Mapping[str, Any]) -> float | None:
     """A step's duration: the seconds its job reported, else ended - started; None for a step with no end."""
     if "seconds" in step:

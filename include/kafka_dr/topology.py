@@ -194,12 +194,16 @@ DEFAULT_APPROVAL_TIMEOUT_S = 3600.0
 class DrPolicy:
     """The topology's `dr:` section, the safety of the red button: whether a failover or failback waits at its
     `approve` task for a person, who may answer (Airflow user names; empty: any user), whether the user who
-    triggered the run may approve it (`four_eyes`: not), and how long the approval waits before the run fails."""
+    triggered the run may approve it (`four_eyes`: not), and how long the approval waits before the run fails;
+    after how many dr_replication_health runs in a row with a cluster unreachable a disaster failover is proposed
+    (0: never); whether dr_backfill's scheduled hourly runs copy what the past hour lacks (else they do nothing)."""
 
     approval: str = "required"
     approvers: tuple[str, ...] = ()
     four_eyes: bool = True
     approval_timeout_s: float = DEFAULT_APPROVAL_TIMEOUT_S
+    propose_failover_after: int = 3
+    hourly_gap_repair: bool = False
 
 
 @dataclass(frozen=True)
@@ -538,19 +542,23 @@ class _Parser:
 
     def dr(self, value: Any) -> DrPolicy:
         """The `dr:` section: `approval` required|none, `approvers` a list of user names, `four_eyes` a boolean,
-        `approval_timeout` a duration like 30m or 1h."""
-        raw = self.mapping(value, "dr", (), ("approval", "approvers", "four_eyes", "approval_timeout"))
+        `approval_timeout` a duration like 30m or 1h, `propose_failover_after` a count of runs (0 or more),
+        `hourly_gap_repair` a boolean."""
+        keys = ("approval", "approvers", "four_eyes", "approval_timeout", "propose_failover_after", "hourly_gap_repair")
+        raw = self.mapping(value, "dr", (), keys)
         approval = raw.get("approval", "required")
         if approval not in APPROVALS:
             raise self.error("dr.approval", f"must be one of {', '.join(APPROVALS)}, got {approval!r}")
         approvers = raw.get("approvers", [])
         if not isinstance(approvers, list) or not all(isinstance(a, str) and a.strip() for a in approvers):
             raise self.error("dr.approvers", f"must be a list of Airflow user names, got {approvers!r}")
-        four_eyes = raw.get("four_eyes", True)
-        if not isinstance(four_eyes, bool):
-            raise self.error("dr.four_eyes", f"must be true or false, got {_type_name(four_eyes)} {four_eyes!r}")
+        four_eyes = self.boolean(raw.get("four_eyes", True), "dr.four_eyes")
         timeout = self.duration(raw.get("approval_timeout", "1h"), "dr.approval_timeout")
-        return DrPolicy(approval, tuple(a.strip() for a in approvers), four_eyes, timeout)
+        after = raw.get("propose_failover_after", 3)
+        if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+            raise self.error("dr.propose_failover_after", f"must be a count of runs (0: never), got {after!r}")
+        repair = self.boolean(raw.get("hourly_gap_repair", False), "dr.hourly_gap_repair")
+        return DrPolicy(approval, tuple(a.strip() for a in approvers), four_eyes, timeout, after, repair)
 
     def duration(self, value: Any, path: str) -> float:
         """Seconds of a duration like 30s, 30m, 1h or 1d (above 0)."""

@@ -60,7 +60,7 @@ def test_dr_bringup_runs_the_designed_steps_in_order(dagbag: DagBag) -> None:
     assert dag.params["flows"] == []
 
 
-def test_dr_backfill_has_hourly_data_intervals_and_starts_paused(dagbag: DagBag) -> None:
+def test_dr_backfill_has_hourly_data_intervals_and_starts_unpaused(dagbag: DagBag) -> None:
     from airflow.timetables.interval import CronDataIntervalTimetable
 
     dag = dagbag.dags["dr_backfill"]
@@ -70,14 +70,22 @@ def test_dr_backfill_has_hourly_data_intervals_and_starts_paused(dagbag: DagBag)
         pendulum.datetime(2026, 5, 1, 9, tz="UTC"),
         pendulum.datetime(2026, 5, 1, 10, tz="UTC"),
     )
-    assert dag.is_paused_upon_creation is True and dag.max_active_runs == 1
+    assert dag.is_paused_upon_creation is False and dag.max_active_runs == 1  # a triggered run starts at once
 
 
 def test_dr_replication_health_is_scheduled_one_run_at_a_time(dagbag: DagBag, monkeypatch: pytest.MonkeyPatch) -> None:
     dag = dagbag.dags["dr_replication_health"]
     assert (dag.schedule, dag.catchup, dag.max_active_runs) == ("*/5 * * * *", False, 1)
-    assert [t.task_id for t in dag.topological_sort()] == ["validate_flows", "check", "self_heal", "report"]
+    assert {t.task_id: sorted(t.downstream_task_ids) for t in dag.tasks} == {
+        "validate_flows": ["check"],
+        "check": ["count_outages", "report", "self_heal"],
+        "self_heal": ["report"],
+        "report": [],
+        "count_outages": ["propose_failover"],
+        "propose_failover": [],
+    }
     assert dag.task_dict["check"].is_mapped, "one mapped check per flow: an outage cannot hide another flow"
+    assert dag.task_dict["propose_failover"].is_mapped, "one proposal per cluster, none when no cluster is lost"
     monkeypatch.setenv("KDR_HEALTH_SCHEDULE", "@hourly")  # the schedule is set where the DAG runs, not in its file
     rescheduled = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"]).dags["dr_replication_health"]
     assert rescheduled.schedule == "@hourly"

@@ -1,7 +1,8 @@
 """dr_failback with dag.test() on an embedded stack of its own: the white paper's disaster (seed 004) followed by a
 failback that measures exactly what never left dc1 and, with `unreplicated=report`, stops before anything changes,
-then a dry run and `republish`; seed 001, a lost cluster restored with `data_lost`; `discard`; bad params that fail
-at the first task with nothing changed. Three cycles in a row are in test_dr_failback_cycles.py."""
+then a dry run and `republish` (rejected at its approval, then approved); seed 001, a lost cluster restored with
+`data_lost`; `discard`; bad params that fail at the first task with nothing changed. Three cycles in a row are in
+test_dr_failback_cycles.py."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 from airflow.utils.state import DagRunState, TaskInstanceState
+from support.airflow import answered
 from support.drills import (
     committed,
     copy_flow,
@@ -126,11 +128,20 @@ def test_white_paper_failback_report_dry_run_then_republish(dags, own_stack, sta
     assert observed() == before
 
     # Seed 004 to the end: the group reads on in dc2 (the rest of the copies and the 500 new records), then
-    # `republish`: dc1 gets the 500, the 2 records that never left are read once by the group back in dc1, clients
-    # are home, and the flow out of dc1 runs again.
+    # `republish`, with an approval asked (dr.approval: required): bob rejects the first run at `approve`, after
+    # its report, and nothing changes; he approves the second: dc1 gets the 500, the 2 records that never left are
+    # read once by the group back in dc1, clients are home, and the flow out of dc1 runs again.
     read_in_dc2 = read_and_commit(dc2.broker_address, "billing", "orders")
+    write_topology(own_stack, topology, "orders", registry=False, dr="{approval: required}")
+    before = observed()
+    rejected = answered("dr_failback", "Reject", "bob", lambda: fail_back(dags, topology, unreplicated="republish"))
+    states = states_of(rejected)
+    assert rejected.state == DagRunState.FAILED and states["approve"] == TaskInstanceState.FAILED, states
+    assert states["prepare_switch_back"] == TaskInstanceState.UPSTREAM_FAILED, states
+    assert "rejected by bob: nothing changed" in capfd.readouterr().out
+    assert observed() == before
     try:
-        run = fail_back(dags, topology, unreplicated="republish")
+        run = answered("dr_failback", "Approve", "bob", lambda: fail_back(dags, topology, unreplicated="republish"))
         states = states_of(run)
         assert run.state == DagRunState.SUCCESS, states
         read_in_dc1 = read_and_commit(dc1.broker_address, "billing", "orders")
@@ -140,6 +151,8 @@ def test_white_paper_failback_report_dry_run_then_republish(dags, own_stack, sta
         report = json.loads(sorted((state / "reports").glob("dr_failback-*.json"))[-1].read_text())
         assert report["unreplicated"]["records"] == 2 and report["unreplicated"]["republished"] == 2
         assert report["resynced"]["records"] == 500 and report["rto_seconds"] > 0
+        assert (report["triggered_by"], report["approved_by"]) == ("dag_test", "bob")
+        assert report["rto_seconds"] == round(report["rto_with_approval_seconds"] - report["approval_wait_seconds"], 3)
         assert {s.alias: s.active for s in client_switch.states(load_topology(topology))} == {
             "orders-producer": "dc1",
             "billing": "dc1",

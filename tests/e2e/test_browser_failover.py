@@ -26,7 +26,7 @@ import pytest
 from selenium.webdriver.common.by import By
 from support.airflow import airflow_up
 from support.browser import AirflowApi, AirflowUi, chromium
-from support.drills import produce
+from support.drills import observable, produce
 from support.kafka import commit_offsets, committed_offsets, create_topic
 from support.prometheus import prometheus
 from support.retry import eventually
@@ -111,6 +111,10 @@ def operate(
         ui.log_in(USER, PASSWORD)
         stack.local.stop("dc2")  # the disaster
         mark = time.monotonic()
+        assert_proposed_then_withdrawn(api, airflow, stack, topology)
+        timings["proposal"] = time.monotonic() - mark
+        stack.local.stop("dc2")  # lost again, for good
+        mark = time.monotonic()
         disaster = trigger_failover(ui, api, topology, failed="dc2", target="dc1", mode="disaster")
         approved = approve_as(airflow, api, "dr_failover", disaster, APPROVER, APPROVER_PASSWORD)
         # Meanwhile the browser shows a blank page: left on the DAG's page, whose grid re-renders at every
@@ -156,7 +160,9 @@ def prepare(stack: Stack) -> Path:
     for dc, (group, offset) in GROUPS.items():
         commit_offsets({"bootstrap.servers": stack.bootstrap(dc)}, group, {(TOPICS[dc], 0): offset})
     # Approval by another user than the one who triggers (the default four eyes): approver approves what admin triggers.
-    return stack.write_topology("browser-failover", TOPOLOGY_FLOWS, extra=CLIENTS + "dr: {approval: required}\n")
+    # A health run that cannot reach a cluster proposes its failover (propose_failover_after: 1).
+    dr = "dr: {approval: required, propose_failover_after: 1}\n"
+    return stack.write_topology("browser-failover", TOPOLOGY_FLOWS, extra=CLIENTS + dr)
 
 
 @contextlib.contextmanager
@@ -223,6 +229,43 @@ def assert_prometheus_scrapes(api: AirflowApi, airflow: LocalAirflow, topology: 
         [group] = server.rule_groups()
         assert group["name"] == "kafka-dr" and len(group["rules"]) == 9, group
         assert all(rule["health"] == "ok" for rule in group["rules"]), group["rules"]
+
+
+def assert_proposed_then_withdrawn(api: AirflowApi, airflow: LocalAirflow, stack: Stack, topology: Path) -> None:
+    """dc2 lost: a dr_replication_health run proposes a disaster failover dc2 -> dc1, which waits at `approve` with
+    its preview as the request's body; a second health run proposes nothing more (one proposal per outage). dc2
+    comes back before anyone approved: the proposal ends by itself, failed with "dc2 reachable again", and nothing
+    changed in dc1 (its ends, its groups' offsets, the aliases, the replicators)."""
+    before = observable(stack.local, topology, ("dc1",))
+    health_runs = []
+    for _ in range(2):
+        run = api.trigger("dr_replication_health", {"topology": str(topology)})
+        ended = api.wait_finished("dr_replication_health", run["dag_run_id"], RUN_TIMEOUT)
+        assert ended["state"] == "failed", ended  # its flows are ERR: dc2 does not answer
+        health_runs.append(api.task_states("dr_replication_health", run["dag_run_id"]))
+    assert (health_runs[0]["propose_failover[0]"], health_runs[1]["propose_failover[0]"]) == ("success", "skipped")
+    [proposal] = [run for run in api.runs("dr_failover") if run["dag_run_id"].startswith("proposed__dc2__")]
+    run_id = proposal["dag_run_id"]
+    assert {k: proposal["conf"][k] for k in ("failed_cluster", "target_cluster", "mode", "proposed_by")} == {
+        "failed_cluster": "dc2",
+        "target_cluster": "dc1",
+        "mode": "disaster",
+        "proposed_by": "dr_replication_health",
+    }, proposal["conf"]
+    eventually(lambda: api.task_states("dr_failover", run_id).get("approve") == "deferred", "proposal waits", 60)
+    quoted = quote(run_id, safe="")
+    asked = api.call("GET", f"/api/v2/dags/dr_failover/dagRuns/{quoted}/taskInstances/approve/-1/hitlDetails")
+    assert asked["subject"] == "kafka-dr: approve the failover dc2 -> dc1 (disaster)", asked
+    assert asked["body"].startswith("# Failover dc2 -> dc1 (disaster)"), asked["body"][:200]
+    stack.local.start("dc2")  # back before anyone approved
+    ended = api.wait_finished("dr_failover", run_id, RUN_TIMEOUT)
+    tasks = api.task_states("dr_failover", run_id)
+    assert ended["state"] == "failed" and tasks["approve"] == "failed", tasks
+    assert tasks["stop_replication"] == tasks["translate_offsets"] == "upstream_failed", tasks
+    log = airflow.home / "logs" / "dag_id=dr_failover" / f"run_id={run_id}"
+    lines = "".join(path.read_text(errors="replace") for path in log.glob("task_id=approve/**/*.log"))
+    assert "dc2 reachable again: the proposed failover ends, nothing changed" in lines, lines[-2000:]
+    assert observable(stack.local, topology, ("dc1",)) == before
 
 
 def assert_group_moved(stack: Stack, failed: str, target: str) -> None:

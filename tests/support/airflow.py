@@ -202,12 +202,12 @@ def backfill_with_scheduler(
     """`airflow backfill create` over [from_date, to_date], executed by a scheduler (LocalExecutor: a process per
     task) until the scheduler marks the backfill complete; returns (logical date, state) of the runs it made, read
     from the metadata DB once the scheduler has stopped (SQLite takes one writer, and a running scheduler is one:
-    the backfill is made before it starts). The DAGs are serialized and this one unpaused first: a scheduler starts
-    no run of a paused DAG, backfill runs included; it is paused again at the end."""
+    the backfill is made before it starts). The DAGs are serialized first; this one is unpaused at creation, or
+    the scheduler would start none of the backfill's runs. It is paused at the end, so that the schedulers of later
+    tests start no hourly run of it."""
     env = {**os.environ, **api_env, "AIRFLOW__CORE__PARALLELISM": "4", "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "1"}
     env["AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC"] = "1"
     serialize_dags()
-    set_paused(dag_id, False)
     with open(log, "ab") as out:
         start = log.stat().st_size
         created = subprocess.run(
@@ -258,6 +258,32 @@ def set_paused(dag_id: str, paused: bool) -> None:
         dag = session.get(DagModel, dag_id)
         assert dag is not None, f"{dag_id} is not in the metadata DB: serialize_dags() first"
         dag.is_paused = paused
+
+
+def scheduled_runs(dag_id: str) -> list[tuple[str, dict[str, str]]]:
+    """(state, {task_id: state}) of each scheduled run of `dag_id` in the metadata DB (read once no scheduler runs)."""
+    from airflow.models.dagrun import DagRun
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from airflow.utils.types import DagRunType
+    from sqlalchemy import select
+
+    with create_session() as session:
+        runs = session.scalars(
+            select(DagRun).where(DagRun.dag_id == dag_id, DagRun.run_type == DagRunType.SCHEDULED)
+        ).all()
+        return [
+            (
+                str(run.state),
+                {
+                    ti.task_id: str(ti.state)
+                    for ti in session.scalars(
+                        select(TaskInstance).where(TaskInstance.dag_id == dag_id, TaskInstance.run_id == run.run_id)
+                    )
+                },
+            )
+            for run in runs
+        ]
 
 
 def _last_backfill_runs(dag_id: str) -> list[tuple[str, str]]:

@@ -357,8 +357,9 @@ def test_health_slos_are_read_and_optional() -> None:
 def test_the_dr_policy_requires_approval_by_another_user_unless_it_says_otherwise() -> None:
     assert parse_topology(mutated(lambda d: d.pop("dr", None))).dr == DrPolicy("required", (), True, 3600.0)
     policy = {"approval": "required", "approvers": ["alice", "bob"], "four_eyes": False, "approval_timeout": "15m"}
+    policy |= {"propose_failover_after": 0, "hourly_gap_repair": True}
     assert parse_topology(mutated(lambda d: d.update(dr=policy))).dr == DrPolicy(
-        "required", ("alice", "bob"), False, 900
+        "required", ("alice", "bob"), False, 900, 0, True
     )
     assert parse_topology(mutated(lambda d: d.update(dr={"approval": "none"}))).dr.approval == "none"
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from airflow.sdk import get_current_context, task
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from ..backfill import report
-from ..backfill.plan import BackfillPlan
+from ..backfill.plan import BackfillPlan, idle_reason
 from ..backfill.window import BackfillError
 from ..clients import ClientConfigError
 from ..replication.planner import UnreachableError
@@ -26,13 +26,18 @@ from .hooks.kafka_cluster import KafkaClusterHook
 def validate_backfill(params: dict[str, Any] | None = None) -> dict[str, Any]:
     """Check every param and the window against the source (offsets past the end, topics outside the flow, a target
     that would take the copies out of order); returns the backfill's arguments (BackfillPlan). A run without window
-    params takes its data interval (Airflow's own backfill re-runs past hours this way)."""
+    params takes its data interval (Airflow's own backfill re-runs past hours this way). A scheduled run skips itself,
+    and so the run, unless the topology asks for hourly gap repair."""
     params = params or {}
     context = get_current_context()
     try:
         path = topology_path(params.get("topology"))
         topo = load_topology(path)
         alert_targets(topo)  # a bad alert URL or a missing ${VAR}: one line, before anything changes
+        run_type = context["dag_run"].run_type
+        idle = idle_reason(getattr(run_type, "value", str(run_type)), topo)
+        if idle is not None:
+            raise AirflowSkipException(idle)
         flow = topo.flow(str(params.get("flow") or ""))
         for cluster in (flow.source, flow.target):
             KafkaClusterHook(cluster, topology=topo).security_settings()

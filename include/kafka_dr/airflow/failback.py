@@ -29,9 +29,11 @@ from ..state import subdir
 from ..topology import Topology, TopologyError, load_topology
 from . import topology_path
 from .common import boolean_param, groups_param, timed, write_report
+from .failover import triggered_by
 from .hooks.alerts import alert_targets, send_report_alert
 from .hooks.kafka_cluster import ClusterUnreachable, KafkaClusterHook
 from .hooks.schema_registry import load_registry_credentials
+from .operators.approval import offer_for_approval
 
 VERIFY_SETTLE_S = 60.0  # the flows run again while they are verified: time for a record produced meanwhile
 
@@ -88,7 +90,8 @@ def measure_unreplicated(plan: dict[str, Any]) -> dict[str, Any]:
 @task.short_circuit
 def decide(plan: dict[str, Any], measured: dict[str, Any]) -> dict[str, Any] | bool:
     """Write the report (and the exact RPO into the failover report this failback follows); then stop on a dry run,
-    or when records never left and `unreplicated` is `report`, with one line saying how to continue."""
+    or when records never left and `unreplicated` is `report`, with one line saying how to continue. Otherwise the
+    report's page is the preview offered for approval."""
     context = get_current_context()
     dag_id, run_id = context["dag"].dag_id, context["run_id"]
     failback = FailbackPlan.from_dict(plan)
@@ -98,17 +101,21 @@ def decide(plan: dict[str, Any], measured: dict[str, Any]) -> dict[str, Any] | b
         dag_id=dag_id,
         run_id=run_id,
         run_started=context["dag_run"].start_date,
+        triggered_by=triggered_by(context),
     )
-    written = write_report(dag_id, run_id, body, report.failback_page(body))
+    page = report.failback_page(body)
+    written = write_report(dag_id, run_id, body, page)
     if body["unreplicated"]["records"] is not None:
         report.add_exact_rpo(failback.restored, failback.serving, body["unreplicated"], run_id)
     line = failback.stop_line(body["unreplicated"], written["report_file"])
     if line is not None:
         raise AirflowFailException(line)
+    what = f"failback {failback.serving} -> {failback.restored} ({failback.mode})"
+    offer_for_approval(context, f"{what}, unreplicated records: {failback.unreplicated}", failback.restored, page)
     return False if failback.dry_run else written  # False: a dry run ends here, every later step skipped
 
 
-@task
+@task(trigger_rule="none_failed")  # after `approve`, skipped when the topology needs no approval
 @timed
 def prepare_switch_back(plan: dict[str, Any]) -> dict[str, Any]:
     """The flows that resync and the switch back as dr_failover's tasks take it: a planned failover from the serving
@@ -227,6 +234,7 @@ def failback_report(plan: dict[str, Any], results: dict[str, Any]) -> dict[str, 
     runs = [*(results.get("resync_runs") or []), *(results.get("catch_up_runs") or [])]
     run = FailbackRun(
         measure_unreplicated=results.get("measure_unreplicated"),
+        approval=context["ti"].xcom_pull(task_ids="approve"),  # none when the task was skipped
         prepare_switch_back=None if back is None else SwitchBack.from_dict(back),
         resync_records=report.resync_records(runs),
         switch_producers=results.get("switch_producers"),
@@ -237,7 +245,9 @@ def failback_report(plan: dict[str, Any], results: dict[str, Any]) -> dict[str, 
     )
     failback = FailbackPlan.from_dict(plan)
     started = context["dag_run"].start_date
-    body = report.failback_report(failback, run, dag_id=dag_id, run_id=run_id, run_started=started)
+    body = report.failback_report(
+        failback, run, dag_id=dag_id, run_id=run_id, run_started=started, triggered_by=triggered_by(context)
+    )
     written = write_report(dag_id, run_id, body, report.failback_page(body))
     send_report_alert(load_topology(failback.topology), dag_id, run_id, written)
     return written

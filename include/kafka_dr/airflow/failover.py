@@ -30,6 +30,7 @@ from .common import groups_param, timed, write_report
 from .hooks.alerts import alert_targets, send_report_alert
 from .hooks.kafka_cluster import ClusterUnreachable, KafkaClusterHook, flows_environ
 from .hooks.schema_registry import load_registry_credentials
+from .operators.approval import offer_for_approval
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +83,10 @@ def preview_failover(plan: dict[str, Any]) -> dict[str, Any]:
         raise AirflowFailException(str(exc)) from None
     page = preview.preview_page(previewed)
     log.info("preview:\n%s", page)
+    context = get_current_context()
+    what = f"failover {failover.failed} -> {failover.target} ({failover.mode})"
+    offer_for_approval(context, what, failover.failed, page)
     if failover.dry_run:
-        context = get_current_context()
         dag_id, run_id = context["dag"].dag_id, context["run_id"]
         started = context["dag_run"].start_date
         body = report.dry_run_report(

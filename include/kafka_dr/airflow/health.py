@@ -14,8 +14,9 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from ..alerts import answers, notify_flow_statuses
 from ..clients import ClientConfigError
-from ..health.check import check_flow
+from ..health.check import check_flow_findings
 from ..health.healing import heal
+from ..health.proposal import cluster_reachability, proposals, record_run
 from ..health.rules import FlowHealth, render_table
 from ..state import now_iso
 from ..topology import TopologyError, load_topology
@@ -39,11 +40,31 @@ def validate_flows(params: dict[str, Any] | None = None) -> list[dict[str, str]]
 
 @task
 def check(flow: str, topology: str) -> dict[str, Any]:
-    """One health sample and evaluation of `flow` (what `kafka-dr health --flow FLOW` shows), as JSON."""
+    """One health sample and evaluation of `flow` (what `kafka-dr health --flow FLOW` shows), as JSON, with the
+    cluster the check could not reach (`unreachable_cluster`, None when both answered)."""
     topo = load_topology(topology)
-    health = check_flow(topo, flow, environ=flows_environ(topo, [flow]))
+    health, findings = check_flow_findings(topo, flow, environ=flows_environ(topo, [flow]))
     print(render_table([health]))  # the task log's table
-    return health.to_dict()
+    return {**health.to_dict(), "unreachable_cluster": findings.unreachable_cluster}
+
+
+@task
+def count_outages(checked: list[dict[str, Any]], topology: str | None = None) -> list[dict[str, Any]]:
+    """Count this run into each cluster's outage (kafka_dr.health.proposal) and return the disaster failovers to
+    propose, as the kwargs of the mapped `propose_failover` (its run id and conf); none is an empty list, and the
+    proposing task is then skipped."""
+    path = topology_path(topology)
+    topo = load_topology(path)
+    reachable = cluster_reachability(topo, {h["name"]: h.get("unreachable_cluster") for h in checked})
+    outages = record_run(reachable, now_iso())
+    for outage in outages.values():
+        print(f"{outage.cluster} unreachable in {outage.runs} runs in a row, since {outage.since}")
+    made, refused = proposals(outages, topo, str(path))
+    for line in refused:
+        print(line)
+    for made_one in made:
+        print(f"proposing a disaster failover {made_one.cluster} -> {made_one.target}: run {made_one.run_id}")
+    return [{"trigger_run_id": p.run_id, "conf": p.conf} for p in made]
 
 
 @task

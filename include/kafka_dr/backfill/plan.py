@@ -90,3 +90,12 @@ class BackfillPlan:
             tuple(data["target_topics"]),
             data.get("step"),
         )
+
+
+def idle_reason(run_type: str, topology: Topology) -> str | None:
+    """Why a dr_backfill run copies nothing, or None when it copies: the DAG is unpaused so that a manual trigger
+    and Airflow's own backfill start at once, and its scheduled hourly runs copy only when the topology asks for
+    hourly gap repair (`dr.hourly_gap_repair`)."""
+    if run_type == "scheduled" and not topology.dr.hourly_gap_repair:
+        return "a scheduled run copies nothing unless the topology sets dr.hourly_gap_repair: true"
+    return None

@@ -238,6 +238,7 @@ class FailbackRun:
     the resync runs copied."""
 
     measure_unreplicated: Mapping[str, Any] | None = None
+    approval: Mapping[str, Any] | None = None  # the approve task's answer; None when none was asked
     prepare_switch_back: SwitchBack | None = None
     resync_records: int | None = None
     switch_producers: Mapping[str, Any] | None = None
@@ -251,6 +252,7 @@ class FailbackRun:
         back = self.prepare_switch_back
         steps = {
             "measure_unreplicated": (self.measure_unreplicated or {}).get("step"),
+            "approve": (self.approval or {}).get("step"),  # asked to answered: the wait for a person
             "prepare_switch_back": None if back is None else back.step,
             "switch_producers": (self.switch_producers or {}).get("step"),
             "handle_unreplicated": (self.handle_unreplicated or {}).get("step"),

@@ -10,17 +10,24 @@ from datetime import datetime
 from typing import Any
 
 from ..failover.report import failover_page, with_exact_rpo
-from ..reports import cell, rto_seconds, run_start, step_table
+from ..reports import approval_line, cell, run_start, step_table, switch_times
 from ..state import subdir
 from ..topology import INTERNAL_TOPIC_PREFIX
 from .plan import FailbackPlan, FailbackRun
 
 
 def failback_report(
-    plan: FailbackPlan, run: FailbackRun, *, dag_id: str, run_id: str, run_started: datetime | None
+    plan: FailbackPlan,
+    run: FailbackRun,
+    *,
+    dag_id: str,
+    run_id: str,
+    run_started: datetime | None,
+    triggered_by: str | None = None,
 ) -> dict[str, Any]:
     """The JSON body of a dr_failback report. Steps not run yet are absent, and so are their figures (None).
-    Without a recorded start the run counts from its validation's start (plan.step)."""
+    Without a recorded start the run counts from its validation's start (plan.step). As a failover's, the RTO
+    leaves out the wait for a person's approval (`rto_with_approval_seconds` counts it)."""
     start = run_start(run_started, plan.step)
     back = run.prepare_switch_back
     return {
@@ -31,6 +38,7 @@ def failback_report(
         "mode": plan.mode,
         "dry_run": plan.dry_run,
         "run_started": start.isoformat(),
+        "triggered_by": triggered_by,
         "unreplicated": {
             **(run.measure_unreplicated or {}).get("unreplicated", {}),
             "action": plan.unreplicated,
@@ -42,7 +50,7 @@ def failback_report(
             "inverse_flows": [] if back is None else list(back.inverse_flows),
             "forced": None if back is None or back.force is None else dict(back.force),
         },
-        "rto_seconds": rto_seconds(start, (run.switch_consumers or {}).get("step")),
+        **switch_times(start, (run.switch_consumers or {}).get("step"), run.approval),
         "verify": {k: v for k, v in (run.verify or {}).items() if k != "step"},
         "schema_registry": {k: v for k, v in (run.registry_back or {}).items() if k != "step"},
         "steps": {"validate": plan.step, **run.steps()},
@@ -109,7 +117,8 @@ def failback_page(body: Mapping[str, Any]) -> str:
         lines.append(
             f"  - records first from {body['restored_cluster']} forced past the cycle rule: {resynced['forced']}"
         )
-    lines.append(f"- **RTO: {body['rto_seconds']} s** (trigger to clients back)")
+    lines.append(f"- **RTO: {body['rto_seconds']} s** (trigger to clients back, the wait for approval left out)")
+    lines.append(approval_line(body))
     lines += [
         f"- verified {name}: {v['expected']} records expected, {v['copied']} copied once, {v['filtered']} filtered "
         f"by the cycle rule, {v['skipped']} skipped"

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from ..reports import rto_seconds, run_start, step_table
+from ..reports import approval_line, run_start, step_table, switch_times
 from .plan import FailoverPlan, FailoverRun
 from .rpo import LagReading, rpo
 
@@ -42,19 +42,13 @@ def failover_report(
     `rto_with_approval_seconds`."""
     start = run_start(run_started, plan.step)
     switched = run.switch_consumers or {}
-    approval = run.approval or {}
-    with_approval = rto_seconds(start, switched.get("step"))
-    wait = approval.get("wait_seconds") or 0.0
     steps = {"validate": plan.step, **({"preview": previewed["step"]} if previewed and "step" in previewed else {})}
     steps.update(run.steps())
     steps.update({f"translate_offsets {t.get('flow')}": _translation_step(t) for t in run.translations})
     return {
         **_heading(plan, dag_id, run_id, start, triggered_by),
-        "approved_by": approval.get("approved_by"),
-        "approval_wait_seconds": approval.get("wait_seconds"),
         "rpo": rpo(lag),
-        "rto_seconds": None if with_approval is None else round(with_approval - wait, 3),
-        "rto_with_approval_seconds": with_approval,
+        **switch_times(start, switched.get("step"), run.approval),
         "groups": group_summary(run.translations),
         "schema_registry": run.schema_registry,
         "clients": {"producers_first": list(producers_first), "moved": switched.get("moved", [])},
@@ -114,13 +108,7 @@ def failover_page(body: Mapping[str, Any]) -> str:
         f"- **RPO: {rpo_text}** ({rpo_kind})"
         + "".join(f"; {topic}: {n}" for topic, n in sorted(rpo_["per_topic"].items())),
         f"- **RTO: {body['rto_seconds']} s** (trigger to clients switched, the wait for approval left out)",
-        f"- triggered by {body.get('triggered_by') or 'unknown'}; "
-        + (
-            f"approved by {body['approved_by']} after {body['approval_wait_seconds']} s "
-            f"(RTO with the approval: {body['rto_with_approval_seconds']} s)"
-            if body.get("approved_by")
-            else "no approval asked"
-        ),
+        approval_line(body),
     ]
     exact = rpo_.get("exact_after_failback")
     if exact is not None:

@@ -26,6 +26,13 @@ log = logging.getLogger(__name__)
 def check_flow(topology: Topology, flow_name: str, environ: Mapping[str, str] | None = None) -> FlowHealth:
     """Sample, evaluate and keep the health of one flow; never raises for a cluster that is down (the flow is
     ERR, saying which cluster)."""
+    return check_flow_findings(topology, flow_name, environ)[0]
+
+
+def check_flow_findings(
+    topology: Topology, flow_name: str, environ: Mapping[str, str] | None = None
+) -> tuple[FlowHealth, FlowFindings]:
+    """check_flow, with the sample's findings beside the evaluation (which cluster could not be reached, ...)."""
     flow = topology.flow(flow_name)
     target_config = client_config(topology.cluster(flow.target), environ)
     writer = internal_writer(target_config)  # made first: it connects while the flow is sampled
@@ -42,7 +49,7 @@ def check_flow(topology: Topology, flow_name: str, environ: Mapping[str, str] | 
         writer,
         sample.findings,
     )
-    return health
+    return health, sample.findings
 
 
 def save_evaluation(

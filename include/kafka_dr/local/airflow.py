@@ -55,8 +55,6 @@ CELERY_COMPONENTS = ("redis", "worker-1", "worker-2")  # started before the sche
 HEALTH_KEYS = {"scheduler": "scheduler", "dag-processor": "dag_processor", "triggerer": "triggerer"}
 STARTUP_TIMEOUT = 180.0  # the api-server's first start migrates nothing, but imports most of Airflow
 STOP_GRACE = 20.0
-# DAGs left paused on purpose: dr_backfill's hourly runs copy past hours and are turned on deliberately.
-KEPT_PAUSED = ("dr_backfill",)
 _START_MARK = "--- kafka-dr starts at "
 
 
@@ -359,8 +357,8 @@ class LocalAirflow:
 
     def _wait_parsed(self) -> None:
         """Until the dag-processor has parsed every DAG of dags/ (at most two minutes), so that the UI lists them
-        all when `up` returns. They are unpaused at creation (DAGS_ARE_PAUSED_AT_CREATION off), except those a DAG
-        file pauses on purpose (KEPT_PAUSED). Asked of the api-server, up by now: an `airflow dags list` would cost
+        all when `up` returns. They are unpaused at creation (DAGS_ARE_PAUSED_AT_CREATION off): a runbook starts when
+        triggered. Asked of the api-server, up by now: an `airflow dags list` would cost
         about 10 s of CPU each time."""
         expected = {p.stem for p in (PROJECT_ROOT / "dags").glob("dr_*.py")}
         api = AirflowRest(self.url, USER, PASSWORD)

@@ -126,6 +126,23 @@ def test_every_step_run_is_in_the_report_in_the_order_the_steps_run() -> None:
     assert body["resynced"] == {"records": None, "flows": ["b"], "inverse_flows": [], "forced": None}
 
 
+def test_an_approved_failback_names_both_people_and_its_rto_leaves_out_the_wait() -> None:
+    run = FailbackRun(
+        measure_unreplicated=MEASURED,
+        approval={"approved_by": "bob", "wait_seconds": 2.0, "step": {"started": at(2.5), "ended": at(4.5)}},
+        switch_consumers={"moved": ["billing"], "step": {"started": at(5.0), "ended": at(6.5)}},
+    )
+    body = failback_report(
+        FAILBACK_PLAN, run, dag_id="dr_failback", run_id="fb5", run_started=RUN_START, triggered_by="alice"
+    )
+    assert list(body["steps"]) == ["validate", "measure_unreplicated", "approve", "switch_consumers"]
+    assert (body["triggered_by"], body["approved_by"], body["approval_wait_seconds"]) == ("alice", "bob", 2.0)
+    assert (body["rto_seconds"], body["rto_with_approval_seconds"]) == (4.5, 6.5)
+    page = failback_page(body)
+    assert "- triggered by alice; approved by bob after 2.0 s (RTO with the approval: 6.5 s)" in page
+    assert "no approval asked" in failback_page(failback())
+
+
 def test_without_a_recorded_run_start_the_failback_counts_from_validation() -> None:
     body = failback_report(FAILBACK_PLAN, FailbackRun(), dag_id="dr_failback", run_id="fb4", run_started=None)
     assert body["run_started"] == "2026-03-01T10:00:00.500000+00:00"

@@ -1,10 +1,15 @@
-"""The `approve` task of dr_failover: a person approves the preview before anything changes (Airflow 3's
-human-in-the-loop ApprovalOperator; on Airflow 3.3 the task waits in `awaiting_input`, holding no worker slot).
+"""The `approve` task of dr_failover and dr_failback: a person approves the preview before anything changes (Airflow
+3's human-in-the-loop ApprovalOperator; on Airflow 3.3 the task waits in `awaiting_input`, holding no worker slot).
 
 The topology's `dr:` section decides: `approval: none` skips the task; `approvers` are the Airflow users who may answer
 (any user when empty); with `four_eyes` the user who triggered the run cannot approve it; after `approval_timeout`
 the run fails. A rejection, a timeout or a four-eyes breach fails the task with one line, and every later task with
-it: nothing changes. The approval's body is the preview's Markdown, and its request is an `approval_needed` alert.
+it: nothing changes. The preview task offers what is to be approved (`offer_for_approval`): a one-line summary, the
+cluster it is about and the preview's Markdown, the approval's body; the request is an `approval_needed` alert.
+
+A failover proposed by dr_replication_health (conf `proposed_by`) always waits for a person, whatever
+`dr.approval` says, and its wait is a trigger's (ProposalApprovalTrigger): it ends by itself, failing with "<cluster>
+reachable again", when the lost cluster answers again before anyone approved.
 """
 
 from __future__ import annotations
@@ -14,23 +19,31 @@ from typing import Any
 
 from airflow.providers.standard.operators.hitl import ApprovalOperator, HITLOperator
 from airflow.sdk import Context
-from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException, TaskAwaitingInput
+from airflow.sdk.timezone import utcnow
 
 from ...alerts import approval_needed_alert
-from ...failover.preview import preview_page
 from ...state import now_iso
 from ...topology import Topology, load_topology
 from .. import topology_path
 from ..hooks.alerts import send_alert
+from ..triggers.proposal import REACHABLE_AGAIN, ProposalApprovalTrigger
 
 REQUESTED_AT = "requested_at"  # XCom key: when the approval was asked for (ISO, UTC), for the wait it took
+OFFERED = "approval_request"  # XCom key of the preview task: {"what", "cluster", "page"}
+
+
+def offer_for_approval(context: Context, what: str, cluster: str, page: str) -> None:
+    """From the preview task: what the `approve` task shows (`what`: one line such as "failover dc1 -> dc2
+    (disaster)"; `cluster`: the one it is about, the alert's subject; `page`: the preview in Markdown)."""
+    context["ti"].xcom_push(key=OFFERED, value={"what": what, "cluster": cluster, "page": page})
 
 
 class DrApprovalOperator(ApprovalOperator):
-    """Approve or reject the run's preview (the XCom of `preview_task_id`). Returns {"approved_by", "wait_seconds",
-    "step": {"started": asked, "ended": answered}}; skipped when the topology says `dr.approval: none`.
+    """Approve or reject what the preview task offered (`offer_for_approval`). Returns {"approved_by",
+    "wait_seconds", "step": {"started": asked, "ended": answered}}; skipped when the topology says `dr.approval: none`.
 
-    :param preview_task_id: the task whose XCom is the preview shown for approval
+    :param preview_task_id: the task that offered the preview for approval
     """
 
     def __init__(self, *, preview_task_id: str = "preview", **kwargs: Any) -> None:
@@ -39,23 +52,42 @@ class DrApprovalOperator(ApprovalOperator):
 
     def execute(self, context: Context) -> Any:
         topo = _topology(context)
-        if topo.dr.approval == "none":
+        proposed = (context["dag_run"].conf or {}).get("proposed_by")
+        if topo.dr.approval == "none" and not proposed:
             raise AirflowSkipException("dr.approval: none in the topology: no approval asked")
-        previewed = context["ti"].xcom_pull(task_ids=self.preview_task_id)
-        what = f"failover {previewed['failed_cluster']} -> {previewed['target_cluster']} ({previewed['mode']})"
-        page = preview_page(previewed)
+        offered = context["ti"].xcom_pull(task_ids=self.preview_task_id, key=OFFERED)
+        what, page = offered["what"], offered["page"]
         self.subject = f"kafka-dr: approve the {what}"
         self.body = page
         self.assigned_users = [{"id": name, "name": name} for name in topo.dr.approvers] or None
         self.response_timeout = timedelta(seconds=topo.dr.approval_timeout_s)
         context["ti"].xcom_push(key=REQUESTED_AT, value=now_iso("milliseconds"))
         dag_id, run_id = context["dag"].dag_id, context["run_id"]
-        send_alert(topo, approval_needed_alert(dag_id, run_id, what, previewed["failed_cluster"], page))
-        return super().execute(context)
+        send_alert(topo, approval_needed_alert(dag_id, run_id, what, offered["cluster"], page))
+        try:
+            return super().execute(context)  # writes the request; on Airflow 3.3 the task then awaits input
+        except TaskAwaitingInput:
+            if not proposed:
+                raise
+        self.defer(
+            trigger=ProposalApprovalTrigger(
+                ti_id=context["task_instance"].id,
+                options=self.options,
+                params=self.serialized_params,
+                defaults=self.defaults,
+                multiple=self.multiple,
+                timeout_datetime=utcnow() + self.response_timeout,
+                cluster=offered["cluster"],
+                topology=str(topology_path(context["params"].get("topology"))),
+            ),
+            method_name="execute_complete",
+        )
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
         topo = _topology(context)
         if "error" in event:
+            if event.get("error_type") == REACHABLE_AGAIN:
+                raise AirflowFailException(f"{event['error']}: the proposed failover ends, nothing changed")
             if event.get("error_type") == "timeout":
                 limit = topo.dr.approval_timeout_s
                 raise AirflowFailException(
