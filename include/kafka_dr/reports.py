@@ -123,6 +123,7 @@ def _failover(body: Mapping[str, Any]) -> dict[str, Any]:
         "rpo_exact": bool(rpo.get("exact")),
         "rpo_exact_after_failback": None if exact is None else _number(exact.get("records")),
         "rto_seconds": _number(body.get("rto_seconds")),
+        **_approval(body),
     }
 
 
@@ -134,6 +135,16 @@ def _failback(body: Mapping[str, Any]) -> dict[str, Any]:
         "rpo_records": _number(body["unreplicated"].get("records")),  # what never left the lost cluster: exact RPO
         "rpo_exact": True,
         "rto_seconds": _number(body.get("rto_seconds")),
+        **_approval(body),
+    }
+
+
+def _approval(body: Mapping[str, Any]) -> dict[str, Any]:
+    """Who started a switch, who approved it and the wait (None: not asked, or a report from before approvals)."""
+    return {
+        "triggered_by": body.get("triggered_by"),
+        "approved_by": body.get("approved_by"),
+        "approval_wait_seconds": _number(body.get("approval_wait_seconds")),
     }
 
 

@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from selenium import webdriver
 from selenium.common.exceptions import WebDriverException
@@ -125,6 +126,21 @@ class AirflowUi:
         WebDriverWait(self.driver, UI_WAIT).until(
             lambda d: "/auth/login" not in d.current_url, "still on the login page: wrong user or password?"
         )
+
+    def switch_user(self, user: str, password: str) -> None:
+        """Log out (the session's cookies and storage dropped) and log in as `user`."""
+        self.driver.delete_all_cookies()
+        self.driver.execute_script("window.localStorage.clear(); window.sessionStorage.clear();")
+        self.log_in(user, password)
+
+    def answer(self, dag_id: str, run_id: str, task_id: str, option: str, name: str) -> None:
+        """The task's Required Action tab (its request's subject and body, and a button per option), a screenshot,
+        then the button `option`; returns once the page says the response was received."""
+        self.driver.get(f"{self.url}/dags/{dag_id}/runs/{quote(run_id, safe='')}/tasks/{task_id}/required_actions")
+        button = self.wait_for(By.CSS_SELECTOR, f"button[data-testid='hitl-option-{option}']")
+        self.screenshot(name)
+        button.click()
+        self.wait_for(By.XPATH, "//*[starts-with(normalize-space(), 'Response received at')]")
 
     def open_trigger_form(self, dag_id: str) -> None:
         """The DAG's page, then its Trigger button: the trigger form, a dialog with the DAG's params."""

@@ -82,21 +82,29 @@ def fail_over(dags: dict[str, Any], topology: Path, mode: str, groups: str, dry_
     )
 
 
-def observable(local: LocalStack, topology: Path, clusters: tuple[str, ...]) -> dict[str, Any]:
+def observable(local: LocalStack, topology: Path, clusters: tuple[str, ...], live: bool = False) -> dict[str, Any]:
     """Everything a failover may change, as it is now: in each of `clusters` every partition's end (the registries'
     own topics aside) and every group's committed offsets; the registries' roles as the stack records them; where
-    each client alias points; which flows' replicators run."""
+    each client alias points; which flows' replicators run. `live`: replicators and health runs are at work, so
+    what they change on their own is left out: kafka-dr's internal topics, the flows' own groups, and whether the
+    replicators run (one whose cluster is lost ends after its retries, and a health run restarts it)."""
     loaded = load_topology(topology)
+    flows = {flow.name for flow in loaded.flows}
     seen: dict[str, Any] = {
         "registries": {dc: LocalStack(local.data_dir).config.dc(dc) for dc in ("dc1", "dc2")},  # store, eligibility
         "aliases": {s.alias: s.active for s in client_switch.states(loaded)},
-        "replicators": {flow.name: replicators.is_running(flow.name) for flow in loaded.flows},
     }
+    if not live:
+        seen["replicators"] = {flow.name: replicators.is_running(flow.name) for flow in loaded.flows}
     for name in clusters:
         bootstrap = local.config.dc(name).broker_address
         admin = AdminClient({"bootstrap.servers": bootstrap})
         groups = sorted(g.group_id for g in admin.list_consumer_groups().result(30).valid)
-        seen[name] = {"ends": high_watermarks(bootstrap), "groups": {g: committed(bootstrap, g) for g in groups}}
+        ends = high_watermarks(bootstrap)
+        if live:
+            groups = [g for g in groups if g not in flows]
+            ends = {(topic, p): end for (topic, p), end in ends.items() if not topic.startswith("_kdr.")}
+        seen[name] = {"ends": ends, "groups": {g: committed(bootstrap, g) for g in groups}}
     return seen
 
 

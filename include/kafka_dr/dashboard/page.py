@@ -221,6 +221,7 @@ def _reports(reports: Mapping[str, Mapping[str, Any] | None], ui_root: str) -> l
             rows.append(("RPO", _e(_rpo(report))))
             rto = report["rto_seconds"]
             rows.append(("RTO", "—" if rto is None else _e(f"{_seconds(rto)} s")))
+            rows.append(("Approved", _e(_approved(report))))
         if "copied" in report:
             rows.append(("Copied", _e(_count(report["copied"]))))
             rows.append(("Verify", _e(report["verify"] or "—")))
@@ -245,6 +246,14 @@ def _alerts(sent: Sequence[Mapping[str, Any]]) -> list[str]:
             f"<td>{answers}</td></tr>"
         )
     return [*parts, "</table>"]
+
+
+def _approved(report: Mapping[str, Any]) -> str:
+    """Who approved the switch and after how long (the RTO leaves that wait out), and who triggered it."""
+    by = f"; triggered by {report['triggered_by']}" if report.get("triggered_by") else ""
+    if not report.get("approved_by"):
+        return f"no approval asked{by}"
+    return f"by {report['approved_by']} after {_seconds(report['approval_wait_seconds'])} s{by}"
 
 
 def _rpo(report: Mapping[str, Any]) -> str:

@@ -1,8 +1,9 @@
-"""The dashboard page's parts that take no state: the lag chart of a flow's history."""
+"""The dashboard page from hand-built state: the lag chart of a flow's history, a switch's approval on its card."""
 
 from __future__ import annotations
 
-from kafka_dr.dashboard.page import lag_chart
+from kafka_dr.dashboard.page import lag_chart, render_page
+from kafka_dr.reports import summarize
 
 
 def test_lag_chart_is_inline_svg_with_escaped_tooltips() -> None:
@@ -15,3 +16,28 @@ def test_lag_chart_is_inline_svg_with_escaped_tooltips() -> None:
     )
     assert chart.startswith("<svg") and chart.count("<circle") == 2 and chart.count("<rect") == 1
     assert "<polyline" in chart and "1,200" in chart and "&lt;b&gt;" in chart and "<b>" not in chart
+
+
+def test_a_switch_card_says_who_approved_it_after_how_long_and_who_triggered_it() -> None:
+    body = {
+        "dag_id": "dr_failover",
+        "run_id": "manual__1",
+        "failed_cluster": "dc2",
+        "target_cluster": "dc1",
+        "mode": "disaster",
+        "run_started": "2026-11-26T10:00:00+00:00",
+        "triggered_by": "admin",
+        "approved_by": "approver",
+        "approval_wait_seconds": 6.5,
+        "rpo": {"records": 0, "exact": False},
+        "rto_seconds": 20.25,
+    }
+    summary = {"dag_id": "dr_failover", "run_id": "manual__1", "file": "f.json", "error": None, "written_at": "now"}
+    approved = {**summary, **summarize("dr_failover", body)}
+    unasked = {**summary, **summarize("dr_failover", {**body, "approved_by": None, "approval_wait_seconds": None})}
+    state = {"topology": {"path": "t.yaml", "error": None}, "generated_at": "now", "collected_in_s": 0.1}
+    state |= {"clusters": [], "flows": [], "clients": [], "clients_error": None}
+    page = render_page({**state, "reports": {"dr_failover": approved}})
+    assert "<dt>Approved</dt><dd>by approver after 6.5 s; triggered by admin</dd>" in page
+    page = render_page({**state, "reports": {"dr_failover": unasked}})
+    assert "<dt>Approved</dt><dd>no approval asked; triggered by admin</dd>" in page

@@ -95,13 +95,18 @@ class KafkaClusterHook(BaseHook):
         settings = self.security_settings()
         return {clients.config_env_var(self.cluster.name): json.dumps(settings)} if settings else {}
 
-    def check_reachable(self, timeout: float = 10.0) -> str:
+    def check_reachable(self, timeout: float = 10.0, quiet: bool = False) -> str:
         """Metadata round trip; returns the cluster id or raises ClusterUnreachable with one line. A refused login
         or TLS handshake ends the wait at once and is the reason given: librdkafka retries it until the request
-        times out and reports only the time-out, its cause going to the error callback."""
+        times out and reports only the time-out, its cause going to the error callback. `quiet`: librdkafka does
+        not log each refused connection (a probe repeated for as long as a cluster is down)."""
         refused: list[KafkaError] = []
         admin = AdminClient(
-            {**self.client_config(), "error_cb": lambda e: refused.append(e) if e.code() in LOGIN_ERRORS else None}
+            {
+                **self.client_config(),
+                **({"log_level": 2} if quiet else {}),  # syslog levels: critical and worse only
+                "error_cb": lambda e: refused.append(e) if e.code() in LOGIN_ERRORS else None,
+            }
         )
         future = admin.describe_cluster(request_timeout=timeout)
         while not future.done() and not refused:

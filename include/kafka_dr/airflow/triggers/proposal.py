@@ -3,12 +3,14 @@ the wait by itself once the cluster the proposal says is lost answers again.
 
 dr_replication_health proposes a disaster failover after a cluster stayed unreachable (kafka_dr.health.proposal). If
 the cluster comes back before anyone approves, the proposal must end with nothing changed, not wait for someone to
-reject it: between two answers polled, the cluster is probed in a thread (blocking Kafka client).
+reject it: every PROBE_INTERVAL_S between the answers polled, the cluster is probed in a thread (blocking Kafka
+client).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -22,6 +24,7 @@ from ..hooks.kafka_cluster import ClusterUnreachable, KafkaClusterHook
 
 REACHABLE_AGAIN = "reachable_again"  # the event's error_type when the cluster answered again
 PROBE_TIMEOUT_S = 5.0
+PROBE_INTERVAL_S = 15.0  # a proposal may wait an hour: a probe a quarter of a minute, each one log line
 
 
 class ProposalApprovalTrigger(HITLTrigger):
@@ -45,6 +48,7 @@ class ProposalApprovalTrigger(HITLTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        probed = float("-inf")
         while True:
             if self.timeout_datetime and self.timeout_datetime < utcnow():
                 yield await self._handle_timeout()
@@ -53,9 +57,11 @@ class ProposalApprovalTrigger(HITLTrigger):
             if answered:
                 yield answered
                 return
-            if await asyncio.to_thread(self.reachable):
-                yield TriggerEvent({"error": f"{self.cluster} reachable again", "error_type": REACHABLE_AGAIN})
-                return
+            if time.monotonic() - probed >= PROBE_INTERVAL_S:
+                probed = time.monotonic()
+                if await asyncio.to_thread(self.reachable):
+                    yield TriggerEvent({"error": f"{self.cluster} reachable again", "error_type": REACHABLE_AGAIN})
+                    return
             await asyncio.sleep(self.poke_interval)
 
     def reachable(self) -> bool:
@@ -63,7 +69,7 @@ class ProposalApprovalTrigger(HITLTrigger):
         (the proposal then waits for a person, as any other approval)."""
         try:
             hook = KafkaClusterHook(self.cluster, topology=load_topology(self.topology))
-            hook.check_reachable(PROBE_TIMEOUT_S)
+            hook.check_reachable(PROBE_TIMEOUT_S, quiet=True)
         except (ClusterUnreachable, TopologyError, ClientConfigError) as exc:
             self.log.info("%s still unreachable: %s", self.cluster, exc)
             return False
