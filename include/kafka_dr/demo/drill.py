@@ -240,7 +240,9 @@ def summary(app: DemoApplication, steps: list[Step], drained: bool, behind: int,
         ("  triggered by, approved by", f"{_report(failover, 'triggered_by')}, {_report(failover, 'approved_by')}"),
         ("  approval waited (s)", _report(failover, "approval_wait_seconds")),
         ("failback unreplicated, republished", _report(failback, "unreplicated", "records")),
-        ("failback RTO (s)", _report(failback, "rto_seconds")),
+        ("failback RTO (s; the approval's wait left out)", _report(failback, "rto_seconds")),
+        ("  triggered by, approved by", f"{_report(failback, 'triggered_by')}, {_report(failback, 'approved_by')}"),
+        ("  approval waited (s)", _report(failback, "approval_wait_seconds")),
     ]
     width = max(len(name) for name, _ in rows)
     lines = [f"{name.ljust(width)}  {value}" for name, value in rows]
