@@ -45,6 +45,9 @@ class PartitionRequest:
     # groups (a failback: what producers wrote into the restored cluster once they moved back, while the serving
     # cluster's last records were still being copied after them). A group resumes no later than the first of them.
     unseen_from: int | None = None
+    # The destination cluster's id: a source record that is itself a copy from the destination (its last hop names
+    # this cluster, the destination topic and partition) went there and back, and the group read its original.
+    target_cluster_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -119,12 +122,28 @@ def _by_provenance(
         if current is None:
             break
     for offset in wanted:
-        found.setdefault(offset, after_last_copy)  # ahead of everything copied: resume after the last copy
+        if offset not in found:  # ahead of everything copied: after the last copy, or after the original last read
+            found[offset] = max(after_last_copy, _after_round_trip(request, offset))
     if request.unseen_from is not None:
         first_unseen = _first_non_copy(reader, request, origin, max(request.unseen_from, low), max(found.values()))
         if first_unseen is not None:  # read it rather than skip it: the copies after it are read twice
             found = {offset: min(dest, first_unseen) for offset, dest in found.items()}
     return found
+
+
+def _after_round_trip(request: PartitionRequest, offset: int) -> int:
+    """Where a group at source `offset` resumes in the destination when the last record it read, at `offset` - 1, is
+    a copy from the destination: right after that record's original. A failback's serving cluster holds copies of
+    the restored cluster's records; a group that read them, and nothing the restored cluster lacks, resumes after
+    the originals it read. 0 when that record is no such copy (or gone)."""
+    if request.target_cluster_id is None or offset == 0:
+        return 0
+    origin = (request.target_cluster_id, request.dest_topic, request.partition)
+    source = _reader(request.source_config)
+    for message in read_partition(source, request.topic, request.partition, offset - 1, offset, READ_TIMEOUT_S):
+        original = copied_from(message.headers(), origin)
+        return 0 if original is None else original + 1
+    return 0
 
 
 def _first_non_copy(

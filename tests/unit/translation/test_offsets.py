@@ -34,9 +34,12 @@ def translate(
     provenance: bool = True,
     source_end: int = 1000,
     unseen_from: int | None = None,
+    target_cluster_id: str | None = None,
 ) -> list[int]:
     monkeypatch.setattr(offsets, "_reader", lambda config: readers[config["bootstrap.servers"]])
-    request = PartitionRequest(SOURCE, TARGET, SRC, "orders", 0, DEST, wanted, source_end, provenance, unseen_from)
+    request = PartitionRequest(
+        SOURCE, TARGET, SRC, "orders", 0, DEST, wanted, source_end, provenance, unseen_from, target_cluster_id
+    )
     result = translate_partition(request)
     assert [(t.topic, t.partition, t.source_offset, t.dest_topic) for t in result] == [
         ("orders", 0, o, DEST) for o in wanted
@@ -117,6 +120,19 @@ def test_a_failback_resumes_at_the_first_record_the_group_never_saw(monkeypatch)
     assert translate(readers, monkeypatch, 14, 11, 13, unseen_from=2) == [2, 1, 2]
     assert translate(readers, monkeypatch, 14, unseen_from=6) == [6]  # nothing written since: after the last copy
     assert translate(readers, monkeypatch, 14) == [6]  # without the mark, the local records 2 and 4 are skipped
+
+
+def test_a_group_that_read_copies_of_the_destinations_own_records_resumes_after_their_originals(monkeypatch) -> None:
+    """A failback after a planned failover with nothing new in the serving cluster: its partition holds copies of the
+    restored cluster's records (originals at 0..4 there), and nothing was copied back. A group that read three of
+    them resumes after the third one's original, not at the log start; one that read them all, after the last."""
+    restored = FakeConsumer().add(DEST, 0, [local(d) for d in range(5)])
+    hop = [(HEADER, Hop("dstCluster", DEST, 0, o, 1).encode()) for o in range(5)]
+    serving = FakeConsumer().add("orders", 0, [FakeMessage("orders", 0, o, b"k", b"v", [hop[o]], 0) for o in range(5)])
+    readers = {"dc1:9092": serving, "dc2:9092": restored}
+    assert translate(readers, monkeypatch, 3, 5, 0, source_end=5, target_cluster_id="dstCluster") == [3, 5, 0]
+    assert translate(readers, monkeypatch, 3, source_end=5) == [0]  # without the destination's id: the log start
+    assert translate(readers, monkeypatch, 3, source_end=5, target_cluster_id="elsewhere") == [0]  # not its copies
 
 
 def test_search_is_binary_then_one_forward_read(monkeypatch) -> None:
