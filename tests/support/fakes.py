@@ -94,8 +94,9 @@ class FakeConsumer:
 
     MAX_IDLE_POLLS = 1_000
 
-    def __init__(self, partition_eof: bool = True) -> None:
+    def __init__(self, partition_eof: bool = True, cluster_id: str = "fakeCluster") -> None:
         self.partition_eof = partition_eof
+        self.cluster_id = cluster_id  # what list_topics' metadata names
         self.logs: dict[tuple[str, int], FakeLog] = {}
         self.assignments: list[tuple[str, int, int]] = []
         self._positions: dict[tuple[str, int], int] = {}
@@ -125,6 +126,10 @@ class FakeConsumer:
         if (topic, partition) not in self.logs:
             raise KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
         return self.logs[(topic, partition)]
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> SimpleNamespace:
+        """The cluster's metadata, as far as the code under test reads it: its id."""
+        return SimpleNamespace(cluster_id=self.cluster_id)
 
     def get_watermark_offsets(
         self, partition: TopicPartition, timeout: float | None = None, cached: bool = False

@@ -196,12 +196,5 @@ def translate_from_source(
             request_timeout=TIMEOUT_S,
         )
         ends = {(tp.topic, tp.partition): f.result(TIMEOUT_S).offset for tp, f in futures.items()}
-    target = topology.cluster(flow.target)
-    target_admin = AdminClient(target_config)
-    target_id = with_retries(
-        f"target cluster {target.name} ({target.bootstrap_servers})",
-        lambda: target_admin.describe_cluster(request_timeout=10).result().cluster_id,
-        retries,
-    )
-    requests = plan_requests(committed, flow, source_config, target_config, cluster_id, ends, unseen_from, target_id)
+    requests = plan_requests(committed, flow, source_config, target_config, cluster_id, ends, unseen_from)
     return by_group(committed, translate(requests) if requests else [])

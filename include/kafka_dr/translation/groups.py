@@ -74,10 +74,9 @@ def plan_requests(
     source_cluster_id: str,
     source_ends: dict[tuple[str, int], int],
     unseen_from: Mapping[tuple[str, int], int] | None = None,
-    target_cluster_id: str | None = None,
 ) -> list[PartitionRequest]:
     """One request per source partition, carrying every group's offset there (and the destination partition's
-    `unseen_from` and the destination cluster's id, see PartitionRequest)."""
+    `unseen_from`, see PartitionRequest)."""
     by_partition: dict[tuple[str, int], set[int]] = {}
     for offsets in committed.values():
         for key, offset in offsets.items():
@@ -94,7 +93,6 @@ def plan_requests(
             source_ends[(topic, partition)],
             flow.provenance,
             (unseen_from or {}).get((flow.destination_topic(topic), partition)),
-            target_cluster_id,
         )
         for (topic, partition), offsets in sorted(by_partition.items())
     ]

@@ -45,9 +45,6 @@ class PartitionRequest:
     # groups (a failback: what producers wrote into the restored cluster once they moved back, while the serving
     # cluster's last records were still being copied after them). A group resumes no later than the first of them.
     unseen_from: int | None = None
-    # The destination cluster's id: a source record that is itself a copy from the destination (its last hop names
-    # this cluster, the destination topic and partition) went there and back, and the group read its original.
-    target_cluster_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -121,9 +118,9 @@ def _by_provenance(
         after_last_copy = message.offset() + 1
         if current is None:
             break
-    for offset in wanted:
-        if offset not in found:  # ahead of everything copied: after the last copy, or after the original last read
-            found[offset] = max(after_last_copy, _after_round_trip(request, offset))
+    ahead = [offset for offset in wanted if offset not in found]  # ahead of everything copied: after the last copy,
+    for offset, original_next in _after_round_trips(reader, request, ahead).items():  # or after the original read
+        found[offset] = max(after_last_copy, original_next)
     if request.unseen_from is not None:
         first_unseen = _first_non_copy(reader, request, origin, max(request.unseen_from, low), max(found.values()))
         if first_unseen is not None:  # read it rather than skip it: the copies after it are read twice
@@ -131,19 +128,30 @@ def _by_provenance(
     return found
 
 
-def _after_round_trip(request: PartitionRequest, offset: int) -> int:
-    """Where a group at source `offset` resumes in the destination when the last record it read, at `offset` - 1, is
-    a copy from the destination: right after that record's original. A failback's serving cluster holds copies of
-    the restored cluster's records; a group that read them, and nothing the restored cluster lacks, resumes after
-    the originals it read. 0 when that record is no such copy (or gone)."""
-    if request.target_cluster_id is None or offset == 0:
-        return 0
-    origin = (request.target_cluster_id, request.dest_topic, request.partition)
+def _after_round_trips(reader: Consumer, request: PartitionRequest, ahead: list[int]) -> dict[int, int]:
+    """For groups at source offsets `ahead` (sorted) of every copy: where each resumes when the last record it read,
+    at offset - 1, is a copy from the destination (its last hop names the destination cluster, topic and
+    partition): right after that record's original; else 0. A failback's serving cluster holds copies of the restored
+    cluster's records; a group that read them, and nothing the restored cluster lacks, resumes after the originals
+    it read. One read of the source over those offsets; the destination's connection (`reader`) names its cluster."""
+    result = dict.fromkeys(ahead, 0)
     source = _reader(request.source_config)
-    for message in read_partition(source, request.topic, request.partition, offset - 1, offset, READ_TIMEOUT_S):
-        original = copied_from(message.headers(), origin)
-        return 0 if original is None else original + 1
-    return 0
+    low, high = source.get_watermark_offsets(TopicPartition(request.topic, request.partition), timeout=READ_TIMEOUT_S)
+    last_read = {offset - 1 for offset in ahead if low < offset <= high}
+    if not last_read:
+        return result
+    cluster_id = None
+    for message in read_partition(
+        source, request.topic, request.partition, min(last_read), max(last_read) + 1, READ_TIMEOUT_S
+    ):
+        if message.offset() not in last_read or not message.headers():
+            continue
+        if cluster_id is None:
+            cluster_id = reader.list_topics(request.dest_topic, timeout=READ_TIMEOUT_S).cluster_id
+        original = copied_from(message.headers(), (cluster_id, request.dest_topic, request.partition))
+        if original is not None:
+            result[message.offset() + 1] = original + 1
+    return result
 
 
 def _first_non_copy(

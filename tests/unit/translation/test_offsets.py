@@ -34,12 +34,13 @@ def translate(
     provenance: bool = True,
     source_end: int = 1000,
     unseen_from: int | None = None,
-    target_cluster_id: str | None = None,
 ) -> list[int]:
+    """`readers` by bootstrap address: dc2's the destination, dc1's the source (by default `source_end` records
+    without provenance)."""
+    plain = [FakeMessage("orders", 0, o, b"k", b"v", None, 0) for o in range(source_end)]
+    readers = {"dc1:9092": FakeConsumer().add("orders", 0, plain), **readers}
     monkeypatch.setattr(offsets, "_reader", lambda config: readers[config["bootstrap.servers"]])
-    request = PartitionRequest(
-        SOURCE, TARGET, SRC, "orders", 0, DEST, wanted, source_end, provenance, unseen_from, target_cluster_id
-    )
+    request = PartitionRequest(SOURCE, TARGET, SRC, "orders", 0, DEST, wanted, source_end, provenance, unseen_from)
     result = translate_partition(request)
     assert [(t.topic, t.partition, t.source_offset, t.dest_topic) for t in result] == [
         ("orders", 0, o, DEST) for o in wanted
@@ -126,13 +127,12 @@ def test_a_group_that_read_copies_of_the_destinations_own_records_resumes_after_
     """A failback after a planned failover with nothing new in the serving cluster: its partition holds copies of the
     restored cluster's records (originals at 0..4 there), and nothing was copied back. A group that read three of
     them resumes after the third one's original, not at the log start; one that read them all, after the last."""
-    restored = FakeConsumer().add(DEST, 0, [local(d) for d in range(5)])
     hop = [(HEADER, Hop("dstCluster", DEST, 0, o, 1).encode()) for o in range(5)]
     serving = FakeConsumer().add("orders", 0, [FakeMessage("orders", 0, o, b"k", b"v", [hop[o]], 0) for o in range(5)])
-    readers = {"dc1:9092": serving, "dc2:9092": restored}
-    assert translate(readers, monkeypatch, 3, 5, 0, source_end=5, target_cluster_id="dstCluster") == [3, 5, 0]
-    assert translate(readers, monkeypatch, 3, source_end=5) == [0]  # without the destination's id: the log start
-    assert translate(readers, monkeypatch, 3, source_end=5, target_cluster_id="elsewhere") == [0]  # not its copies
+    restored = FakeConsumer(cluster_id="dstCluster").add(DEST, 0, [local(d) for d in range(5)])
+    assert translate({"dc1:9092": serving, "dc2:9092": restored}, monkeypatch, 3, 5, 0, source_end=5) == [3, 5, 0]
+    elsewhere = FakeConsumer(cluster_id="otherCluster").add(DEST, 0, [local(d) for d in range(5)])
+    assert translate({"dc1:9092": serving, "dc2:9092": elsewhere}, monkeypatch, 3, source_end=5) == [0]  # not its
 
 
 def test_search_is_binary_then_one_forward_read(monkeypatch) -> None:
