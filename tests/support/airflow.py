@@ -128,23 +128,34 @@ class DagRunResult:
 
 
 @contextlib.contextmanager
-def execution_api(log: Path) -> Iterator[dict[str, str]]:
+def execution_api(log: Path, attempts: int = 3) -> Iterator[dict[str, str]]:
     """An execution API server for task processes on a free port (about 6 s): yields the environment that
-    points an executor's workers at it."""
-    port = free_port()
-    env = {
-        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
-        # The executor signs each task's token and the api-server checks it: one secret for both.
-        "AIRFLOW__API_AUTH__JWT_SECRET": os.urandom(48).hex(),
-    }
-    with open(log, "ab") as out:
-        server = start_airflow(
-            ["api-server", "--apps", "execution", "-H", "127.0.0.1", "-p", str(port), "-w", "1"],
-            out,
-            {**os.environ, **env},
-        )
+    points an executor's workers at it. A port free when chosen can be taken before the server binds it (another
+    process's client socket, on a loaded machine: seen once in CI); the server then exits, and another port is
+    tried."""
+    for attempt in range(1, attempts + 1):
+        port = free_port()
+        env = {
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+            # The executor signs each task's token and the api-server checks it: one secret for both.
+            "AIRFLOW__API_AUTH__JWT_SECRET": os.urandom(48).hex(),
+        }
+        start = log.stat().st_size if log.exists() else 0
+        with open(log, "ab") as out:
+            server = start_airflow(
+                ["api-server", "--apps", "execution", "-H", "127.0.0.1", "-p", str(port), "-w", "1"],
+                out,
+                {**os.environ, **env},
+            )
+        try:
+            wait_healthy(server, f"http://127.0.0.1:{port}/execution/health", log, timeout=90)
+        except RuntimeError:
+            end_process(server)
+            if attempt < attempts and b"address already in use" in log.read_bytes()[start:]:
+                continue
+            raise
+        break
     try:
-        wait_healthy(server, f"http://127.0.0.1:{port}/execution/health", log, timeout=90)
         yield env
     finally:
         end_process(server)
