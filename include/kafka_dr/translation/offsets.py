@@ -134,6 +134,8 @@ def _after_round_trips(reader: Consumer, request: PartitionRequest, ahead: list[
     partition): right after that record's original; else 0. A failback's serving cluster holds copies of the restored
     cluster's records; a group that read them, and nothing the restored cluster lacks, resumes after the originals
     it read. One read of the source over those offsets; the destination's connection (`reader`) names its cluster."""
+    if not ahead:  # the usual case: every group has a copy at or after its offset, and the source is not asked
+        return {}
     result = dict.fromkeys(ahead, 0)
     source = _reader(request.source_config)
     low, high = source.get_watermark_offsets(TopicPartition(request.topic, request.partition), timeout=READ_TIMEOUT_S)
