@@ -11,7 +11,8 @@ consumers back -> every flow of the topology resumed -> verify (the verify job o
 both clusters per origin; groups and aliases) -> report.
 The first task checks every param; a bad one fails the run there, with nothing changed. `data_lost` (a wiped or
 rebuilt cluster): nothing to measure, and the resync restores every record, those that first came from it included
-(forced past the cycle rule when the cluster kept its id).
+(forced past the cycle rule when the cluster kept its id). A run stopped part-way by a lost worker resumes when its
+failed tasks are cleared (docs/design.md, "An interrupted run resumes with Clear").
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ validate params -> preview (what the run would do, changing nothing; a dry run e
 -> lag 0 on every flow failed -> target) -> stop replication from and into the failed cluster -> translate
 and apply consumer offsets (disaster: from the checkpoints kept in the target) -> schema redirect -> switch
 consumers -> verify -> report (RPO, RTO, groups, registry, timings) in .kafka-dr/reports/. The first task
-checks every param; a bad one fails the run there, with nothing changed.
+checks every param; a bad one fails the run there, with nothing changed. A run stopped part-way by a lost
+worker resumes when its failed tasks are cleared (docs/design.md, "An interrupted run resumes with Clear").
 """
 
 from __future__ import annotations

@@ -94,6 +94,22 @@ class AirflowRest:
         path = f"/api/v2/dags/{dag_id}/dagRuns/{quoted}/taskInstances/{task_id}/{map_index}/hitlDetails"
         return self.call("PATCH", path, {"chosen_options": [option], "params_input": {}})
 
+    def clear_failed(self, dag_id: str, run_id: str, note: str) -> list[str]:
+        """Resume a run that failed part-way (a task killed, its worker lost): its failed and upstream-failed tasks
+        cleared, as the UI's Clear does, so the scheduler runs them again and the run goes on; `note` is kept on the
+        cleared task instances. Every task of the DR DAGs may run again (each leaves what an earlier try did as it
+        was). Returns the cleared task instances as `task_id` or `task_id[map_index]`."""
+        body = {
+            "dry_run": False,
+            "dag_run_id": run_id,
+            "only_failed": True,
+            "include_downstream": True,
+            "reset_dag_runs": True,
+            "note": note,
+        }
+        cleared = self.call("POST", f"/api/v2/dags/{dag_id}/clearTaskInstances", body)["task_instances"]
+        return [t["task_id"] + (f"[{t['map_index']}]" if t.get("map_index", -1) >= 0 else "") for t in cleared]
+
     def wait(
         self,
         dag_id: str,

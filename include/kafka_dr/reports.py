@@ -16,12 +16,15 @@ REPORT_DAGS = ("dr_failover", "dr_failback", "dr_backfill")
 
 
 def run_start(run_started: datetime | None, validated: Mapping[str, Any] | None) -> datetime:
-    """The run's start as Airflow recorded it, else its validation step's start; ValueError without either."""
-    if run_started is not None:
-        return run_started
-    if not validated or not validated.get("started"):
+    """The run's start: as Airflow recorded it, or its validation step's start when that is earlier (Airflow moves
+    the start of a run resumed by clearing its failed tasks to the clear, after clients may have moved); ValueError
+    without either."""
+    starts = [run_started] if run_started is not None else []
+    if validated and validated.get("started"):
+        starts.append(datetime.fromisoformat(validated["started"]))
+    if not starts:
         raise ValueError("report: the run has no recorded start and its validation no step")
-    return datetime.fromisoformat(validated["started"])
+    return min(starts)
 
 
 def rto_seconds(run_started: datetime, clients_switched: Mapping[str, Any] | None) -> float | None:

@@ -111,17 +111,18 @@ def operate(
     back), a disaster failover triggered from the form and rejected in the UI, a second approved there, the run's
     success and the Kafka DR page with its RPO, RTO and approval."""
     try:
-        ui.log_in(USER, PASSWORD)
         stack.local.stop("dc2")  # the disaster
         mark = time.monotonic()
         assert_proposed_then_withdrawn(api, airflow, stack, topology)
         timings["proposal"] = time.monotonic() - mark
         stack.local.stop("dc2")  # lost again, for good
+        ui.log_in(USER, PASSWORD)  # only now: the UI's pages poll the api-server, and Chromium renders each answer
         mark = time.monotonic()
         # A first failover from the form, rejected in the UI by approver: it fails at `approve`, nothing changed.
         before = observable(stack.local, topology, ("dc1",), live=True)
         rejected = trigger_failover(ui, api, topology, failed="dc2", target="dc1", mode="disaster")
         answer_in_ui(ui, api, rejected, "Reject", "rejected")
+        ui.driver.get("about:blank")
         ended = api.wait_finished("dr_failover", rejected, RUN_TIMEOUT)
         tasks = api.task_states("dr_failover", rejected)
         assert ended["state"] == "failed" and tasks["approve"] == "failed", tasks
@@ -133,8 +134,9 @@ def operate(
         mark = time.monotonic()
         disaster = trigger_failover(ui, api, topology, failed="dc2", target="dc1", mode="disaster", empty_first=False)
         answer_in_ui(ui, api, disaster, "Approve", "approved")
-        # Meanwhile the browser shows a blank page: left on the DAG's page, whose grid re-renders at every
-        # auto-refresh, Chromium spent about 14 s more CPU over the run. The run's state comes from the REST API.
+        # Meanwhile the browser shows a blank page, as after each trigger and answer: left on the DAG's page, whose
+        # grid re-renders at every auto-refresh, Chromium spent about 14 s more CPU over the run. The run's state
+        # comes from the REST API.
         ui.driver.get("about:blank")
         tasks = assert_succeeded(api, airflow, "dr_failover", disaster)
         timings["disaster failover"] = time.monotonic() - mark
@@ -315,6 +317,7 @@ def trigger_failover(
     assert run["triggering_user_name"] == USER, run
     assert {k: run["conf"].get(k) for k in filled} == filled, run["conf"]
     ui.screenshot(f"triggered-{mode}")
+    ui.driver.get("about:blank")  # until the approval is asked: the DAG's grid re-renders at every auto-refresh
     return run["dag_run_id"]
 
 

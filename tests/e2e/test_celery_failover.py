@@ -4,6 +4,14 @@ own (hostnames worker-1 and worker-2), as two hosts or containers would be. Task
 replicator one worker started is gated, listed and stopped from the other (or from this test's process, a third
 namespace) through its target cluster, never by pid; after the disaster nothing is left copying.
 
+The runbooks survive an interruption (issue 28): in each failover and in a data_kept failback a task's process is
+killed with SIGKILL mid-work, with everything it started (a worker lost): the planned failover's offset translation,
+with the scheduler killed and started again too; the disaster failover's translation from checkpoints; the
+failback's resync after it has copied part of what dc2 wrote during the outage, and its restart of the flows. Each
+run fails, is resumed by clearing its failed tasks (AirflowRest.clear_failed, the UI's Clear) and then succeeds: the
+group resumes exactly where it was in each cluster, the client aliases follow, each run has one complete report,
+and each cluster ends with every record once.
+
 The topology has no schema registry section: the local stack's registry restart signals a pid, which a worker of
 another PID namespace cannot (a deployment's restart command reaches its registry's host, as the compose file's does).
 """
@@ -14,24 +22,29 @@ import json
 import subprocess
 import sys
 import time
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from support.airflow import airflow_up
-from support.drills import produce
-from support.kafka import create_topic
+from support.airflow import airflow_up, kill_task_process, restart_scheduler
+from support.browser import AirflowApi
+from support.drills import high_watermarks, produce, values_of
+from support.kafka import commit_offsets, committed_offsets, create_topic
 from support.stack import running_stack
 
-from kafka_dr import processes
-from kafka_dr.airflow_rest import AirflowRest
-from kafka_dr.demo.drill import trigger_and_wait
+from kafka_dr import client_switch, processes
+from kafka_dr.demo.drill import RUN_TIMEOUT, trigger_and_wait
 from kafka_dr.local.airflow import PASSWORD, USER
 from kafka_dr.replication import liveness
+from kafka_dr.state import report_path
+from kafka_dr.topology import load_topology
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
 FLOWS = ("cel-dc1-to-dc2", "cel-dc2-to-dc1")
-TOPIC = "cel-orders"
+TOPIC, GROUP, READ = "cel-orders", "cel-billing", 60  # the group has read 60 of dc1's 100 records
+OUTAGE = 30_000  # records written to dc2 while dc1 is lost: the failback's resync is killed part-way through them
 TOPOLOGY_FLOWS = f"""flows:
   - {{name: {FLOWS[0]}, source: dc1, target: dc2, topics: {{include: ["{TOPIC}"]}}}}
   - {{name: {FLOWS[1]}, source: dc2, target: dc1, topics: {{include: ["{TOPIC}"]}}}}
@@ -45,11 +58,14 @@ def test_bringup_and_failovers_on_two_celery_workers_in_namespaces_of_their_own(
     monkeypatch.setenv("KDR_STATE_DIR", str(state))  # this process reads the same tracker as the workers
     with running_stack(tmp_path / "stack") as stack:
         topology = stack.write_topology("celery", TOPOLOGY_FLOWS, schema_registry=False, extra=CLIENTS)
-        for dc in ("dc1", "dc2"):
-            create_topic({"bootstrap.servers": stack.bootstrap(dc)}, TOPIC)
-        produce(stack.bootstrap("dc1"), TOPIC, 0, 100)
-        with airflow_up(topology, state, tmp_path / "airflow-up.log", executor="celery") as airflow:
-            api = AirflowRest(airflow.url, USER, PASSWORD)
+        dc1, dc2 = stack.bootstrap("dc1"), stack.bootstrap("dc2")
+        for bootstrap in (dc1, dc2):
+            create_topic({"bootstrap.servers": bootstrap}, TOPIC)
+        produce(dc1, TOPIC, 0, 100)
+        commit_offsets({"bootstrap.servers": dc1}, GROUP, {(TOPIC, 0): READ})
+        log = tmp_path / "airflow-up.log"
+        with airflow_up(topology, state, log, executor="celery") as airflow:
+            api = AirflowApi(airflow.url, USER, PASSWORD)
             hosts: set[str] = set()
 
             def run(dag_id: str, conf: dict[str, str]) -> None:
@@ -57,24 +73,71 @@ def test_bringup_and_failovers_on_two_celery_workers_in_namespaces_of_their_own(
                 hosts.update(ti.get("hostname") or "" for ti in api.task_instances(dag_id, step.run_id))
                 assert step.state == "success", (dag_id, step, airflow.log_file("scheduler"))
 
+            def interrupted(dag_id: str, conf: dict[str, str], *kills: Kill) -> None:
+                """A run whose tasks lose their worker mid-work, one kill after another, each followed by Clear."""
+                run_id = api.trigger(dag_id, conf)["dag_run_id"]
+                for task, when, then in kills:
+                    killed = kill_task_process(api, dag_id, run_id, task, when)
+                    if then is not None:
+                        then()
+                    ended = api.wait_finished(dag_id, run_id, RUN_TIMEOUT)
+                    states = api.task_states(dag_id, run_id)
+                    assert ended["state"] == "failed" and states[task] == "failed", (task, killed, states)
+                    assert task in api.clear_failed(dag_id, run_id, f"resumed: {task}'s worker was lost"), states
+                ended = api.wait_finished(dag_id, run_id, RUN_TIMEOUT)
+                states = api.task_states(dag_id, run_id)
+                hosts.update(ti.get("hostname") or "" for ti in api.task_instances(dag_id, run_id))
+                assert ended["state"] == "success", (dag_id, states, airflow.log_file("scheduler"))
+                report = json.loads(report_path(dag_id, run_id).read_text())  # one per run, written at its end
+                assert report["run_id"] == run_id and report["rto_seconds"] > 0, report
+
+            def aliases() -> set[str]:
+                return {a.active for a in client_switch.states(load_topology(topology))}
+
             run("dr_bringup", {})
             listed = replicators_listed(topology)
             assert all(line.startswith(f"{flow}: running: claims it in its target (worker-") for flow, line in
                        zip(FLOWS, listed, strict=True)), listed  # fmt: skip
-            run("dr_failover", {"failed_cluster": "dc1", "target_cluster": "dc2", "mode": "planned"})
+            # The planned failover's translation loses its worker, and the scheduler is lost and started again.
+            restart = lambda: restart_scheduler(airflow, topology, state, log)  # noqa: E731
+            planned = {"failed_cluster": "dc1", "target_cluster": "dc2", "mode": "planned"}
+            interrupted("dr_failover", planned, ("translate_offsets[0]", None, restart))
             ended = replicators_listed(topology)
             assert all(": not running: ended at " in line for line in ended), ended
+            assert committed_offsets({"bootstrap.servers": dc2}, GROUP) == {(TOPIC, 0): READ}
+            assert aliases() == {"dc2"}
 
             run("dr_bringup", {})  # replication again, then dc1 is lost
             stack.local.stop("dc1")
-            run("dr_failover", {"failed_cluster": "dc1", "target_cluster": "dc2", "mode": "disaster"})
-            into_dc2 = liveness.liveness(FLOWS[0], {"bootstrap.servers": stack.bootstrap("dc2")})
+            disaster = {"failed_cluster": "dc1", "target_cluster": "dc2", "mode": "disaster"}
+            interrupted("dr_failover", disaster, ("translate_offsets[0]", None, None))
+            into_dc2 = liveness.liveness(FLOWS[0], {"bootstrap.servers": dc2})
             # Ended by a request through dc2 (a replicator on the other worker: acknowledged within 5 s, else verify
             # would have seen it renew its claim) or by its own worker's SIGTERM (SIGKILL after 5 s in a disaster).
             assert not into_dc2.running, into_dc2
             # The flow into lost dc1 was asked to stop through its source: no replicator process is left anywhere.
             assert_no_replicator_left(timeout=120)
+            assert committed_offsets({"bootstrap.servers": dc2}, GROUP) == {(TOPIC, 0): READ}
+
+            # The business goes on in dc2; dc1 comes back with its data, and the failback's resync and its restart
+            # of the flows each lose their worker.
+            produce(dc2, TOPIC, 100, OUTAGE)
+            stack.local.start("dc1")
+            copying = lambda: high_watermarks(dc1)[(TOPIC, 0)] > 100  # noqa: E731
+            back = {"restored_cluster": "dc1", "serving_cluster": "dc2", "mode": "data_kept"}
+            interrupted("dr_failback", back, ("resync[0]", copying, None), ("flows_resumed[0]", None, None))
+            assert committed_offsets({"bootstrap.servers": dc1}, GROUP) == {(TOPIC, 0): READ}
+            assert aliases() == {"dc1"}
+            everything = [f"order {i}".encode() for i in range(100 + OUTAGE)]
+            for bootstrap in (dc1, dc2):  # every record once in each cluster
+                values = Counter(values_of(bootstrap, TOPIC))
+                assert sorted(values) == sorted(everything) and set(values.values()) == {1}, bootstrap
+            listed = replicators_listed(topology)
+            assert all(": running: " in line for line in listed), listed
     assert {"worker-1", "worker-2"} <= hosts, hosts
+
+
+Kill = tuple[str, Callable[[], bool] | None, Callable[[], None] | None]  # task, when to kill it, what to do then
 
 
 def replicators_listed(topology: Path) -> list[str]:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from kafka_dr import processes
 from kafka_dr.paths import PROJECT_ROOT
 from kafka_dr.spark.submit import spark_env
 
@@ -379,17 +380,77 @@ def airflow_up(topology: Path, state: Path, log: Path, executor: str | None = No
     from kafka_dr.local.airflow import LocalAirflow
 
     airflow = LocalAirflow(home=state / "airflow", port=free_port(), executor=executor)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "KDR_"))}
-    env["KDR_STATE_DIR"] = str(state)
-    command = [str(VENV_BIN / "kafka-dr"), "airflow", "up", "--topology", str(topology), "--port", str(airflow.port)]
-    command += ["--executor", executor] if executor else []
     try:
-        with open(log, "wb") as out:
-            done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=env, timeout=480, check=False)
-        assert done.returncode == 0, f"{' '.join(command)}:\n{log.read_text(errors='replace')[-3000:]}"
+        _kafka_dr_airflow_up(airflow, topology, state, log)
         yield airflow
     finally:
         airflow.down()
+
+
+def _kafka_dr_airflow_up(airflow: Any, topology: Path, state: Path, log: Path) -> None:
+    """`kafka-dr airflow up` for `airflow` (a LocalAirflow), its output appended to `log`: it starts whatever
+    component is not running and waits until all are healthy."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "KDR_"))}
+    env["KDR_STATE_DIR"] = str(state)
+    command = [str(VENV_BIN / "kafka-dr"), "airflow", "up", "--topology", str(topology), "--port", str(airflow.port)]
+    command += ["--executor", airflow.executor]
+    with open(log, "ab") as out:
+        done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=env, timeout=480, check=False)
+    assert done.returncode == 0, f"{' '.join(command)}:\n{log.read_text(errors='replace')[-3000:]}"
+
+
+def restart_scheduler(airflow: Any, topology: Path, state: Path, log: Path) -> None:
+    """The scheduler lost (SIGKILL to its process alone: running tasks go on) and started again by `kafka-dr airflow
+    up`, as an operator would after a host restart."""
+    pid = airflow.pid("scheduler")
+    assert pid is not None, "the scheduler is not running"
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while airflow.pid("scheduler") is not None:
+        assert time.monotonic() < deadline, f"the scheduler {pid} outlived SIGKILL"
+        time.sleep(0.1)
+    _kafka_dr_airflow_up(airflow, topology, state, log)
+
+
+def task_runner_pid(ti_id: str) -> int | None:
+    """The process running task instance `ti_id` on this machine: Airflow's task runner titles itself
+    `airflow worker -- <task instance id>` (this process sees every PID namespace's processes)."""
+    title = f"airflow worker -- {ti_id}"
+    for pid in processes.tree(1):
+        if " ".join(processes.cmdline(pid)) == title:
+            return pid
+    return None
+
+
+def kill_task_process(
+    api: Any, dag_id: str, run_id: str, task: str, when: Callable[[], bool] | None = None, timeout: float = 180.0
+) -> dict[int, int]:
+    """A worker lost mid-task: SIGKILL to the process of a run's task instance (`task_id` or `task_id[map_index]`;
+    `api` an AirflowRest to ask) and to everything it started, once it runs, has started a child (a Spark job's
+    spark-submit) and `when()` holds. Returns the processes killed, {pid: start ticks}."""
+    task_id, _, index = task.rstrip("]").partition("[")
+    map_index = int(index) if index else -1
+    deadline = time.monotonic() + timeout
+    runner: int | None = None
+    while runner is None:
+        assert time.monotonic() < deadline, f"{dag_id} {run_id}: {task} did not run within {timeout:g} s"
+        ti = next(
+            (t for t in api.task_instances(dag_id, run_id) if (t["task_id"], t["map_index"]) == (task_id, map_index)),
+            None,
+        )
+        state = None if ti is None else ti.get("state")
+        assert state in (None, "scheduled", "queued", "running"), f"{dag_id} {run_id}: {task} is {state} already"
+        runner = task_runner_pid(ti["id"]) if ti is not None and state == "running" else None
+        if runner is None:
+            time.sleep(0.5)
+    while len(processes.tree(runner)) < 2 or (when is not None and not when()):
+        assert processes.cmdline(runner), f"{dag_id} {run_id}: {task} ended before it was killed"
+        assert time.monotonic() < deadline, f"{dag_id} {run_id}: {task} not killed within {timeout:g} s"
+        time.sleep(0.1)
+    killed = processes.tree(runner)
+    for pid in killed:
+        processes.send(pid, signal.SIGKILL)
+    return killed
 
 
 def answered(dag_id: str, option: str, user: str, run: Callable[[], Any]) -> Any:

@@ -129,6 +129,7 @@ class AirflowUi:
 
     def switch_user(self, user: str, password: str) -> None:
         """Log out (the session's cookies and storage dropped) and log in as `user`."""
+        self.driver.get(f"{self.url}/api/v2/version")  # a page of the UI's origin (its storage) that runs no UI
         self.driver.delete_all_cookies()
         self.driver.execute_script("window.localStorage.clear(); window.sessionStorage.clear();")
         self.log_in(user, password)

@@ -31,6 +31,9 @@ def test_step_table_has_a_row_per_step_with_empty_cells_for_what_is_unknown() ->
 
 def test_a_run_starts_when_airflow_recorded_it_else_when_it_was_validated() -> None:
     assert run_start(RUN_START, {"started": at(0.5)}) == RUN_START
+    # Resumed by clearing its failed tasks: Airflow's start is the clear's time, later than the validation.
+    cleared = datetime.fromisoformat(at(95.0))
+    assert run_start(cleared, {"started": at(0.5), "ended": at(1.0)}) == datetime.fromisoformat(at(0.5))
     assert run_start(None, {"started": at(0.5), "ended": at(1.0)}) == datetime.fromisoformat(at(0.5))
     with pytest.raises(ValueError, match="report: the run has no recorded start and its validation no step"):
         run_start(None, None)

@@ -118,9 +118,19 @@ def _by_provenance(
         after_last_copy = message.offset() + 1
         if current is None:
             break
-    ahead = [offset for offset in wanted if offset not in found]  # ahead of everything copied: after the last copy,
-    for offset, original_next in _after_round_trips(reader, request, ahead).items():  # or after the original read
-        found[offset] = max(after_last_copy, original_next)
+    ahead = {offset for offset in wanted if offset not in found}
+    # A failback's serving cluster (unseen_from set) holds copies of the restored cluster's own records, and a group
+    # may have stopped among them: the record each group reads next is looked at then; elsewhere only the last one
+    # read by those ahead of every copy (a read of the source that the checkpoint passes would pay every time).
+    failback = request.unseen_from is not None
+    originals = _round_trip_originals(
+        reader, request, {o - 1 for o in ahead} | ({o for o in wanted if o not in ahead} if failback else set())
+    )
+    for offset in wanted:
+        if offset in ahead:  # ahead of everything copied: after the last copy, or after the original it read last
+            found[offset] = max(after_last_copy, originals.get(offset - 1, -1) + 1)
+        elif offset in originals:  # it reads a copy of the destination's record next: that record's original
+            found[offset] = min(found[offset], originals[offset])
     if request.unseen_from is not None:
         first_unseen = _first_non_copy(reader, request, origin, max(request.unseen_from, low), max(found.values()))
         if first_unseen is not None:  # read it rather than skip it: the copies after it are read twice
@@ -128,31 +138,30 @@ def _by_provenance(
     return found
 
 
-def _after_round_trips(reader: Consumer, request: PartitionRequest, ahead: list[int]) -> dict[int, int]:
-    """For groups at source offsets `ahead` (sorted) of every copy: where each resumes when the last record it read,
-    at offset - 1, is a copy from the destination (its last hop names the destination cluster, topic and
-    partition): right after that record's original; else 0. A failback's serving cluster holds copies of the restored
-    cluster's records; a group that read them, and nothing the restored cluster lacks, resumes after the originals
-    it read. One read of the source over those offsets; the destination's connection (`reader`) names its cluster."""
-    if not ahead:  # the usual case: every group has a copy at or after its offset, and the source is not asked
+def _round_trip_originals(reader: Consumer, request: PartitionRequest, offsets: set[int]) -> dict[int, int]:
+    """{source offset: destination offset} for the records at `offsets` that are copies from the destination (their
+    last hop names the destination cluster, topic and partition): the round trips of a failback's serving cluster,
+    which holds copies of the restored cluster's records. One read of the source over those offsets; the
+    destination's connection (`reader`) names its cluster."""
+    if not offsets:  # the usual case: every group has a copy at or after its offset, and the source is not asked
         return {}
-    result = dict.fromkeys(ahead, 0)
     source = _reader(request.source_config)
     low, high = source.get_watermark_offsets(TopicPartition(request.topic, request.partition), timeout=READ_TIMEOUT_S)
-    last_read = {offset - 1 for offset in ahead if low < offset <= high}
-    if not last_read:
-        return result
+    wanted = {offset for offset in offsets if low <= offset < high}
+    if not wanted:
+        return {}
+    result: dict[int, int] = {}
     cluster_id = None
     for message in read_partition(
-        source, request.topic, request.partition, min(last_read), max(last_read) + 1, READ_TIMEOUT_S
+        source, request.topic, request.partition, min(wanted), max(wanted) + 1, READ_TIMEOUT_S
     ):
-        if message.offset() not in last_read or not message.headers():
+        if message.offset() not in wanted or not message.headers():
             continue
         if cluster_id is None:
             cluster_id = reader.list_topics(request.dest_topic, timeout=READ_TIMEOUT_S).cluster_id
         original = copied_from(message.headers(), (cluster_id, request.dest_topic, request.partition))
         if original is not None:
-            result[message.offset() + 1] = original + 1
+            result[message.offset()] = original
     return result
 
 

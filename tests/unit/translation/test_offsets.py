@@ -135,6 +135,22 @@ def test_a_group_that_read_copies_of_the_destinations_own_records_resumes_after_
     assert translate({"dc1:9092": serving, "dc2:9092": elsewhere}, monkeypatch, 3, source_end=5) == [0]  # not its
 
 
+def test_in_a_failback_a_group_among_copies_of_the_destinations_records_resumes_at_the_next_one(monkeypatch) -> None:
+    """A failback after a planned failover and an outage: the serving cluster holds copies of the restored cluster's
+    records 0..4, then its own 5..7, which the resync copied to the restored cluster after its own 0..4. A group that
+    read three of the copies resumes at the restored cluster's record 3, not at the first copy after it (5): records
+    3 and 4 were never read. One that read all five, or into the serving cluster's own, resumes at the copies."""
+    hop = [(HEADER, Hop("dstCluster", DEST, 0, o, 1).encode()) for o in range(5)]
+    serving = FakeConsumer().add(
+        "orders", 0, [FakeMessage("orders", 0, o, b"k", b"v", [hop[o]] if o < 5 else None, 0) for o in range(8)]
+    )
+    restored = FakeConsumer(cluster_id="dstCluster").add(
+        DEST, 0, [*map(local, range(5)), *(copy(o, o) for o in (5, 6, 7))]
+    )
+    readers = {"dc1:9092": serving, "dc2:9092": restored}
+    assert translate(readers, monkeypatch, 0, 3, 5, 6, 8, source_end=8, unseen_from=5) == [0, 3, 5, 6, 8]
+
+
 def test_search_is_binary_then_one_forward_read(monkeypatch) -> None:
     n = 1024
     reader = FakeConsumer().add(DEST, 0, [copy(d, 2 * d) for d in range(n)])  # every other origin offset filtered

@@ -113,6 +113,7 @@ class LeaderElector:
                 **client_config(self.bootstrap),
                 "group.id": f"kdr-schema-registry-election-{self.me.instance_id}",
                 "enable.auto.commit": False,
+                "fetch.wait.max.ms": 5000,
             }
         )
         try:

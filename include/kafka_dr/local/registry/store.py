@@ -182,7 +182,7 @@ class KafkaStore:
                 "enable.partition.eof": True,
                 # At the log's end a fetch waits this long for the next record; the broker answers as soon as one
                 # is appended, so a longer wait delays nothing and keeps an idle registry's fetches few.
-                "fetch.wait.max.ms": 500,
+                "fetch.wait.max.ms": 5000,
                 "error_cb": self._on_error,
             }
         )
