@@ -1,16 +1,17 @@
-"""dr_bringup, a planned and then a disaster dr_failover on Airflow scaled out as users do: `kafka-dr airflow up
---executor celery` (CeleryExecutor, redis-server, two Celery workers), each worker in PID and UTS namespaces of its
-own (hostnames worker-1 and worker-2), as two hosts or containers would be. Tasks land on both workers, so a
-replicator one worker started is gated, listed and stopped from the other (or from this test's process, a third
-namespace) through its target cluster, never by pid; after the disaster nothing is left copying.
+"""dr_bringup, a planned dr_failover, a data_kept dr_failback and a disaster dr_failover on Airflow scaled out as
+users do: `kafka-dr airflow up --executor celery` (CeleryExecutor, redis-server, two Celery workers), each worker in
+PID and UTS namespaces of its own (hostnames worker-1 and worker-2), as two hosts or containers would be. Tasks land
+on both workers, so a replicator one worker started is gated, listed and stopped from the other (or from this test's
+process, a third namespace) through its target cluster, never by pid; after the disaster nothing is left copying.
 
-The runbooks survive an interruption (issue 28): in each failover and in a data_kept failback a task's process is
-killed with SIGKILL mid-work, with everything it started (a worker lost): the planned failover's offset translation,
-with the scheduler killed and started again too; the disaster failover's translation from checkpoints; the
-failback's resync after it has copied part of what dc2 wrote during the outage, and its restart of the flows. Each
-run fails, is resumed by clearing its failed tasks (AirflowRest.clear_failed, the UI's Clear) and then succeeds: the
-group resumes exactly where it was in each cluster, the client aliases follow, each run has one complete report,
-and each cluster ends with every record once.
+The runbooks survive an interruption (issue 28): in each run a task's process is killed with SIGKILL mid-work, with
+everything it started (a worker lost): the planned failover's offset translation, with the scheduler killed and
+started again too; the failback's resync once it has begun writing what dc2 took after the failover, and its restart
+of the flows; the disaster failover's translation from checkpoints. Each run fails, is resumed by clearing its failed
+tasks (AirflowRest.clear_failed, the UI's Clear) and then succeeds: the group resumes exactly where it was in each
+cluster, the client aliases follow, each run has one complete report, and both clusters hold every record once after
+the failback. An application's FollowingConsumer reads the topic through its alias all along, never restarted: it
+delivers each of the 10,100 records once.
 
 The topology has no schema registry section: the local stack's registry restart signals a pid, which a worker of
 another PID namespace cannot (a deployment's restart command reaches its registry's host, as the compose file's does).
@@ -21,6 +22,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -35,16 +37,18 @@ from support.stack import running_stack
 
 from kafka_dr import client_switch, processes
 from kafka_dr.demo.drill import RUN_TIMEOUT, trigger_and_wait
+from kafka_dr.follower import FollowingConsumer
 from kafka_dr.local.airflow import PASSWORD, USER
 from kafka_dr.replication import liveness
 from kafka_dr.state import report_path
 from kafka_dr.topology import load_topology
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 FLOWS = ("cel-dc1-to-dc2", "cel-dc2-to-dc1")
 TOPIC, GROUP, READ = "cel-orders", "cel-billing", 60  # the group has read 60 of dc1's 100 records
-OUTAGE = 30_000  # records written to dc2 while dc1 is lost: the failback's resync is killed part-way through them
+APP_GROUP = "cel-app"  # the application's: it reads through the alias cel-consumer all along
+OUTAGE = 10_000  # records written to dc2 after the planned failover: the failback's resync is killed copying them
 TOPOLOGY_FLOWS = f"""flows:
   - {{name: {FLOWS[0]}, source: dc1, target: dc2, topics: {{include: ["{TOPIC}"]}}}}
   - {{name: {FLOWS[1]}, source: dc2, target: dc1, topics: {{include: ["{TOPIC}"]}}}}
@@ -95,6 +99,7 @@ def test_bringup_and_failovers_on_two_celery_workers_in_namespaces_of_their_own(
                 return {a.active for a in client_switch.states(load_topology(topology))}
 
             run("dr_bringup", {})
+            app = Application(topology)
             listed = replicators_listed(topology)
             assert all(line.startswith(f"{flow}: running: claims it in its target (worker-") for flow, line in
                        zip(FLOWS, listed, strict=True)), listed  # fmt: skip
@@ -107,22 +112,9 @@ def test_bringup_and_failovers_on_two_celery_workers_in_namespaces_of_their_own(
             assert committed_offsets({"bootstrap.servers": dc2}, GROUP) == {(TOPIC, 0): READ}
             assert aliases() == {"dc2"}
 
-            run("dr_bringup", {})  # replication again, then dc1 is lost
-            stack.local.stop("dc1")
-            disaster = {"failed_cluster": "dc1", "target_cluster": "dc2", "mode": "disaster"}
-            interrupted("dr_failover", disaster, ("translate_offsets[0]", None, None))
-            into_dc2 = liveness.liveness(FLOWS[0], {"bootstrap.servers": dc2})
-            # Ended by a request through dc2 (a replicator on the other worker: acknowledged within 5 s, else verify
-            # would have seen it renew its claim) or by its own worker's SIGTERM (SIGKILL after 5 s in a disaster).
-            assert not into_dc2.running, into_dc2
-            # The flow into lost dc1 was asked to stop through its source: no replicator process is left anywhere.
-            assert_no_replicator_left(timeout=120)
-            assert committed_offsets({"bootstrap.servers": dc2}, GROUP) == {(TOPIC, 0): READ}
-
-            # The business goes on in dc2; dc1 comes back with its data, and the failback's resync and its restart
-            # of the flows each lose their worker.
+            # The business goes on in dc2; then the failback, whose resync and restart of the flows each lose their
+            # worker. It resumes both flows, as a second dr_bringup would.
             produce(dc2, TOPIC, 100, OUTAGE)
-            stack.local.start("dc1")
             copying = lambda: high_watermarks(dc1)[(TOPIC, 0)] > 100  # noqa: E731
             back = {"restored_cluster": "dc1", "serving_cluster": "dc2", "mode": "data_kept"}
             interrupted("dr_failback", back, ("resync[0]", copying, None), ("flows_resumed[0]", None, None))
@@ -133,8 +125,53 @@ def test_bringup_and_failovers_on_two_celery_workers_in_namespaces_of_their_own(
                 values = Counter(values_of(bootstrap, TOPIC))
                 assert sorted(values) == sorted(everything) and set(values.values()) == {1}, bootstrap
             listed = replicators_listed(topology)
-            assert all(": running: " in line for line in listed), listed
+            assert all(line.startswith(f"{flow}: running: ") for flow, line in zip(FLOWS, listed, strict=True)), listed
+
+            stack.local.stop("dc1")  # lost
+            disaster = {"failed_cluster": "dc1", "target_cluster": "dc2", "mode": "disaster"}
+            interrupted("dr_failover", disaster, ("translate_offsets[0]", None, None))
+            into_dc2 = liveness.liveness(FLOWS[0], {"bootstrap.servers": dc2})
+            # Ended by a request through dc2 (a replicator on the other worker: acknowledged within 5 s, else verify
+            # would have seen it renew its claim) or by its own worker's SIGTERM (SIGKILL after 5 s in a disaster).
+            assert not into_dc2.running, into_dc2
+            # The flow into lost dc1 was asked to stop through its source: no replicator process is left anywhere.
+            assert_no_replicator_left(timeout=120)
+            assert committed_offsets({"bootstrap.servers": dc2}, GROUP) == {(TOPIC, 0): READ}
+            assert aliases() == {"dc2"}
+            delivered = app.stop_after(len(everything), timeout=180)
+            assert sorted(delivered) == sorted(everything), "the application lost records"
+            assert set(Counter(delivered).values()) == {1}, "the application got records twice"
     assert {"worker-1", "worker-2"} <= hosts, hosts
+
+
+class Application:
+    """An application's consumer, never restarted: a FollowingConsumer of the alias cel-consumer in group APP_GROUP,
+    polled in a thread; `delivered` the values in the order it got them."""
+
+    def __init__(self, topology: Path) -> None:
+        config = {"group.id": APP_GROUP, "auto.offset.reset": "earliest", "session.timeout.ms": 6000}
+        self.consumer = FollowingConsumer(load_topology(topology), "cel-consumer", [TOPIC], config)
+        self.delivered: list[bytes] = []
+        self._running = True
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        while self._running:
+            message = self.consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                self.delivered.append(message.value())
+
+    def stop_after(self, count: int, timeout: float) -> list[bytes]:
+        """Once `count` records were delivered (or `timeout` seconds), and a few seconds more for any extra: stop."""
+        deadline = time.monotonic() + timeout
+        while len(self.delivered) < count and time.monotonic() < deadline:
+            time.sleep(0.5)
+        time.sleep(3)
+        self._running = False
+        self._thread.join(30)
+        self.consumer.close()
+        return list(self.delivered)
 
 
 Kill = tuple[str, Callable[[], bool] | None, Callable[[], None] | None]  # task, when to kill it, what to do then
