@@ -259,7 +259,7 @@ def test_chain_carries_one_provenance_entry_per_hop_and_refuses_the_cycle(cluste
 def test_sigkill_at_random_moments_loses_and_duplicates_nothing(clusters, tmp_path):
     dc1, dc2 = clusters["dc1"], clusters["dc2"]
     create_topic(dc1.config, "killed", 4)
-    produced = 200_000
+    produced = 100_000
     produce(dc1.config, "killed", tagged(produced, 4, "kill"))
     topology = one_flow(tmp_path, clusters, "kill-flow", "killed")
     args = ["--topology", str(topology), "--flow", "kill-flow", "--mode", "bounded"]
