@@ -373,25 +373,30 @@ def end_process(proc: subprocess.Popen[bytes], grace: float = 30.0) -> None:
 
 
 @contextlib.contextmanager
-def airflow_up(topology: Path, state: Path, log: Path, executor: str | None = None) -> Iterator[Any]:
+def airflow_up(
+    topology: Path, state: Path, log: Path, executor: str | None = None, health_schedule: str | None = None
+) -> Iterator[Any]:
     """`kafka-dr airflow up [--executor EXECUTOR]` with an Airflow home in `state` and a free port, whatever the test
     session's own Airflow settings (other test directories set AIRFLOW_* for in-process Airflow); `LocalAirflow.down`
-    after. Yields the LocalAirflow."""
+    after; `health_schedule`: dr_replication_health's ($KDR_HEALTH_SCHEDULE; default every 5 minutes). Yields the
+    LocalAirflow."""
     from kafka_dr.local.airflow import LocalAirflow
 
     airflow = LocalAirflow(home=state / "airflow", port=free_port(), executor=executor)
     try:
-        _kafka_dr_airflow_up(airflow, topology, state, log)
+        _kafka_dr_airflow_up(airflow, topology, state, log, {"KDR_HEALTH_SCHEDULE": health_schedule or ""})
         yield airflow
     finally:
         airflow.down()
 
 
-def _kafka_dr_airflow_up(airflow: Any, topology: Path, state: Path, log: Path) -> None:
-    """`kafka-dr airflow up` for `airflow` (a LocalAirflow), its output appended to `log`: it starts whatever
-    component is not running and waits until all are healthy."""
+def _kafka_dr_airflow_up(
+    airflow: Any, topology: Path, state: Path, log: Path, settings: dict[str, str] | None = None
+) -> None:
+    """`kafka-dr airflow up` for `airflow` (a LocalAirflow), its output appended to `log`, with `settings` in its
+    environment: it starts whatever component is not running and waits until all are healthy."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "KDR_"))}
-    env["KDR_STATE_DIR"] = str(state)
+    env.update({"KDR_STATE_DIR": str(state), **(settings or {})})
     command = [str(VENV_BIN / "kafka-dr"), "airflow", "up", "--topology", str(topology), "--port", str(airflow.port)]
     command += ["--executor", airflow.executor]
     with open(log, "ab") as out:
