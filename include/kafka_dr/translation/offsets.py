@@ -123,15 +123,13 @@ def _by_provenance(
     # may have stopped among them: the record each group reads next is looked at then; elsewhere only the last one
     # read by those ahead of every copy (a read of the source that the checkpoint passes would pay every time).
     failback = request.unseen_from is not None
-    originals = _round_trip_originals(
-        reader, request, {o - 1 for o in ahead} | ({o for o in wanted if o not in ahead} if failback else set())
-    )
+    originals = _round_trip_originals(reader, request, {o - 1 for o in ahead} | (set(found) if failback else set()))
     for offset in wanted:
         if offset in ahead:  # ahead of everything copied: after the last copy, or after the original it read last
             found[offset] = max(after_last_copy, originals.get(offset - 1, -1) + 1)
         elif offset in originals:  # it reads a copy of the destination's record next: that record's original
             found[offset] = min(found[offset], originals[offset])
-    if request.unseen_from is not None:
+    if request.unseen_from is not None:  # (not `failback`: this narrows its type)
         first_unseen = _first_non_copy(reader, request, origin, max(request.unseen_from, low), max(found.values()))
         if first_unseen is not None:  # read it rather than skip it: the copies after it are read twice
             found = {offset: min(dest, first_unseen) for offset, dest in found.items()}
