@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import json
 
-import httpx
 import pytest
 from airflow.utils.state import DagRunState
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
-from support.drills import fail_back, high_watermarks, send, states_of
+from support.drills import fail_back, high_watermarks, one_leader, send, states_of
 from support.kafka import create_topic
 from support.retry import eventually
 from support.topology import restart_registry_command, write_topology
@@ -34,15 +32,6 @@ def contents(bootstrap: str) -> tuple[list[str], int]:
         values.append(message.value().decode())
         longest = max(longest, len(hops(message.headers())))
     return sorted(values), longest
-
-
-def one_leader(via: str, leader: str, subject: str) -> bool:
-    """A new schema registered through the registry at `via` gets an id no schema had, served by the registry at
-    `leader` under `subject`: the two issue ids from one store."""
-    before = {s["id"] for s in httpx.get(f"{leader}/schemas", params={"deleted": "true"}).json()}
-    schema = {"type": "record", "name": "Cycle", "fields": [{"name": subject.replace("-", "_"), "type": "long"}]}
-    new_id = SchemaRegistryClient({"url": via}).register_schema(f"{subject}-value", Schema(json.dumps(schema), "AVRO"))
-    return new_id not in before and httpx.get(f"{leader}/schemas/ids/{new_id}/subjects").json() == [f"{subject}-value"]
 
 
 def test_planned_failover_and_failback_cycles_in_a_row_lose_nothing_and_duplicate_nothing(

@@ -7,14 +7,17 @@ process, a third namespace) through its target cluster, never by pid; after the 
 The runbooks survive an interruption (issue 28): in each run a task's process is killed with SIGKILL mid-work, with
 everything it started (a worker lost): the planned failover's offset translation, with the scheduler killed and
 started again too; the failback's resync once it has begun writing what dc2 took after the failover, and its restart
-of the flows; the disaster failover's translation from checkpoints. Each run fails, is resumed by clearing its failed
-tasks (AirflowRest.clear_failed, the UI's Clear) and then succeeds: the group resumes exactly where it was in each
-cluster, the client aliases follow, each run has one complete report, and both clusters hold every record once after
-the failback. An application's FollowingConsumer reads the topic through its alias all along, never restarted: it
-delivers each of the 10,100 records once.
+of the flows; the disaster failover's translation from checkpoints, then its registry redirect. Each run fails, is
+resumed by clearing its failed tasks (AirflowRest.clear_failed, the UI's Clear) and then succeeds: the group resumes
+exactly where it was in each cluster, the client aliases and the registries' leader follow, each run has one complete
+report, and both clusters hold every record once after the failback. An application's FollowingConsumer reads the
+topic through its alias all along, never restarted: it delivers each of the 10,100 records once.
 
-The topology has no schema registry section: the local stack's registry restart signals a pid, which a worker of
-another PID namespace cannot (a deployment's restart command reaches its registry's host, as the compose file's does).
+The schema registries move with the data (`_schemas` flows both ways): one leader, dc2's, after each failover, dc1's
+after the failback, each shown by a registration through the other registry. A worker of another PID namespace
+cannot restart the local stack's registries itself, so the restart command asks this host to (support.stack's
+RegistryRestarts), as a deployment's reaches its registry's host; the disaster failover's registry redirect is killed
+while that restart runs, and the cleared run restarts the registry again.
 """
 
 from __future__ import annotations
@@ -31,9 +34,9 @@ from pathlib import Path
 import pytest
 from support.airflow import airflow_up, kill_task_process, restart_scheduler
 from support.browser import AirflowApi
-from support.drills import high_watermarks, produce, values_of
+from support.drills import high_watermarks, one_leader, produce, values_of
 from support.kafka import commit_offsets, committed_offsets, create_topic
-from support.stack import running_stack
+from support.stack import registry_restarts, running_stack
 
 from kafka_dr import client_switch, processes
 from kafka_dr.demo.drill import RUN_TIMEOUT, trigger_and_wait
@@ -50,8 +53,8 @@ TOPIC, GROUP, READ = "cel-orders", "cel-billing", 60  # the group has read 60 of
 APP_GROUP = "cel-app"  # the application's: it reads through the alias cel-consumer all along
 OUTAGE = 10_000  # records written to dc2 after the planned failover: the failback's resync is killed copying them
 TOPOLOGY_FLOWS = f"""flows:
-  - {{name: {FLOWS[0]}, source: dc1, target: dc2, topics: {{include: ["{TOPIC}"]}}}}
-  - {{name: {FLOWS[1]}, source: dc2, target: dc1, topics: {{include: ["{TOPIC}"]}}}}
+  - {{name: {FLOWS[0]}, source: dc1, target: dc2, topics: {{include: ["{TOPIC}", "_schemas"]}}}}
+  - {{name: {FLOWS[1]}, source: dc2, target: dc1, topics: {{include: ["{TOPIC}", "_schemas"]}}}}
 """
 CLIENTS = "clients:\n  cel-producer: {cluster: dc1, role: producer}\n  cel-consumer: {cluster: dc1, role: consumer}\n"
 KAFKA_DR = Path(sys.executable).parent / "kafka-dr"
@@ -60,11 +63,13 @@ KAFKA_DR = Path(sys.executable).parent / "kafka-dr"
 def test_bringup_and_failovers_on_two_celery_workers_in_namespaces_of_their_own(tmp_path: Path, monkeypatch) -> None:
     state = tmp_path / "state"
     monkeypatch.setenv("KDR_STATE_DIR", str(state))  # this process reads the same tracker as the workers
-    with running_stack(tmp_path / "stack") as stack:
-        topology = stack.write_topology("celery", TOPOLOGY_FLOWS, schema_registry=False, extra=CLIENTS)
+    with running_stack(tmp_path / "stack") as stack, registry_restarts(stack) as restarts:
+        topology = stack.write_topology("celery", TOPOLOGY_FLOWS, restart=restarts.command, extra=CLIENTS)
         dc1, dc2 = stack.bootstrap("dc1"), stack.bootstrap("dc2")
+        registry1, registry2 = stack.registry("dc1"), stack.registry("dc2")
         for bootstrap in (dc1, dc2):
             create_topic({"bootstrap.servers": bootstrap}, TOPIC)
+        assert one_leader(registry1, registry1, "cel-before")  # a schema in dc1's store, copied to dc2 by the flow
         produce(dc1, TOPIC, 0, 100)
         commit_offsets({"bootstrap.servers": dc1}, GROUP, {(TOPIC, 0): READ})
         log = tmp_path / "airflow-up.log"
@@ -112,6 +117,7 @@ def test_bringup_and_failovers_on_two_celery_workers_in_namespaces_of_their_own(
             assert all(": not running: ended at " in line for line in ended), ended
             assert committed_offsets({"bootstrap.servers": dc2}, GROUP) == {(TOPIC, 0): READ}
             assert aliases() == {"dc2"}
+            assert one_leader(registry1, registry2, "cel-after-failover")
 
             # The business goes on in dc2; then the failback, whose resync and restart of the flows each lose their
             # worker. It resumes both flows, as a second dr_bringup would.
@@ -121,6 +127,7 @@ def test_bringup_and_failovers_on_two_celery_workers_in_namespaces_of_their_own(
             interrupted("dr_failback", back, ("resync[0]", copying, None), ("flows_resumed[0]", None, None))
             assert committed_offsets({"bootstrap.servers": dc1}, GROUP) == {(TOPIC, 0): READ}
             assert aliases() == {"dc1"}
+            assert one_leader(registry2, registry1, "cel-after-failback")
             everything = [f"order {i}".encode() for i in range(100 + OUTAGE)]
             for bootstrap in (dc1, dc2):  # every record once in each cluster
                 values = Counter(values_of(bootstrap, TOPIC))
@@ -130,7 +137,12 @@ def test_bringup_and_failovers_on_two_celery_workers_in_namespaces_of_their_own(
 
             stack.local.stop("dc1")  # lost
             disaster = {"failed_cluster": "dc1", "target_cluster": "dc2", "mode": "disaster"}
-            interrupted("dr_failover", disaster, ("translate_offsets[0]", None, None))
+            before = len(restarts.begun)
+            restarting = lambda: ("dc2", "true") in restarts.begun[before:]  # noqa: E731
+            kills = ("translate_offsets[0]", None, None), ("redirect_schema_registry", restarting, None)
+            interrupted("dr_failover", disaster, *kills)
+            # The killed redirect's restart went on; the cleared run's restarted the registry again.
+            assert restarts.begun[before:] == [("dc2", "true")] * 2, restarts.begun
             into_dc2 = liveness.liveness(FLOWS[0], {"bootstrap.servers": dc2})
             # Ended by a request through dc2 (a replicator on the other worker: acknowledged within 5 s, else verify
             # would have seen it renew its claim) or by its own worker's SIGTERM (SIGKILL after 5 s in a disaster).
@@ -139,6 +151,7 @@ def test_bringup_and_failovers_on_two_celery_workers_in_namespaces_of_their_own(
             assert_no_replicator_left(timeout=120)
             assert committed_offsets({"bootstrap.servers": dc2}, GROUP) == {(TOPIC, 0): READ}
             assert aliases() == {"dc2"}
+            assert one_leader(registry2, registry2, "cel-after-disaster")  # dc2's registry alone issues ids
             delivered = app.stop_after(len(everything), timeout=180)
             assert sorted(delivered) == sorted(everything), "the application lost records"
             assert set(Counter(delivered).values()) == {1}, "the application got records twice"

@@ -11,8 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, Message
 from confluent_kafka.admin import AdminClient
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
 from kafka_dr import client_switch
 from kafka_dr.clients import read_committed
@@ -248,3 +250,12 @@ def resumed_offsets(bootstrap: str, groups: list[str], topic: str) -> dict[str, 
         group: {tp.partition: tp.offset for tp in future.result(60).topic_partitions or [] if tp.topic == topic}
         for group, future in futures.items()
     }
+
+
+def one_leader(via: str, leader: str, subject: str) -> bool:
+    """A new schema registered through the registry at `via` gets an id no schema had, served by the registry at
+    `leader` under `subject`: the two issue ids from one store."""
+    before = {s["id"] for s in httpx.get(f"{leader}/schemas", params={"deleted": "true"}).json()}
+    schema = {"type": "record", "name": "Probe", "fields": [{"name": subject.replace("-", "_"), "type": "long"}]}
+    new_id = SchemaRegistryClient({"url": via}).register_schema(f"{subject}-value", Schema(json.dumps(schema), "AVRO"))
+    return new_id not in before and httpx.get(f"{leader}/schemas/ids/{new_id}/subjects").json() == [f"{subject}-value"]

@@ -7,8 +7,13 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
+import sys
+import threading
+import urllib.parse
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from kafka_dr.local.config import StackConfig
@@ -76,3 +81,56 @@ def tear_down(local: LocalStack) -> None:
                 if pid is not None:
                     with contextlib.suppress(ProcessLookupError):
                         os.killpg(pid, signal.SIGKILL)
+
+
+@dataclass
+class RegistryRestarts:
+    """A registry host's restart service for workers that cannot reach the stack's processes themselves (a Celery
+    worker in a PID namespace of its own): `POST /restart/<cluster>?kafkastore=..&leader_eligible=..` on 127.0.0.1
+    runs `kafka-dr local restart-registry` on this stack here, as a deployment's restart command reaches its
+    registry's host (docker, systemd over ssh). A restart goes on when its caller is killed. `command` is the
+    topology's `schema_registry.restart_command`; `begun` lists (cluster, leader_eligible) as each request arrived."""
+
+    stack: Stack
+    url: str = ""
+    begun: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def command(self) -> str:
+        query = "kafkastore={kafkastore}&leader_eligible={leader_eligible}"
+        return f"curl -sS --fail-with-body -X POST '{self.url}/restart/{{cluster}}?{query}'"
+
+    def restart(self, cluster: str, query: dict[str, list[str]]) -> tuple[int, str]:
+        self.begun.append((cluster, query["leader_eligible"][0]))
+        command = [sys.executable, "-m", "kafka_dr.cli", "local", "restart-registry", cluster]
+        command += ["--data-dir", str(self.stack.local.data_dir), "--kafkastore", query["kafkastore"][0]]
+        command += ["--leader-eligible", query["leader_eligible"][0]]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        return (200 if done.returncode == 0 else 500), (done.stdout + done.stderr).strip().splitlines()[-1] + "\n"
+
+
+@contextlib.contextmanager
+def registry_restarts(stack: Stack) -> Iterator[RegistryRestarts]:
+    """A RegistryRestarts service for `stack`, serving until the block ends."""
+    service = RegistryRestarts(stack)
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            url = urllib.parse.urlsplit(self.path)
+            code, body = service.restart(url.path.rpartition("/")[2], urllib.parse.parse_qs(url.query))
+            self.send_response(code)
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, *_: object) -> None:
+            pass  # the restarts are in `begun` and the stack's logs
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    service.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield service
+    finally:
+        server.shutdown()
+        server.server_close()
