@@ -1,5 +1,6 @@
 """The embedded two-DC stack as `kafka-dr local` runs it (brokers and registries, pid files, stack.json), on free
-ports in a test's own folder, so it never meets a demo stack on the default ports."""
+ports in a test's own folder, so it never meets a demo stack on the default ports; and a restart service for its
+registries that workers in PID namespaces of their own can call (RegistryRestarts)."""
 
 from __future__ import annotations
 
@@ -106,7 +107,8 @@ class RegistryRestarts:
         command += ["--data-dir", str(self.stack.local.data_dir), "--kafkastore", query["kafkastore"][0]]
         command += ["--leader-eligible", query["leader_eligible"][0]]
         done = subprocess.run(command, capture_output=True, text=True, timeout=120)
-        return (200 if done.returncode == 0 else 500), (done.stdout + done.stderr).strip().splitlines()[-1] + "\n"
+        lines = (done.stdout + done.stderr).strip().splitlines() or [f"exit {done.returncode}"]
+        return (200 if done.returncode == 0 else 500), lines[-1] + "\n"
 
 
 @contextlib.contextmanager
