@@ -21,6 +21,7 @@ ENDED = ("success", "failed")
 BUSY_RETRIES = 3
 BUSY_BACKOFF_S = 2.0  # seconds before the first retry, doubled each time
 ANSWER_SETTLE_S = 5.0  # a scripted answer to a task awaiting input waits this long (AirflowRest.answer)
+POLL_S = 1.0  # between two looks at a run that is waited for: a run's end is seen half a second after it, on average
 
 
 class AirflowRestError(RuntimeError):
@@ -137,7 +138,7 @@ class AirflowRest:
                             awaiting_input(ti["task_id"])
             if run["state"] in ENDED or time.monotonic() >= deadline:
                 return run
-            time.sleep(2.0)
+            time.sleep(POLL_S)
 
     def _request(self, method: str, path: str, body: Any, headers: dict[str, str]) -> Any:
         data = None if body is None else json.dumps(body).encode()

@@ -38,6 +38,7 @@ from kafka.protocol.sasl import (
     SaslHandshakeResponse,
 )
 from support.ports import free_port, free_ports
+from support.retry import eventually
 from support.servers import SecuredBrokerProcess, stop_all
 from support.stack import tear_down
 
@@ -604,7 +605,10 @@ def test_local_up_with_sasl_ssl(tmp_path: Path, users_file: Path, capsys: pytest
         schema = Schema('{"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]}', "AVRO")
         schema_id = registry.register_schema("orders-value", schema)
         follower = SchemaRegistryClient({"url": stack.config.dc("dc2").registry_url})
-        assert json.loads(follower.get_schema(schema_id).schema_str) == json.loads(schema.schema_str)
+        # A follower serves what it has read of the store so far: the registration reaches it a moment later (a
+        # read at once lost that race once under the whole suite's load).
+        served = eventually(lambda: follower.get_schema(schema_id), f"dc2's registry to serve id {schema_id}", 10)
+        assert json.loads(served.schema_str) == json.loads(schema.schema_str)
 
         # A disaster and back: `start` restarts the broker as `up` configured it.
         assert run("stop", "dc1") == 0 and run("start", "dc1") == 0
