@@ -7,9 +7,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import signal
 import subprocess
-import sys
 import threading
 import urllib.parse
 from collections.abc import Iterator
@@ -102,11 +102,15 @@ class RegistryRestarts:
         return f"curl -sS --fail-with-body -X POST '{self.url}/restart/{{cluster}}?{query}'"
 
     def restart(self, cluster: str, query: dict[str, list[str]]) -> tuple[int, str]:
-        self.begun.append((cluster, query["leader_eligible"][0]))
-        command = [sys.executable, "-m", "kafka_dr.cli", "local", "restart-registry", cluster]
-        command += ["--data-dir", str(self.stack.local.data_dir), "--kafkastore", query["kafkastore"][0]]
-        command += ["--leader-eligible", query["leader_eligible"][0]]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        values = {
+            "cluster": cluster,
+            "kafkastore": query["kafkastore"][0],
+            "leader_eligible": query["leader_eligible"][0],
+        }
+        self.begun.append((cluster, values["leader_eligible"]))
+        # The same command a topology of this stack names when its workers can reach the registries themselves.
+        template = shlex.split(restart_registry_command(self.stack.local.data_dir))
+        done = subprocess.run([part.format(**values) for part in template], capture_output=True, text=True, timeout=120)
         lines = (done.stdout + done.stderr).strip().splitlines() or [f"exit {done.returncode}"]
         return (200 if done.returncode == 0 else 500), lines[-1] + "\n"
 
