@@ -32,10 +32,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from kafka_dr.clients import client_config
+from kafka_dr.clients import answers, client_config
 from kafka_dr.replication.control import StopRequest, StopRequests
 from kafka_dr.replication.copier import CopyResult, CopyTask, copy_ranges, open_clients
 from kafka_dr.replication.epoch_end import EpochEnds, EpochTicket
@@ -175,6 +176,7 @@ QUIET_CAP_S = 60.0  # --until-quiet: the longest the copying goes on while recor
 QUIET_POLL_S = 0.5  # --until-quiet: how often the source's ends are read again
 PROGRESS_INTERVAL_S = 1.0  # continuous: durable progress (and the source group's commit) about once a second
 SOURCE_PROBE_S = 2.0  # continuous, stopped: how long the source may take to answer before it counts as lost
+DISCOVERY_CLOSE_S = 1.0  # a stopped run leaves a planning round that waits on a lost cluster after this long
 COMMIT_INTERVAL_S = 0.05  # continuous: longest a copy waits for its transaction to commit (read_committed readers)
 
 
@@ -199,6 +201,7 @@ def run(
     checkpoints = CheckpointTask(topology, flow, args.checkpoint_interval, stop)
     plan_flow = functools.partial(context.plan, force=force)  # from positions copied so far, if given
     ends: EpochEnds | None = None  # continuous: how the driver ends an epoch before its deadline
+    probe = SourceProbe(context.source_config)
     discovery = (
         Discovery(
             plan_flow,
@@ -245,7 +248,7 @@ def run(
             # Where the executors reach the driver (127.0.0.1 in local mode, SPARK_LOCAL_IP).
             ends = EpochEnds(spark_context.getConf().get("spark.driver.host", "127.0.0.1"))
             log.info("flow %s: its tasks hear of an epoch's early end on %s:%d", flow.name, ends.host, ends.port)
-            threading.Thread(target=_end_epochs_on, args=(stop, ends), name="kdr-stop", daemon=True).start()
+            threading.Thread(target=_end_epochs_on, args=(stop, ends, probe), name="kdr-stop", daemon=True).start()
             # An owner record every second whatever the epoch's length, until the last one; a claim lost to a newer
             # replicator ends the epoch, and the next epoch's check stops this run.
             ClaimRenewal(claim, renewing, lost=ends.end_all).start()
@@ -261,7 +264,7 @@ def run(
             if not continuous or stop.is_set():
                 if continuous:
                     lost = bool(obeyed) and obeyed[0].lost == flow.source
-                    _last_duties(flow, lost or not _answers(context), heartbeats, checkpoints, epochs, summary)
+                    _last_duties(flow, lost or not probe.answers(), heartbeats, checkpoints, epochs, summary)
                     ended = f"stop request from {obeyed[0].by}" if obeyed else "stopped"
                 return summary.to_dict("done")
             if not epoch.ranges:
@@ -276,9 +279,9 @@ def run(
             claim.release(ended, request=obeyed[0].id if obeyed else None)
         if ends is not None:
             ends.close()
-        if discovery is not None:
-            discovery.close()
-        context.close()
+        # A planning round still waiting on a lost cluster keeps its clients open until the process ends.
+        if discovery is None or discovery.close(DISCOVERY_CLOSE_S):
+            context.close()
 
 
 def _copy_until_quiet(epochs: CopyEpochs, plan: Callable[[], Plan], quiet: float, summary: Summary) -> None:
@@ -295,13 +298,31 @@ def _copy_until_quiet(epochs: CopyEpochs, plan: Callable[[], Plan], quiet: float
             last_copy = time.monotonic()
 
 
-def _answers(context: FlowContext, timeout: float = SOURCE_PROBE_S) -> bool:
-    """Whether the flow's source answers now (a stop by SIGTERM does not say whether a disaster lost it)."""
-    try:
-        context.source_admin.describe_cluster(request_timeout=timeout).result(timeout + 1)
-        return True
-    except Exception:  # noqa: BLE001 - any failure means it does not answer
-        return False
+class SourceProbe:
+    """Whether the flow's source still answers (a stop by SIGTERM does not say whether a disaster lost it): asked
+    once, as the stop comes, beside the end of the epoch under way rather than after it."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self._config = config
+        self._lock = threading.Lock()
+        self._answer: Future[bool] | None = None
+
+    def start(self) -> Future[bool]:
+        with self._lock:
+            if self._answer is None:
+                self._answer = Future()
+                threading.Thread(target=self._ask, name="kdr-source-probe", daemon=True).start()
+            return self._answer
+
+    def answers(self) -> bool:
+        return self.start().result()
+
+    def _ask(self) -> None:
+        assert self._answer is not None
+        try:
+            self._answer.set_result(answers(self._config, SOURCE_PROBE_S))
+        except Exception:  # noqa: BLE001 - a failure to ask means it does not answer
+            self._answer.set_result(False)
 
 
 def _last_duties(
@@ -331,10 +352,13 @@ def _obey(request: StopRequest, stop: threading.Event, obeyed: list[StopRequest]
     stop.set()
 
 
-def _end_epochs_on(stop: threading.Event, ends: EpochEnds) -> None:
-    """A stop ends the epoch under way (and any other but the bounded one that copies the last heartbeat)."""
+def _end_epochs_on(stop: threading.Event, ends: EpochEnds, probe: SourceProbe) -> None:
+    """A stop ends the epoch under way (and any other but the bounded one that copies the last heartbeat), and asks
+    whether the source still answers meanwhile."""
     stop.wait()
+    log.info("stopping: the epoch under way ends at each task's next batch")
     ends.end_all()
+    probe.start()
 
 
 def _copy_groups(groups, ticket: EpochTicket | None = None, **kwargs) -> list[CopyResult]:

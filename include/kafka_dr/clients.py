@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import re
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -113,6 +114,24 @@ def end_offsets(
             raise
     admin.list_topics(timeout=timeout)
     return query()
+
+
+def answers(config: Mapping[str, Any], timeout: float) -> bool:
+    """Whether the cluster answers a request within `timeout` seconds. A cluster whose every broker refuses the
+    connection counts as not answering at once (librdkafka's "all brokers down"), not after the timeout: only a
+    cluster that does not answer at all (a lost network) costs the whole `timeout`."""
+    down = threading.Event()
+
+    def on_error(error: KafkaError) -> None:
+        if error.code() == KafkaError._ALL_BROKERS_DOWN:
+            down.set()
+
+    admin = AdminClient({**config, "error_cb": on_error})
+    future = admin.describe_cluster(request_timeout=timeout)
+    deadline = time.monotonic() + timeout
+    while not future.done() and not down.is_set() and time.monotonic() < deadline:
+        admin.poll(0.02)  # serves error_cb
+    return future.done() and future.exception() is None
 
 
 def init_transactions(producer: Producer, timeout: float = 30.0) -> None:

@@ -4,12 +4,17 @@ obeying a stop request from another PID namespace is tests/integration/test_repl
 
 from __future__ import annotations
 
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient
+from support.ports import free_port
+from support.retry import eventually
 
+from kafka_dr.clients import answers
 from kafka_dr.replication import activity, liveness, replicators
 from kafka_dr.replication.control import StopRequest, StopRequests, request_stop
 from kafka_dr.replication.fencing import ClaimRenewal, FlowClaim
@@ -98,3 +103,23 @@ def test_a_replicator_that_ignores_the_request_fails_the_stop_in_one_line(target
         renewing.set()
     assert replicators.status("lv-deaf") is None  # nothing recorded for a replicator this host never started
     assert activity.claimed_within(target, "lv-deaf", 1.5) is False
+
+
+def test_a_replicator_started_here_into_a_lost_cluster_is_killed_without_waiting_out_its_grace(tmp_path, monkeypatch):
+    """It can commit nothing into a lost target, so a disaster's stop gives it no SIGTERM grace: a driver that would
+    take the whole grace (this one ignores SIGTERM) is gone at once, or the test's own timeout ends it."""
+    monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
+    deaf = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('deaf', flush=True); time.sleep(600)"
+    )
+    started, _ = replicators.start("lv-into-lost-here", [sys.executable, "-c", deaf])
+    eventually(lambda: "deaf" in Path(started.log).read_text().split(), "the driver to ignore SIGTERM")
+    assert liveness.stop("lv-into-lost-here", None, timeout=3600.0) == "stopped"
+    assert not replicators.is_running("lv-into-lost-here")
+
+
+def test_a_cluster_that_refuses_connections_does_not_answer_at_once_and_a_running_one_answers(broker_pair):
+    """A refused connection is an answer ("all brokers down"), not a wait for the whole timeout; a timeout of an hour
+    would otherwise outlast the test's own."""
+    assert not answers({"bootstrap.servers": f"127.0.0.1:{free_port()}"}, timeout=3600.0)
+    assert answers(dict(broker_pair.dc1.config), timeout=10.0)

@@ -114,12 +114,16 @@ class Discovery:
                 self.found_new()
             self._picked_up.wait()
 
-    def close(self) -> None:
-        """End the rounds, once a round under way has ended."""
+    def close(self, timeout: float | None = None) -> bool:
+        """End the rounds. True once a round under way has ended; False when it is still under way after `timeout`
+        seconds (a round waiting out retries on a lost cluster): the clients it uses must then stay open, and the
+        thread, a daemon, ends with the process."""
         self._closed.set()
         self._picked_up.set()
-        if self._thread is not None:
-            self._thread.join()
+        if self._thread is None:
+            return True
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
 
 
 @dataclass

@@ -60,7 +60,7 @@ def stop(
     lost: str | None = None,
 ) -> str:
     """Stop `flow`'s replicator wherever it runs; "stopped", "not running", or "stop requested". Started here:
-    SIGTERM, then SIGKILL after `timeout` (replicators.stop). Elsewhere: a stop request through the target,
+    SIGTERM, then SIGKILL after `timeout` (replicators.stop); SIGKILL at once when its target is lost. Elsewhere: a stop request through the target,
     acknowledged by the driver's last owner record (or its claim falling silent) within `timeout`; the tracker here,
     if any, then records the stop. `target_config` None: the target is lost. Nothing can copy into it now, but a
     replicator elsewhere would once it is back: the request goes through the source (`source_config`) and cannot be
@@ -68,7 +68,10 @@ def stop(
     replicators.ReplicatorError with one line when it does not stop."""
     tracked = replicators.status(flow)
     if tracked is not None and tracked.here:
-        return "stopped" if tracked.running and replicators.stop(flow, timeout) is not None else "not running"
+        # Into a lost cluster a replicator can commit nothing more: no grace to wait out (its open transaction aborts
+        # there, fenced by the flow's next writer).
+        grace = 0.0 if target_config is None else timeout
+        return "stopped" if tracked.running and replicators.stop(flow, grace) is not None else "not running"
     if target_config is None:
         if tracked is None or tracked.stopped_at is not None or source_config is None:
             return "not running"  # never started by this host's DAGs, or already stopped
