@@ -3,8 +3,8 @@
 validate params -> preview (what the run would do, changing nothing; a dry run ends with it as the report)
 -> approve (a person approves the preview, per the topology's `dr:` section) -> (planned: switch producers
 -> lag 0 on every flow failed -> target) -> stop replication from and into the failed cluster -> translate
-and apply consumer offsets (disaster: from the checkpoints kept in the target) -> schema redirect -> switch
-consumers -> verify -> report (RPO, RTO, groups, registry, timings) in .kafka-dr/reports/. The first task
+and apply consumer offsets (disaster: from the checkpoints kept in the target) -> switch consumers, with the
+schema redirect beside -> verify -> report (RPO, RTO, groups, registry, timings) in .kafka-dr/reports/. The first task
 checks every param; a bad one fails the run there, with nothing changed. A run stopped part-way by a lost
 worker resumes when its failed tasks are cleared (docs/design.md, "An interrupted run resumes with Clear").
 """
@@ -120,4 +120,7 @@ with DAG(
     approve = DrApprovalOperator(task_id="approve")  # dr.approval: none skips it
     chain(plan, previewed, unless_dry_run(plan), approve, mode, [producers, disaster])
     chain(producers, drain, drained, stopped)
-    chain(disaster, stopped, translated, registry, consumers, verified, report)
+    # Consumers move once their offsets are in; the registry redirect runs beside (clients only reading schemas are
+    # served by the target's follower meanwhile; the report names the writers it moved before the redirect ended).
+    chain(disaster, stopped, translated, consumers, verified, report)
+    chain(stopped, registry, verified)

@@ -140,6 +140,17 @@ def test_a_dr_switch_has_no_defaults_and_a_trigger_without_them_is_refused(
     assert params.validate()[next(iter(switch))] == "dc1"  # those chosen, the rest may keep their defaults
 
 
+def test_dr_failover_switches_consumers_once_their_offsets_are_in_with_the_registry_redirect_beside(
+    dagbag: DagBag,
+) -> None:
+    """The redirect waits for replication to stop (no copy of the failed store lands after the target leads), not the
+    switch for the redirect; verify and the report wait for both."""
+    tasks = dagbag.dags["dr_failover"].task_dict
+    assert tasks["switch_consumers"].upstream_task_ids == {"translate_offsets", "validate_failover"}
+    assert tasks["redirect_schema_registry"].upstream_task_ids == {"stop_replication", "validate_failover"}
+    assert {"switch_consumers", "redirect_schema_registry"} <= tasks["verify_failover"].upstream_task_ids
+
+
 def test_dr_failover_previews_before_anything_changes_and_a_dry_run_ends_there(dagbag: DagBag) -> None:
     dag = dagbag.dags["dr_failover"]
     assert dag.params["dry_run"] is False

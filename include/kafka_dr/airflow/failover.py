@@ -214,6 +214,7 @@ def failover_report(plan: dict[str, Any], previewed: dict[str, Any], results: di
         producers_first=moved_by(move_reason(dag_id, run_id, "planned", "switch_producers")),
         previewed=previewed,
         triggered_by=triggered_by(context),
+        writers=[alias.name for alias in topo.clients.values() if alias.role != "consumer"],
     )
     written = write_report(dag_id, run_id, body, report.failover_page(body))
     send_report_alert(topo, dag_id, run_id, written)

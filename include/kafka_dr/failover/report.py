@@ -5,7 +5,7 @@ hand-built inputs (tests/unit/failover/test_report.py)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -34,12 +34,13 @@ def failover_report(
     producers_first: Sequence[str],
     previewed: Mapping[str, Any] | None = None,
     triggered_by: str | None = None,
+    writers: Collection[str] = (),
 ) -> dict[str, Any]:
-    """The JSON body of a dr_failover report. `lag` is each failed flow's reading, `producers_first` the aliases
-    this run moved before the lag drained, `previewed` what the preview said it would do and `triggered_by` who
-    started the run. Without a recorded start the run counts from its validation's start (plan.step). The RTO is
-    the machine's: the wait for a person's approval is left out of `rto_seconds`, counted in
-    `rto_with_approval_seconds`."""
+    """The JSON body of a dr_failover report. `lag` is each failed flow's reading, `producers_first` the aliases this
+    run moved before the lag drained, `previewed` what the preview said it would do, `triggered_by` who started the run
+    and `writers` the topology's aliases that produce (role producer or both). Without a recorded start the run counts
+    from its validation's start (plan.step). The RTO is the machine's: the wait for a person's approval is left out of
+    `rto_seconds`, counted in `rto_with_approval_seconds`."""
     start = run_start(run_started, plan.step)
     switched = run.switch_consumers or {}
     steps = {"validate": plan.step, **({"preview": previewed["step"]} if previewed and "step" in previewed else {})}
@@ -51,11 +52,30 @@ def failover_report(
         **switch_times(start, switched.get("step"), run.approval),
         "groups": group_summary(run.translations),
         "schema_registry": run.schema_registry,
-        "clients": {"producers_first": list(producers_first), "moved": switched.get("moved", [])},
+        "clients": {
+            "producers_first": list(producers_first),
+            "moved": switched.get("moved", []),
+            "writers_before_registry": writers_before_registry(run, producers_first, writers),
+        },
         "steps": steps,
         "dry_run": False,
         "preview": _without_step(previewed),
     }
+
+
+def writers_before_registry(run: FailoverRun, producers_first: Sequence[str], writers: Collection[str]) -> list[str]:
+    """The producing aliases this run had on the target before the registry redirect ended: the switch does not wait
+    for it (a follower serves reads), but until the target's registry leads, a new schema they register is not
+    in the target's store. None of them when the redirect moved nothing or never ended."""
+    registry = run.schema_registry or {}
+    ended = (registry.get("step") or {}).get("ended")
+    if "primary" not in registry or ended is None:
+        return []
+    switched = ((run.switch_consumers or {}).get("step") or {}).get("ended")
+    early = list(producers_first)
+    if switched is not None and datetime.fromisoformat(switched) < datetime.fromisoformat(ended):
+        early += (run.switch_consumers or {}).get("moved", [])
+    return [alias for alias in early if alias in writers]
 
 
 def dry_run_report(
@@ -122,6 +142,12 @@ def failover_page(body: Mapping[str, Any]) -> str:
         f"- schema registry: {json.dumps(body['schema_registry'], default=str)}",
         f"- clients moved: {', '.join(body['clients']['producers_first'] + body['clients']['moved']) or 'none'}",
     ]
+    early = body["clients"].get("writers_before_registry")
+    if early:
+        lines.append(
+            f"- moved before the target's registry led (new schemas they registered meanwhile may be missing from "
+            f"its store; reads were served): {', '.join(early)}"
+        )
     return "\n".join(lines + step_table(body["steps"])) + "\n"
 
 

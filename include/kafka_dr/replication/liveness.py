@@ -59,13 +59,13 @@ def stop(
     source_config: dict[str, Any] | None = None,
     lost: str | None = None,
 ) -> str:
-    """Stop `flow`'s replicator wherever it runs; "stopped", "not running", or "stop requested". Started here:
-    SIGTERM, then SIGKILL after `timeout` (replicators.stop); SIGKILL at once when its target is lost. Elsewhere: a stop request through the target,
-    acknowledged by the driver's last owner record (or its claim falling silent) within `timeout`; the tracker here,
-    if any, then records the stop. `target_config` None: the target is lost. Nothing can copy into it now, but a
-    replicator elsewhere would once it is back: the request goes through the source (`source_config`) and cannot be
-    acknowledged ("stop requested"). `lost`: the cluster a disaster lost, named in the request (control.py). Raises
-    replicators.ReplicatorError with one line when it does not stop."""
+    """Stop `flow`'s replicator wherever it runs; "stopped", "not running", or "stop requested". Started here: SIGTERM,
+    then SIGKILL after `timeout` (replicators.stop); SIGKILL at once when its target is lost. Elsewhere: a stop request
+    through the target, acknowledged by the driver's last owner record (or its claim falling silent) within `timeout`;
+    the tracker here, if any, then records the stop. `target_config` None: the target is lost. Nothing can copy into it
+    now, but a replicator elsewhere would once it is back: the request goes through the source (`source_config`) and
+    cannot be acknowledged ("stop requested"). `lost`: the cluster a disaster lost, named in the request (control.py).
+    Raises replicators.ReplicatorError with one line when it does not stop."""
     tracked = replicators.status(flow)
     if tracked is not None and tracked.here:
         # Into a lost cluster a replicator can commit nothing more: no grace to wait out (its open transaction aborts

@@ -145,7 +145,11 @@ def test_report_has_the_fields_design_md_fixes() -> None:
     }
     assert body["rto_seconds"] == 11.25 and body["run_started"] == "2026-03-01T10:00:00+00:00"
     assert body["groups"]["applied"] == ["audit", "billing"]
-    assert body["clients"] == {"producers_first": ["orders-producer"], "moved": ["billing"]}
+    assert body["clients"] == {
+        "producers_first": ["orders-producer"],
+        "moved": ["billing"],
+        "writers_before_registry": [],  # no writer is named: writers=() here
+    }
     registry = body["schema_registry"]
     assert registry["primary"]["store"] == "dc2" and registry["one_leader"]["via"] == "dc1"
     assert list(body["steps"]) == [
@@ -157,6 +161,28 @@ def test_report_has_the_fields_design_md_fixes() -> None:
         "translate_offsets orders-flow",
     ]
     assert body["steps"]["translate_offsets orders-flow"] == {"seconds": 4.25}
+
+
+def test_writers_moved_before_the_registry_redirect_ended_are_named_and_readers_are_not() -> None:
+    """The redirect runs beside the switch: a producing alias the switch moved before the target's registry led is
+    named (its new schemas may be missing there); one moved after, a consumer, or a redirect that moved nothing not."""
+    beside = replace(
+        RUN,
+        schema_registry={**RUN.schema_registry, "step": {"started": at(2.0), "ended": at(12.0)}},
+        switch_consumers={"moved": ["billing", "orders-app"], "step": {"started": at(7.0), "ended": at(11.25)}},
+    )
+    body = report(run=beside, producers_first=["orders-producer"], writers={"orders-producer", "orders-app"})
+    assert body["clients"]["writers_before_registry"] == ["orders-producer", "orders-app"]
+    assert body["rto_seconds"] == 11.25  # clients switched: the redirect's end is not in it
+    assert (
+        "- moved before the target's registry led (new schemas they registered meanwhile may be missing from its "
+        "store; reads were served): orders-producer, orders-app" in failover_page(body).splitlines()
+    )
+    after = report(producers_first=["orders-producer"], writers={"orders-producer", "billing"})
+    assert after["clients"]["writers_before_registry"] == ["orders-producer"]  # moved first, billing after it led
+    skipped = replace(beside, schema_registry={"skipped": "the primary registry is dc2, not on dc1"})
+    assert report(run=skipped, writers={"orders-app"})["clients"]["writers_before_registry"] == []
+    assert "registry led" not in failover_page(report(run=skipped, writers={"orders-app"}))
 
 
 def test_a_translation_step_is_the_operators_start_and_end_when_it_recorded_them() -> None:
