@@ -105,7 +105,7 @@ with DAG(
         task_id="resync_catch_up", mode="bounded", until_quiet=CATCH_UP_QUIET_S
     ).expand_kwargs(each)
     drained = ReplicationLagSensor.partial(
-        task_id="lag_zero", max_records=0, poke_interval=2, timeout=600
+        task_id="lag_zero", max_records=0, wait_in_worker=10, poke_interval=2, timeout=600
     ).expand_kwargs(gate_kwargs(back))
     handled = handle_unreplicated(plan, measured)
     translated = TranslateOffsetsOperator.partial(task_id="translate_back", apply=True).expand_kwargs(

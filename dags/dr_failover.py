@@ -96,7 +96,7 @@ with DAG(
     producers = switch_producers(plan)
     drain = flows_to_drain(plan)
     drained = ReplicationLagSensor.partial(
-        task_id="lag_zero", max_records=0, poke_interval=2, timeout=600
+        task_id="lag_zero", max_records=0, wait_in_worker=10, poke_interval=2, timeout=600
     ).expand_kwargs(drain)
     disaster = EmptyOperator(task_id="disaster_path")
     stopped = stop_replication(plan)

@@ -136,6 +136,7 @@ def test_bringup_then_planned_failover_each_task_in_its_own_process_with_credent
     try:
         bringup = run_dag_in_processes("dr_bringup", {"topology": str(topology), "max_lag_records": 0})
         assert bringup.state == "success", bringup.describe()
+        assert_lag_gate_deferred(bringup, "lag_gate")
         replicators_running_after(bringup)
         failover = run_dag_in_processes(
             "dr_failover",
@@ -143,7 +144,6 @@ def test_bringup_then_planned_failover_each_task_in_its_own_process_with_credent
         )
         replicators_stopped_by(failover, bringup)
         assert failover.state == "success", failover.describe()
-        assert_lag_gate_deferred(failover)
         redirected = failover.xcom("redirect_schema_registry")
         # Through basic auth: dc1's registry demoted first (planned: it answers), dc2's the one leader.
         assert redirected["primary"]["registry"] == "dc2" and redirected["primary"]["probe_id"] > 0, redirected
@@ -257,13 +257,13 @@ def copy_of(target: dict[str, str], origin_offset: int) -> int:
     raise AssertionError(f"no copy of offset {origin_offset} in {TOPIC}")
 
 
-def assert_lag_gate_deferred(failover: DagRunResult) -> None:
-    """The planned failover's lag gate waited in the triggerer, not in a worker: the trigger's log, which the
-    triggerer writes beside the task's, has it fire a success."""
-    assert failover.tasks.get(("lag_zero", 0)) == "success", failover.describe()
-    logs = Path(os.environ["AIRFLOW_HOME"]) / "logs" / "dag_id=dr_failover" / f"run_id={failover.run_id}"
-    text = "".join(path.read_text(errors="replace") for path in logs.glob("task_id=lag_zero/**/*.log.trigger.*.log"))
-    assert "Trigger fired event" in text and "'status': 'success'" in text, f"lag_zero's trigger log:\n{text[-3000:]}"
+def assert_lag_gate_deferred(run: DagRunResult, task_id: str) -> None:
+    """The bring-up's lag gate (it defers at once, as the replicators just started) waited in the triggerer, not in a
+    worker: the trigger's log, which the triggerer writes beside the task's, has it fire a success."""
+    assert run.tasks.get((task_id, 0)) == "success", run.describe()
+    logs = Path(os.environ["AIRFLOW_HOME"]) / "logs" / f"dag_id={run.dag_id}" / f"run_id={run.run_id}"
+    text = "".join(path.read_text(errors="replace") for path in logs.glob(f"task_id={task_id}/**/*.log.trigger.*.log"))
+    assert "Trigger fired event" in text and "'status': 'success'" in text, f"{task_id}'s trigger log:\n{text[-3000:]}"
 
 
 def assert_each_task_in_its_own_process(run) -> None:

@@ -145,6 +145,27 @@ def test_deferrable_sensor_defers_to_the_trigger_with_a_deadline(topology: Path)
     assert before + 30 <= kwargs["deadline"] <= time.time() + 30
 
 
+def test_a_gate_waiting_in_its_worker_passes_once_lag_drops_and_defers_when_it_does_not(
+    stack: Stack, topology: Path
+) -> None:
+    """wait_in_worker (a failover's gate): lag measured in the worker, every WORKER_CHECK_S; met meanwhile, the task
+    returns the lag without deferring; not met within the time, it defers as any deferrable gate does."""
+    sensor = ReplicationLagSensor(
+        task_id="gate", flow=FLOW, topology=str(topology), max_records=0, wait_in_worker=30, timeout=60, lag_timeout=5
+    )
+    commit(stack, 0)
+    threading.Timer(1.0, commit, args=(stack, PER_PARTITION)).start()  # the copies catch up a second later
+    passed = sensor.execute({})
+    assert passed["total_records"] == 0, passed
+    commit(stack, 0)
+    brief = ReplicationLagSensor(
+        task_id="gate", flow=FLOW, topology=str(topology), max_records=0, wait_in_worker=0.5, timeout=60, lag_timeout=5
+    )
+    with pytest.raises(TaskDeferred):
+        brief.execute({})
+    commit(stack, PER_PARTITION)
+
+
 def test_sensor_turns_trigger_events_into_results_and_one_line_failures(topology: Path) -> None:
     sensor = ReplicationLagSensor(task_id="gate", flow=FLOW, topology=str(topology), max_seconds=5, timeout=30)
     assert sensor.execute_complete({}, {"status": "success", "reason": "ok", "lag": {"flow": FLOW}}) == {"flow": FLOW}
