@@ -64,16 +64,22 @@ from kafka_dr.reports import step_seconds
 from kafka_dr.spark.submit import spark_env, spark_submit_command
 from kafka_dr.topology import load_topology
 
-# On the way to the clients' switch, in run order; the lag gate is the planned mode's wait, counted apart.
+# On the way to the clients' switch, in run order; the lag gate is the planned mode's wait, counted apart. The
+# registry redirect runs beside the translation and the switch: off the way.
 OWN_STEPS = (
     "validate",
     "preview",
     "switch_producers",
     "stop_replication",
     "translate_offsets",
-    "schema_registry",
     "switch_consumers",
 )
+# The report's step of each task (the mapped translation's: "translate_offsets <flow>").
+STEP_OF_TASK = {
+    "validate_failover": "validate",
+    "redirect_schema_registry": "schema_registry",
+    "verify_failover": "verify",
+}
 KAFKA_DR = Path(sys.executable).parent / "kafka-dr"
 
 
@@ -147,7 +153,34 @@ def drill(root: Path, mode: str, groups: int, records: int, dag: Any | None) -> 
         "preview_s": steps.get("preview"),
         "steps_s": steps,
         "tasks": tasks,
+        "per_task": per_task(tasks, steps, datetime.fromisoformat(report["run_started"]).timestamp() + rto),
     }
+
+
+def per_task(
+    tasks: list[tuple[str, float, float]], steps: dict[str, float | None], switched: float
+) -> list[dict[str, Any]]:
+    """Each task instance that began before the clients switched, in start order: how long after the tasks before it
+    ended it began (the scheduler's and the executor's share; None for the first and for one that ran beside
+    another), how long it ran, and of that kafka-dr's step (the rest is Airflow's inside the task: process start, DAG
+    file, context, XComs)."""
+    rows, previous_end = [], None
+    for task, begin, end in sorted(tasks, key=lambda t: t[1]):
+        if begin > switched:
+            continue
+        step = STEP_OF_TASK.get(task, task)
+        own = next((v for k, v in steps.items() if k == step or k.startswith(f"{step} ")), None)
+        after = None if previous_end is None or begin < previous_end else round(begin - previous_end, 3)
+        rows.append(
+            {
+                "task": task,
+                "after_previous_s": after,
+                "ran_s": round(end - begin, 3),
+                "kafka_dr_s": own,
+            }
+        )
+        previous_end = end if previous_end is None else max(previous_end, end)
+    return rows
 
 
 @contextlib.contextmanager
@@ -252,6 +285,17 @@ def describe(r: dict[str, Any]) -> str:
         f"clients switched {r['trigger_to_switched_s']} s{delay}; warm-up run {r['warm_up_s']} s; exact "
         f"{r['groups_exact']}/{r['groups']} groups ({r['group_partitions_exact']}/{r['group_partitions']} "
         f"group-partitions), RPO {r['rpo_records']} records; preview {r['preview_s']} s{approval}\n  steps (s): {steps}"
+        + "".join(
+            f"\n  {t['task']}: "
+            + (
+                "began beside another or first, "
+                if t["after_previous_s"] is None
+                else f"began {t['after_previous_s']} s after those before it ended, "
+            )
+            + f"ran {t['ran_s']} s"
+            + ("" if t["kafka_dr_s"] is None else f" (kafka-dr {t['kafka_dr_s']} s, Airflow the rest)")
+            for t in r["per_task"]
+        )
     )
 
 
