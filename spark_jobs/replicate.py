@@ -256,6 +256,7 @@ def run(
                 requests.start()
             heartbeats.start()
             checkpoints.start()
+        context.commit_copied(plan)  # where a run killed after its last copy left the source group behind
         while True:
             epoch = epochs.next()
             summary.add_epoch(epoch)

@@ -1,24 +1,23 @@
-"""dr_bringup, a planned dr_failover, a data_kept dr_failback and a disaster dr_failover on Airflow scaled out as
-users do: `kafka-dr airflow up --executor celery` (CeleryExecutor, redis-server, two Celery workers), each worker in
-PID and UTS namespaces of its own (hostnames worker-1 and worker-2), as two hosts or containers would be. Tasks land
-on both workers, so a replicator one worker started is gated, listed and stopped from the other (or from this test's
-process, a third namespace) through its target cluster, never by pid; after the disaster nothing is left copying.
+"""dr_bringup, a planned dr_failover, a data_kept dr_failback and a disaster dr_failover on Airflow scaled out as users
+do: `kafka-dr airflow up --executor celery` (CeleryExecutor, redis-server, two Celery workers), each worker in PID and
+UTS namespaces of its own (hostnames worker-1 and worker-2), as two hosts or containers would be. Tasks land on both
+workers, so a replicator one worker started is gated, listed and stopped from the other (or from this test's process, a
+third namespace) through its target cluster, never by pid; after the disaster nothing is left copying.
 
 The runbooks survive an interruption (issue 28): in each run a task's process is killed with SIGKILL mid-work, with
-everything it started (a worker lost): the planned failover's offset translation, with the scheduler killed and
-started again too; the failback's resync once it has begun writing what dc2 took after the failover, and its restart
-of the flows; the disaster failover's translation from checkpoints, then its registry redirect. Each run fails, is
-resumed by clearing its failed tasks (AirflowRest.clear_failed, the UI's Clear) and then succeeds: the group resumes
-exactly where it was in each cluster, the client aliases and the registries' leader follow, each run has one complete
-report, and both clusters hold every record once after the failback. An application's FollowingConsumer reads the
-topic through its alias all along, never restarted: it delivers each of the 10,100 records once.
+everything it started (a worker lost): the planned failover's offset translation, with the scheduler killed and started
+again too; the failback's resync once it has begun writing what dc2 took after the failover, and its restart of the
+flows; the disaster failover's translation from checkpoints and, beside it, its registry redirect, both in one attempt.
+Each run fails, is resumed by clearing its failed tasks (AirflowRest.clear_failed, the UI's Clear) and then succeeds:
+the group resumes exactly where it was in each cluster, the client aliases and the registries' leader follow, each run
+has one complete report, and both clusters hold every record once after the failback. An application's FollowingConsumer
+reads the topic through its alias all along, never restarted: it delivers each of the 10,100 records once.
 
 The schema registries move with the data (`_schemas` flows both ways): one leader, dc2's, after each failover, dc1's
-after the failback, each shown by a registration through the other registry. A worker of another PID namespace
-cannot restart the local stack's registries itself, so the restart command asks this host to (support.stack's
+after the failback, each shown by a registration through the other registry. A worker of another PID namespace cannot
+restart the local stack's registries itself, so the restart command asks this host to (support.stack's
 RegistryRestarts), as a deployment's reaches its registry's host; the disaster failover's registry redirect is killed
-while that restart runs, and the cleared run restarts the registry again.
-"""
+while that restart runs, and the cleared run restarts the registry again."""
 
 from __future__ import annotations
 
@@ -29,7 +28,9 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.airflow import airflow_up, kill_task_process, restart_scheduler
@@ -83,23 +84,32 @@ def test_bringup_and_failovers_on_two_celery_workers_in_namespaces_of_their_own(
                 hosts.update(ti.get("hostname") or "" for ti in api.task_instances(dag_id, step.run_id))
                 assert step.state == "success", (dag_id, step, airflow.log_file("scheduler"))
 
-            def interrupted(dag_id: str, conf: dict[str, str], *kills: Kill) -> None:
-                """A run whose tasks lose their worker mid-work, one kill after another, each followed by Clear."""
+            def interrupted(dag_id: str, conf: dict[str, str], *attempts: tuple[Kill, ...]) -> None:
+                """A run whose tasks lose their worker mid-work: in each attempt its kills (of tasks that run side by
+                side, each when its moment comes), then Clear."""
                 run_id = api.trigger(dag_id, conf)["dag_run_id"]
-                for task, when, then in kills:
-                    killed = kill_task_process(api, dag_id, run_id, task, when)
-                    if then is not None:
-                        then()
+                for kills in attempts:
+                    with ThreadPoolExecutor(len(kills)) as pool:
+                        killed = list(pool.map(lambda kill: kill_and_then(dag_id, run_id, *kill), kills))
                     ended = api.wait_finished(dag_id, run_id, RUN_TIMEOUT)
                     states = api.task_states(dag_id, run_id)
-                    assert ended["state"] == "failed" and states[task] == "failed", (task, killed, states)
-                    assert task in api.clear_failed(dag_id, run_id, f"resumed: {task}'s worker was lost"), states
+                    tasks = [task for task, _, _ in kills]
+                    assert ended["state"] == "failed", (tasks, killed, states)
+                    assert all(states[task] == "failed" for task in tasks), (tasks, killed, states)
+                    cleared = api.clear_failed(dag_id, run_id, f"resumed: {', '.join(tasks)} lost their worker")
+                    assert set(tasks) <= set(cleared), (cleared, states)
                 ended = api.wait_finished(dag_id, run_id, RUN_TIMEOUT)
                 states = api.task_states(dag_id, run_id)
                 hosts.update(ti.get("hostname") or "" for ti in api.task_instances(dag_id, run_id))
                 assert ended["state"] == "success", (dag_id, states, airflow.log_file("scheduler"))
                 report = json.loads(report_path(dag_id, run_id).read_text())  # one per run, written at its end
                 assert report["run_id"] == run_id and report["rto_seconds"] > 0, report
+
+            def kill_and_then(dag_id: str, run_id: str, task: str, when: Callable[[], bool] | None, then: Any) -> Any:
+                killed = kill_task_process(api, dag_id, run_id, task, when)
+                if then is not None:
+                    then()
+                return killed
 
             def aliases() -> set[str]:
                 return {a.active for a in client_switch.states(load_topology(topology))}
@@ -112,7 +122,7 @@ def test_bringup_and_failovers_on_two_celery_workers_in_namespaces_of_their_own(
             # The planned failover's translation loses its worker, and the scheduler is lost and started again.
             restart = lambda: restart_scheduler(airflow, topology, state, log)  # noqa: E731
             planned = {"failed_cluster": "dc1", "target_cluster": "dc2", "mode": "planned"}
-            interrupted("dr_failover", planned, ("translate_offsets[0]", None, restart))
+            interrupted("dr_failover", planned, (("translate_offsets[0]", None, restart),))
             ended = replicators_listed(topology)
             assert all(": not running: ended at " in line for line in ended), ended
             assert committed_offsets({"bootstrap.servers": dc2}, GROUP) == {(TOPIC, 0): READ}
@@ -124,7 +134,7 @@ def test_bringup_and_failovers_on_two_celery_workers_in_namespaces_of_their_own(
             produce(dc2, TOPIC, 100, OUTAGE)
             copying = lambda: high_watermarks(dc1)[(TOPIC, 0)] > 100  # noqa: E731
             back = {"restored_cluster": "dc1", "serving_cluster": "dc2", "mode": "data_kept"}
-            interrupted("dr_failback", back, ("resync[0]", copying, None), ("flows_resumed[0]", None, None))
+            interrupted("dr_failback", back, (("resync[0]", copying, None),), (("flows_resumed[0]", None, None),))
             assert committed_offsets({"bootstrap.servers": dc1}, GROUP) == {(TOPIC, 0): READ}
             assert aliases() == {"dc1"}
             assert one_leader(registry2, registry1, "cel-after-failback")
@@ -139,8 +149,9 @@ def test_bringup_and_failovers_on_two_celery_workers_in_namespaces_of_their_own(
             disaster = {"failed_cluster": "dc1", "target_cluster": "dc2", "mode": "disaster"}
             before = len(restarts.begun)
             restarting = lambda: ("dc2", "true") in restarts.begun[before:]  # noqa: E731
+            # The translation and the registry redirect run side by side: both lose their worker in one attempt.
             kills = ("translate_offsets[0]", None, None), ("redirect_schema_registry", restarting, None)
-            interrupted("dr_failover", disaster, *kills)
+            interrupted("dr_failover", disaster, kills)
             # The killed redirect's restart went on; the cleared run's restarted the registry again.
             assert restarts.begun[before:] == [("dc2", "true")] * 2, restarts.begun
             into_dc2 = liveness.liveness(FLOWS[0], {"bootstrap.servers": dc2})

@@ -25,7 +25,17 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, NewPartitions
-from support.kafka import HOUR_MS, Record, create_topic, hourly_records, iso, produce, read_all
+from support.kafka import (
+    HOUR_MS,
+    Record,
+    commit_offsets,
+    committed_offsets,
+    create_topic,
+    hourly_records,
+    iso,
+    produce,
+    read_all,
+)
 from support.servers import FAST_GROUPS, BrokerProcess, start_brokers, stop_all
 from support.spark import close_cached_clients, run_in_process, submit_in_background, topic_total
 from support.topology import write_brokers_topology
@@ -33,7 +43,7 @@ from support.topology import write_brokers_topology
 from kafka_dr import processes
 from kafka_dr.replication import activity, replicators
 from kafka_dr.replication.copier import copy_ranges
-from kafka_dr.replication.internal import PROGRESS, latest_value, owner_key
+from kafka_dr.replication.internal import HEARTBEATS, PROGRESS, latest_value, owner_key
 from kafka_dr.replication.lag import flow_lag, load_snapshot
 from kafka_dr.replication.planner import FlowContext
 from kafka_dr.replication.provenance import HEADER, hops
@@ -145,6 +155,27 @@ def test_a_rename_naming_the_source_lands_records_in_source_dot_topic(clusters, 
     assert len(copies) == 200
     assert {(hop.cluster_id, hop.topic) for m in copies for hop in hops(m.headers())} == {(dc1.cluster_id, "mm2-named")}
     assert "mm2-named" not in AdminClient(dc2.config).list_topics(timeout=10).topics
+
+
+def test_a_run_with_nothing_left_to_copy_brings_a_group_left_behind_to_its_copies(clusters, tmp_path):
+    """A bounded run killed after its last copy and before its group commit leaves the flow's group behind; the run
+    resumed after it copies nothing, and still moves the group to where the copies are, or a lag gate reading the
+    group (a failback's after its resync) waits for ever."""
+    dc1 = clusters["dc1"]
+    create_topic(dc1.config, "behind-events", 2)
+    produce(dc1.config, "behind-events", tagged(60, 2, "b"))
+    topology = one_flow(tmp_path, clusters, "behind-flow", "behind-.*")
+    code, summary, err = run_in_process("replicate", "--topology", str(topology), "--flow", "behind-flow")
+    assert (code, summary["records"]) == (0, 60), err[-3000:]
+    copied = {
+        key: offset for key, offset in committed_offsets(dc1.config, "behind-flow").items() if key[0] != HEARTBEATS
+    }
+    assert copied == {("behind-events", 0): 30, ("behind-events", 1): 30}
+    commit_offsets(dc1.config, "behind-flow", {key: 0 for key in copied})  # the commit the killed run never made
+    code, summary, err = run_in_process("replicate", "--topology", str(topology), "--flow", "behind-flow")
+    assert (code, summary["records"]) == (0, 0), err[-3000:]
+    assert {k: v for k, v in committed_offsets(dc1.config, "behind-flow").items() if k in copied} == copied
+    assert flow_lag(load_topology(topology), "behind-flow").total_records == 0
 
 
 def test_until_quiet_copies_what_arrives_after_the_start_until_the_source_is_quiet(clusters, tmp_path):

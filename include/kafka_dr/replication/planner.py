@@ -111,6 +111,26 @@ class FlowContext:
     def close(self) -> None:
         self.reader.close()
 
+    def commit_copied(self, plan: Plan, timeout: float = 10.0) -> int:
+        """Commit the flow's consumer group on the source (what lag tools and the lag gates read) at the start of
+        each of `plan`'s ranges that will not commit it by copying: an open range (a continuous run commits as records
+        come) and a bounded one with nothing left to copy. Copy tasks commit what they copy, but a run killed after
+        its last copy and before its commit left the group behind, and the run resumed after it may copy nothing.
+        Returns the partitions committed."""
+        copied = [
+            TopicPartition(t.topic, t.partition, t.start)
+            for t in plan.tasks
+            if t.start > 0 and (t.end is None or t.end <= t.start)
+        ]
+        if copied:
+            consumer = Consumer({**self.source_config, "group.id": self.flow.name, "enable.auto.commit": False})
+            try:
+                commit = lambda: consumer.commit(offsets=copied, asynchronous=False)  # noqa: E731
+                with_retries(f"source cluster {self.source.name}", commit, self.retries)
+            finally:
+                consumer.close()
+        return len(copied)
+
     def source_partitions(self) -> dict[str, int]:
         """Source topics the flow copies, with partition counts (heartbeats included)."""
         topics = self.source_admin.list_topics(timeout=10).topics
