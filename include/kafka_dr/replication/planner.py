@@ -111,7 +111,7 @@ class FlowContext:
     def close(self) -> None:
         self.reader.close()
 
-    def commit_copied(self, plan: Plan, timeout: float = 10.0) -> int:
+    def commit_copied(self, plan: Plan) -> int:
         """Commit the flow's consumer group on the source (what lag tools and the lag gates read) at the start of
         each of `plan`'s ranges that will not commit it by copying: an open range (a continuous run commits as records
         come) and a bounded one with nothing left to copy. Copy tasks commit what they copy, but a run killed after
