@@ -30,7 +30,6 @@ from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import pytest
 from support.airflow import airflow_up, kill_task_process, restart_scheduler
@@ -105,7 +104,9 @@ def test_bringup_and_failovers_on_two_celery_workers_in_namespaces_of_their_own(
                 report = json.loads(report_path(dag_id, run_id).read_text())  # one per run, written at its end
                 assert report["run_id"] == run_id and report["rto_seconds"] > 0, report
 
-            def kill_and_then(dag_id: str, run_id: str, task: str, when: Callable[[], bool] | None, then: Any) -> Any:
+            def kill_and_then(
+                dag_id: str, run_id: str, task: str, when: Callable[[], bool] | None, then: Callable[[], None] | None
+            ) -> dict[int, int]:
                 killed = kill_task_process(api, dag_id, run_id, task, when)
                 if then is not None:
                     then()

@@ -20,7 +20,7 @@ from ..clients import ClientConfigError
 from ..failover import preview, report, stop, verify
 from ..failover.plan import FailoverPlan, FailoverRun
 from ..failover.rpo import lag_readings
-from ..failover.switch import EVERY_ROLE, PRODUCERS, move_reason, moved_by, switch_clients
+from ..failover.switch import EVERY_ROLE, PRODUCERS, move_reason, moved_by, switch_clients, writers
 from ..replication.replicators import ReplicatorError
 from ..schema_redirect.steps import take_over
 from ..schema_registry import RegistryError
@@ -214,7 +214,7 @@ def failover_report(plan: dict[str, Any], previewed: dict[str, Any], results: di
         producers_first=moved_by(move_reason(dag_id, run_id, "planned", "switch_producers")),
         previewed=previewed,
         triggered_by=triggered_by(context),
-        writers=[alias.name for alias in topo.clients.values() if alias.role != "consumer"],
+        writers=writers(topo),
     )
     written = write_report(dag_id, run_id, body, report.failover_page(body))
     send_report_alert(topo, dag_id, run_id, written)

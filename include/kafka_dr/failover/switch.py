@@ -11,6 +11,12 @@ from .plan import FailoverPlan
 
 PRODUCERS = ("producer",)
 EVERY_ROLE = ("producer", "consumer", "both")
+WRITING_ROLES = ("producer", "both")  # aliases that may register schemas
+
+
+def writers(topo: Topology) -> list[str]:
+    """The aliases that produce (role producer or both): those a registry without a leader can fail."""
+    return [alias.name for alias in topo.clients.values() if alias.role in WRITING_ROLES]
 
 
 def move_reason(dag_id: str, run_id: str, mode: str, step: str) -> str:
