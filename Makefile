@@ -27,7 +27,7 @@ UV_ENV = $(eval UV_ENV := UV_PYTHON=$(BIN)/python UV_INDEX_STRATEGY=unsafe-best-
 	$(call uv_setting,UV_FIND_LINKS,$(subst $() ,$(comma),$(call pip_setting,PIP_FIND_LINKS,find-links))))$(UV_ENV)
 UV = $(UV_ENV) $(BIN)/uv pip
 
-.PHONY: venv constraints demo test durations lint format bench bench-broker bench-replication bench-translation bench-health bench-failback bench-backfill bench-spark-cluster bench-curves bench-failover bench-metrics sabotage clean
+.PHONY: venv constraints demo test durations lint format bench bench-broker bench-replication bench-translation bench-health bench-failback bench-backfill bench-spark-cluster bench-curves bench-failover bench-aged bench-metrics sabotage clean
 
 venv: $(STAMP)
 
@@ -94,7 +94,7 @@ format: venv
 
 # Benchmarks print a ratio against a baseline measured in the same run (README: Performance).
 # They share the tests' support package, found through PYTHONPATH as pytest finds it through `pythonpath`.
-bench: bench-broker bench-replication bench-translation bench-health bench-failback bench-backfill bench-spark-cluster bench-curves bench-failover bench-metrics
+bench: bench-broker bench-replication bench-translation bench-health bench-failback bench-backfill bench-spark-cluster bench-curves bench-failover bench-aged bench-metrics
 
 bench-broker: venv
 	PYTHONPATH=tests $(BIN)/python tests/benchmarks/broker_throughput.py
@@ -123,6 +123,9 @@ bench-curves: venv
 
 bench-failover: venv
 	PYTHONPATH=tests $(BIN)/python tests/benchmarks/failover_benchmark.py
+
+bench-aged: venv
+	PYTHONPATH=tests $(BIN)/python tests/benchmarks/aged_state_benchmark.py
 
 bench-metrics: venv
 	PYTHONPATH=tests $(BIN)/python tests/benchmarks/metrics_benchmark.py

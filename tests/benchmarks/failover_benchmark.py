@@ -37,7 +37,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -53,7 +53,7 @@ from support.drills import (
 )
 from support.fleet import fill, ground_truth
 from support.ports import free_port
-from support.stack import running_stack
+from support.stack import Stack, running_stack
 from support.topology import NO_APPROVAL
 
 from kafka_dr.airflow_rest import AirflowRest
@@ -83,15 +83,25 @@ STEP_OF_TASK = {
 KAFKA_DR = Path(sys.executable).parent / "kafka-dr"
 
 
-def drill(root: Path, mode: str, groups: int, records: int, dag: Any | None) -> dict[str, Any]:
+def drill(
+    root: Path,
+    mode: str,
+    groups: int,
+    records: int,
+    dag: Any | None,
+    prepare: Callable[[Stack, Path], dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """One failover of `mode` on a stack of its own under `root`: by `dag` (dag.test()) or, without one, by the
-    real Airflow (`kafka-dr airflow up`, started beside the stack, triggered through its REST API)."""
+    real Airflow (`kafka-dr airflow up`, started beside the stack, triggered through its REST API). `prepare`: run on
+    the stack and its topology file once the fleet is checkpointed, before the replicator starts; what it returns
+    goes into the result."""
     os.environ["KDR_STATE_DIR"] = str(root / "state")
     with running_stack(root) as stack:
         local = stack.local
         dc1, dc2 = (local.config.dc(dc) for dc in ("dc1", "dc2"))
         topology = root / "topology.yaml"
         fleet = checkpointed_fleet(local, topology, groups, records)
+        prepared = prepare(stack, topology) if prepare is not None else {}
         if dag is None:  # the real scheduler: a person's approval, asked with the preview, as dr.approval requires
             topology.write_text(topology.read_text().replace(NO_APPROVAL, "dr: {approval: required}"))
         with real_airflow(root, topology) if dag is None else contextlib.nullcontext() as api:
@@ -154,6 +164,7 @@ def drill(root: Path, mode: str, groups: int, records: int, dag: Any | None) -> 
         "steps_s": steps,
         "tasks": tasks,
         "per_task": per_task(tasks, steps, datetime.fromisoformat(report["run_started"]).timestamp() + rto),
+        **prepared,
     }
 
 

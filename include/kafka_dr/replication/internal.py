@@ -30,9 +30,19 @@ HEARTBEATS = f"{INTERNAL_TOPIC_PREFIX}heartbeats"
 HEALTH = f"{INTERNAL_TOPIC_PREFIX}health"
 CONTROL = f"{INTERNAL_TOPIC_PREFIX}control"
 
+# The compacted topics take a record every second or so for as long as a flow runs (claims, progress, checkpoints
+# that moved); a reader wants the last value per key. Kafka compacts only closed segments and only once the dirty part
+# reaches min.cleanable.dirty.ratio of the log: an hour-long segment and a 10% ratio keep each topic near its number
+# of keys (within 10%, plus the last hour), where Kafka's defaults (7-day segments, 50%) would let it grow for a week.
+COMPACTED = {
+    "cleanup.policy": "compact",
+    "segment.ms": str(3600 * 1000),
+    "segment.bytes": str(64 * 1024 * 1024),
+    "min.cleanable.dirty.ratio": "0.1",
+}
 TOPIC_CONFIGS = {
-    PROGRESS: {"cleanup.policy": "compact"},
-    CHECKPOINTS: {"cleanup.policy": "compact"},
+    PROGRESS: COMPACTED,
+    CHECKPOINTS: COMPACTED,
     HEARTBEATS: {"retention.ms": str(24 * 3600 * 1000)},
     HEALTH: {"retention.ms": str(7 * 24 * 3600 * 1000)},  # a week of samples: the windows and RPO history
     CONTROL: {"retention.ms": str(24 * 3600 * 1000)},  # a request matters while a stop takes: a day is plenty
@@ -147,8 +157,9 @@ def latest_value(config: dict[str, Any], topic: str, key: bytes, timeout: float 
 
 
 def newest_value(config: dict[str, Any], topic: str, key: bytes, timeout: float = 10.0) -> bytes | None:
-    """The newest value written for `key` in a one-partition internal topic that keeps history (`_kdr.health`), read
-    back from the end in widening spans rather than whole (None: never written, or no such topic)."""
+    """The newest value written for `key` in a one-partition internal topic, read back from the end in widening
+    spans rather than whole (None: never written, deleted, or no such topic): for a key written often (`_kdr.health`'s
+    evaluations, a flow's claims and lag snapshots), whose newest record is near the end however old the topic."""
     admin = AdminClient(config)
     # Every topic's metadata, not the one topic's: that request would create it where topics are auto-created.
     meta = admin.list_topics(timeout=timeout).topics.get(topic)

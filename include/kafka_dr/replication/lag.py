@@ -34,7 +34,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from ..clients import client_config, committed_reader, error_text, read_committed, read_committed_with
 from ..topology import Cluster, Flow, Topology
-from .internal import HEARTBEATS, PROGRESS, latest_value, put_records
+from .internal import HEARTBEATS, PROGRESS, newest_value, put_records
 from .provenance import ProvenanceError, hops
 
 COUNT_LIMIT = 10_000
@@ -394,5 +394,7 @@ def save_snapshot(target_config: dict[str, Any], lag: FlowLag) -> None:
 
 
 def load_snapshot(target_config: dict[str, Any], flow: str) -> FlowLag | None:
-    value = latest_value(target_config, PROGRESS, _snapshot_key(flow))
+    """The flow's last lag snapshot, read back from the end of `_kdr.progress` (every checkpoint pass writes one:
+    it is near the end, whatever the topic's age)."""
+    value = newest_value(target_config, PROGRESS, _snapshot_key(flow))
     return None if value is None else FlowLag.from_json(json.loads(value))

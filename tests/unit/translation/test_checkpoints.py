@@ -51,7 +51,7 @@ class Passes:
         self.calls: list[dict] = []
         self.failing, self.gate = failing, gate
 
-    def __call__(self, topology, flow, pattern, retries: int) -> dict:
+    def __call__(self, topology, flow, pattern, retries: int, written: dict) -> dict:
         self.calls.append({"pattern": pattern, "retries": retries})
         if self.gate is not None:
             self.gate.wait(5)
