@@ -36,6 +36,14 @@ def test_the_environment_points_airflow_at_the_project_and_keeps_its_secrets_in_
     assert local_airflow.environment()["AIRFLOW__API_AUTH__JWT_SECRET"] == env["AIRFLOW__API_AUTH__JWT_SECRET"]
 
 
+def test_the_scheduler_passes_every_quarter_second_unless_the_environment_says_otherwise(
+    local_airflow: LocalAirflow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert local_airflow.environment()["AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME"] == "0.25"
+    monkeypatch.setenv("AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME", "1")
+    assert local_airflow.environment()["AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME"] == "1"
+
+
 def test_two_users_so_that_one_can_approve_what_the_other_triggered(local_airflow: LocalAirflow) -> None:
     local_airflow.home.mkdir(parents=True)
     (local_airflow.home / "passwords.json").write_text(json.dumps({USER: "kept"}))  # a home made before the approver

@@ -13,9 +13,8 @@ import sys
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseHook, BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
@@ -24,6 +23,9 @@ from ...spark.submit import is_local, package_zip
 from ...topology import Topology
 from ..hooks.kafka_cluster import clusters_env
 from ..hooks.spark_submit import exit_code, master
+
+if TYPE_CHECKING:  # imported where a hook is made: it costs every task that parses a DAG file about 60 ms
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
 EXIT_MEANING = {1: "failed", 2: "bad input"}
 LOCAL_SPARK_CONN_ID = "kafka_dr_local_spark"
@@ -85,6 +87,8 @@ class SparkJobOperator(BaseOperator):
         return hook
 
     def _hook(self, conn_id: str, name: str, args: list[str], py_files: str | None) -> SparkSubmitHook:
+        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
         # The driver JVM's start-up options (driver_jvm), unless the operator's conf sets its own.
         conf = with_driver_jvm(self.conf)
         return SparkSubmitHook(conn_id=conn_id, conf=conf, py_files=py_files, name=name, application_args=args)
