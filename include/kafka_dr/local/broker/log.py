@@ -4,6 +4,14 @@ Layout is Apache Kafka's: a directory `<topic>-<partition>` holding `<20-digit b
 segments of record batches back to back. The in-memory index (one entry per batch) and the
 producer/transaction state are rebuilt from the segments at start, so nothing else needs to be
 durable except the log start offset checkpoint.
+
+The active segment rolls as in Kafka's LogSegment.shouldRoll, before any append (records or a
+transaction marker): when the batch would take it past `segment.bytes`, or when the batch's max
+timestamp is more than `segment.ms` after the segment's first batch (wall clock since the segment
+was opened when that batch has no timestamp), so records dated over a month land in a month of
+segments. The cleaner (cleaner.py) swaps groups of closed segments for one cleaned segment, through
+a `.swap` file a restart completes; a cleaned segment may be empty and keeps its base offset.
+Retention deletes segments only of topics whose `cleanup.policy` includes `delete`.
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ import bisect
 import collections
 import logging
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +45,8 @@ from .records import (
 log = logging.getLogger(__name__)
 
 START_OFFSET_FILE = "log-start-offset-checkpoint"
+CLEANED_SUFFIX = ".cleaned"  # a cleaned segment being written: dropped at start, the old segments stand
+SWAP_SUFFIX = ".swap"  # `<first base>.<end>.swap`, written whole: it replaces the segments with bases in [first, end)
 PRODUCER_WINDOW = 5  # Kafka keeps the last five batches per producer to answer retries
 
 
@@ -49,10 +60,16 @@ class Segment:
     lasts: list[int] = field(default_factory=list)
     positions: list[int] = field(default_factory=list)
     max_timestamps: list[int] = field(default_factory=list)
+    opened_ms: float = field(default_factory=lambda: time.time() * 1000)  # for segment.ms without timestamps
 
     @property
     def max_timestamp(self) -> int:
         return max(self.max_timestamps, default=-1)
+
+    @property
+    def rolling_timestamp(self) -> int:
+        """Kafka's rollingBasedTimestamp: the first batch's max timestamp (-1 when empty or not set)."""
+        return self.max_timestamps[0] if self.max_timestamps else -1
 
     def close(self) -> None:
         os.close(self.fd)
@@ -98,6 +115,7 @@ class PartitionLog:
         checkpoint = self.directory / START_OFFSET_FILE
         if checkpoint.exists():
             self.log_start_offset = int(checkpoint.read_text().strip() or 0)
+        self._complete_swaps()
         paths = sorted(self.directory.glob("*.log"))
         for i, path in enumerate(paths):
             segment = self._open_segment(int(path.stem), path)
@@ -111,6 +129,17 @@ class PartitionLog:
             self._roll(max(self.log_start_offset, 0))
         self.log_end_offset = max(self.log_end_offset, self.segments[-1].base_offset)
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+
+    def _complete_swaps(self) -> None:
+        """Finish a cleaning that stopped while swapping segments (replace_segments), as Kafka's recovery does."""
+        for path in self.directory.glob(f"*{CLEANED_SUFFIX}"):
+            path.unlink()
+        for swap in sorted(self.directory.glob(f"*{SWAP_SUFFIX}")):
+            first, end = (int(part) for part in swap.name.split(".")[:2])
+            for path in self.directory.glob("*.log"):
+                if first <= int(path.stem) < end:
+                    path.unlink()
+            swap.replace(self.directory / segment_name(first))
 
     def _open_segment(self, base_offset: int, path: Path) -> Segment:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
@@ -160,6 +189,11 @@ class PartitionLog:
     def size_bytes(self) -> int:
         return sum(s.size for s in self.segments)
 
+    @property
+    def segment_bytes(self) -> int:
+        """segment.bytes: where the active segment rolls, and how big the cleaner's merged segments may grow."""
+        return int(self._config("segment.bytes"))
+
     def _track_producer(self, header: BatchHeader, base_offset: int, batch: bytes | memoryview) -> None:
         """Update idempotence and transaction state for an appended (or recovered) batch."""
         pid = header.producer_id
@@ -208,10 +242,18 @@ class PartitionLog:
     def _roll(self, base_offset: int) -> Segment:
         return self._open_segment(base_offset, self.directory / segment_name(base_offset))
 
+    def _should_roll(self, active: Segment, header: BatchHeader) -> bool:
+        """Kafka's LogSegment.shouldRoll (without segment.jitter.ms) for a non-empty active segment."""
+        if active.size + header.length > self.segment_bytes:
+            return True
+        first = active.rolling_timestamp
+        waited = header.max_timestamp - first if first >= 0 else time.time() * 1000 - active.opened_ms
+        return waited > int(self._config("segment.ms"))
+
     def append(self, batch: bytearray, header: BatchHeader) -> int:
         """Append a batch whose base offset is already stamped with log_end_offset."""
         active = self.segments[-1]
-        if active.size and active.size + len(batch) > int(self._config("segment.bytes")):
+        if active.size and self._should_roll(active, header):
             active = self._roll(header.base_offset)
         written = os.write(active.fd, batch)
         if written != len(batch):
@@ -224,6 +266,7 @@ class PartitionLog:
     def append_marker(
         self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, now_ms: int
     ) -> int:
+        """A transaction marker, appended (and rolling) like any batch, as Kafka's appendAsLeader does."""
         batch = bytearray(
             control_batch(self.log_end_offset, producer_id, producer_epoch, commit, coordinator_epoch, now_ms)
         )
@@ -304,22 +347,34 @@ class PartitionLog:
         max_ts, segment, j = best
         return offset_of_max_timestamp(self.batch_bytes(segment, j)), max_ts
 
-    def replace_segment(self, segment: Segment, data: bytes) -> None:
-        """Swap a closed segment's contents for a cleaned copy (written aside, then renamed)."""
-        tmp = segment.path.with_suffix(".cleaned")
-        tmp.write_bytes(data)
-        segment.close()
-        tmp.replace(segment.path)
-        segment.fd = os.open(segment.path, os.O_RDWR | os.O_APPEND)
-        segment.lasts, segment.positions, segment.max_timestamps = [], [], []
+    def replace_segments(self, group: list[Segment], data: bytes) -> None:
+        """Swap consecutive closed segments for one cleaned segment holding data, at the first one's base offset.
+
+        The data is written aside, then renamed to a `.swap` file naming the offsets it replaces, so that a crash
+        at any point leaves either the old segments or the swap, never a batch twice (_complete_swaps)."""
+        first = group[0]
+        i = self.segments.index(first)
+        end = self.segments[i + len(group)].base_offset
+        cleaned = first.path.with_suffix(CLEANED_SUFFIX)
+        cleaned.write_bytes(data)
+        swap = self.directory / f"{first.base_offset:020d}.{end:020d}{SWAP_SUFFIX}"
+        cleaned.replace(swap)
+        for segment in group:
+            segment.close()
+        for segment in group[1:]:
+            segment.path.unlink()
+        del self.segments[i + 1 : i + len(group)]
+        swap.replace(first.path)
+        first.fd = os.open(first.path, os.O_RDWR | os.O_APPEND)
+        first.lasts, first.positions, first.max_timestamps = [], [], []
         pos = 0
         while pos < len(data):
             header = parse_header(data, pos)
-            segment.lasts.append(header.last_offset)
-            segment.positions.append(pos)
-            segment.max_timestamps.append(header.max_timestamp)
+            first.lasts.append(header.last_offset)
+            first.positions.append(pos)
+            first.max_timestamps.append(header.max_timestamp)
             pos += header.length
-        segment.size = len(data)
+        first.size = len(data)
 
     # ---- deletion --------------------------------------------------------------------------
     def delete_records_before(self, offset: int) -> int:
@@ -341,7 +396,11 @@ class PartitionLog:
         self.aborted = [t for t in self.aborted if t.last_offset >= offset]
 
     def enforce_retention(self, now_ms: int) -> int:
-        """Delete closed segments past retention.ms / retention.bytes; return records removed."""
+        """Delete closed segments past retention.ms / retention.bytes; return records removed.
+
+        Only for `cleanup.policy` with `delete`: a compacted log keeps every key's newest record however old."""
+        if "delete" not in [p.strip() for p in str(self._config("cleanup.policy")).split(",")]:
+            return 0
         retention_ms = int(self._config("retention.ms"))
         retention_bytes = int(self._config("retention.bytes"))
         before = self.log_start_offset
@@ -354,7 +413,10 @@ class PartitionLog:
             nonlocal total
             if nxt is None:
                 return False  # never the active segment
-            too_old = retention_ms >= 0 and segment.max_timestamp >= 0 and now_ms - segment.max_timestamp > retention_ms
+            # A segment the cleaner emptied (cleanup.policy=compact,delete) holds nothing left to keep.
+            too_old = retention_ms >= 0 and (
+                not segment.lasts or (segment.max_timestamp >= 0 and now_ms - segment.max_timestamp > retention_ms)
+            )
             too_big = retention_bytes >= 0 and total - segment.size >= retention_bytes
             if too_old or too_big:
                 total -= segment.size

@@ -2,13 +2,13 @@
 
 The broker never decodes client records on the hot path: the batch header says everything the log
 needs (offsets, timestamps, producer), exactly as Apache Kafka does. Bodies are only decoded to
-answer a ListOffsets-by-timestamp query inside one batch.
+answer a ListOffsets-by-timestamp query inside one batch, and by the log cleaner (`record_keys`).
 """
 
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import crc32c
 from kafka.record.default_records import DefaultRecordBatch
@@ -32,8 +32,10 @@ class InvalidRecordError(ValueError):
     """A batch that fails validation: Kafka answers CORRUPT_MESSAGE or INVALID_RECORD."""
 
 
-@dataclass(frozen=True, slots=True)
-class BatchHeader:
+class BatchHeader(NamedTuple):
+    """A v2 batch header; a named tuple because one is made per batch appended or cleaned (4x cheaper than a
+    frozen dataclass)."""
+
     base_offset: int
     length: int  # whole batch size in bytes, including the 12-byte log overhead
     magic: int
@@ -160,6 +162,13 @@ def control_batch(
 
 
 def _read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+    byte = buf[pos]
+    if byte < 0x80:  # most varints of a record (deltas, key length) take one or two bytes
+        return (byte >> 1) ^ -(byte & 1), pos + 1
+    second = buf[pos + 1]
+    if second < 0x80:
+        result = (byte & 0x7F) | second << 7
+        return (result >> 1) ^ -(result & 1), pos + 2
     shift = result = 0
     while True:
         byte = buf[pos]
@@ -179,6 +188,48 @@ def control_type(batch: bytes | memoryview, pos: int = 0) -> int:
     _offset_delta, pos = _read_varint(batch, pos)
     _key_length, pos = _read_varint(batch, pos)
     return struct.unpack_from(">h", batch, pos + 2)[0]
+
+
+def record_keys(batch: bytes | memoryview, header: BatchHeader) -> list[tuple[int, bytes | None, int | None]]:
+    """(offset, key, timestamp if a tombstone else None) of each record: what compaction decides on.
+
+    An uncompressed batch is read in place, skipping values and headers (kafka-python's decoder would
+    cost several times more, which matters to a cleaner reading every record of a partition)."""
+    log_append_time = header.attributes & ATTR_LOG_APPEND_TIME
+    if header.attributes & ATTR_COMPRESSION_MASK:
+        return [
+            (
+                r.offset,
+                None if r.key is None else bytes(r.key),
+                None if r.value is not None else header.max_timestamp if log_append_time else r.timestamp,
+            )
+            for r in DefaultRecordBatch(bytes(batch))
+        ]
+    out = []
+    pos = HEADER_SIZE
+    for _ in range(header.records_count):
+        length, pos = _read_varint(batch, pos)
+        end = pos + length
+        timestamp_at = p = pos + 1  # after the record's attributes byte
+        while batch[p] & 0x80:  # the timestamp delta: only read for a tombstone
+            p += 1
+        offset_delta, p = _read_varint(batch, p + 1)
+        key_length, p = _read_varint(batch, p)
+        if key_length < 0:
+            key = None
+        else:
+            key = bytes(batch[p : p + key_length])
+            p += key_length
+        deleted_at = None
+        if batch[p] == 1:  # a value length of -1 (zigzag 1): a tombstone
+            deleted_at = (
+                header.max_timestamp
+                if log_append_time
+                else header.base_timestamp + _read_varint(batch, timestamp_at)[0]
+            )
+        out.append((header.base_offset + offset_delta, key, deleted_at))
+        pos = end
+    return out
 
 
 def first_offset_at_or_after(batch: bytes, timestamp_ms: int, min_offset: int = 0) -> tuple[int, int] | None:

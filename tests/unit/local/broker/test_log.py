@@ -162,3 +162,43 @@ def test_aborted_transactions_and_last_stable_offset(tmp_path: Path) -> None:
     assert reopened.last_stable_offset == reopened.high_watermark == 7
     assert [a.first_offset for a in reopened.aborted_between(4, 7)] == []
     assert [a.first_offset for a in reopened.aborted_between(0, 2)] == [0]
+
+
+def test_segments_roll_on_segment_ms_of_record_time(tmp_path: Path) -> None:
+    """Kafka's shouldRoll: a batch whose max timestamp is more than segment.ms after the active segment's first batch
+    starts a new segment, markers included; without timestamps, the wall clock since the segment was opened counts."""
+    log = PartitionLog(tmp_path / "t-0", config({"segment.ms": "1000"}))
+    append(log, batch(1, ts=1000))  # 0
+    append(log, batch(1, ts=2000))  # 1: exactly segment.ms later, same segment
+    append(log, batch(1, ts=2001))  # 2: rolls
+    append(log, batch(1, ts=500))  # 3: older than the segment, same segment
+    log.append_marker(9, 0, commit=True, coordinator_epoch=0, now_ms=3002)  # 4: rolls
+    assert [s.base_offset for s in log.segments] == [0, 2, 4]
+    log.close()
+    reopened = PartitionLog(tmp_path / "t-0", config({"segment.ms": "1000"}))
+    append(reopened, batch(1, ts=4003))  # 5: the segment's first timestamp (3002) is read back from disk
+    assert [s.base_offset for s in reopened.segments] == [0, 2, 4, 5]
+    append(reopened, batch(1, ts=-1))  # 6: a batch without a timestamp never rolls a timed segment
+    assert [s.base_offset for s in reopened.segments] == [0, 2, 4, 5]
+
+    untimed = PartitionLog(tmp_path / "u-0", config({"segment.ms": "1000"}))
+    append(untimed, batch(1, ts=-1))
+    append(untimed, batch(1, ts=-1))
+    untimed.segments[-1].opened_ms -= 1001  # opened more than segment.ms ago
+    append(untimed, batch(1, ts=-1))
+    assert [s.base_offset for s in untimed.segments] == [0, 2]
+
+
+def test_retention_never_deletes_from_a_compacted_topic(tmp_path: Path) -> None:
+    """retention.ms applies to cleanup.policy=delete only: a compacted log keeps each key's newest record forever."""
+    size = len(batch(10))
+    overrides = {"segment.bytes": str(size), "retention.ms": "1000", "cleanup.policy": "compact"}
+    log = PartitionLog(tmp_path / "t-0", config(overrides))
+    for _ in range(3):
+        append(log, batch(10, ts=1000))
+    assert log.enforce_retention(now_ms=10**9) == 0
+    assert log.log_start_offset == 0 and len(log.segments) == 3
+    both = PartitionLog(tmp_path / "u-0", config({**overrides, "cleanup.policy": "compact,delete"}))
+    for _ in range(3):
+        append(both, batch(10, ts=1000))
+    assert both.enforce_retention(now_ms=10**9) == 30
