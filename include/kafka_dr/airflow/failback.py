@@ -8,7 +8,8 @@ back, a planned failover in reverse made of dr_failover's own tasks (producers b
 unreplicated records republished or discarded, offsets translated back, registry back, consumers back) -> every flow
 of the topology resumed -> verify -> report. The failback itself is kafka_dr.failback (no Airflow there): these
 tasks read the params, XComs and connections, call it, and return its plans and results as dicts. Every task is
-timed (`timed`) for the report's step table. Validation runs first and changes nothing.
+timed (`timed`) for the report's step table. Validation runs first and changes nothing. A dict is pushed as one
+XCom (`multiple_outputs=False`, as in failover.py), except `prepare_switch_back`'s, whose `failover` the DAG reads.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from .operators.approval import offer_for_approval
 VERIFY_SETTLE_S = 60.0  # the flows run again while they are verified: time for a record produced meanwhile
 
 
-@task
+@task(multiple_outputs=False)
 @timed
 def validate_failback(params: dict[str, Any] | None = None) -> dict[str, Any]:
     """Check every param, and that both clusters answer, before anything changes; returns the run's plan."""
@@ -75,7 +76,7 @@ def validate_failback(params: dict[str, Any] | None = None) -> dict[str, Any]:
     return plan.to_dict()
 
 
-@task
+@task(multiple_outputs=False)
 @timed
 def measure_unreplicated(plan: dict[str, Any]) -> dict[str, Any]:
     """data_kept: the records that never left the restored cluster, exactly (kafka_dr.failback.unreplicated).
@@ -145,7 +146,7 @@ def gate_kwargs(back: dict[str, Any]) -> list[dict[str, str]]:
     return SwitchBack.from_dict(back).failover.lag_gates()
 
 
-@task
+@task(multiple_outputs=False)
 def mark_restored_ends(back: dict[str, Any]) -> dict[str, dict[str, int]]:
     """Per resync flow, the end offsets of its destination partitions in the restored cluster just before producers
     move back (kafka_dr.failback.switch_back.restored_ends says why)."""
@@ -166,7 +167,7 @@ def translate_back_kwargs(back: dict[str, Any], mark: dict[str, dict[str, int]])
     return SwitchBack.from_dict(back).failover.translations(unseen_from=mark)
 
 
-@task
+@task(multiple_outputs=False)
 @timed
 def handle_unreplicated(plan: dict[str, Any], measured: dict[str, Any]) -> dict[str, Any]:
     """republish: the records that never left are produced again at the end of their partitions in the restored
@@ -176,7 +177,7 @@ def handle_unreplicated(plan: dict[str, Any], measured: dict[str, Any]) -> dict[
     return republish.handle(load_topology(failback.topology), failback, measured["unreplicated"])
 
 
-@task
+@task(multiple_outputs=False)
 @timed
 def registry_back(plan: dict[str, Any]) -> dict[str, Any]:
     """When the topology's primary registry is on the restored cluster: it leads on its own store again, and the
@@ -207,7 +208,7 @@ def verify_kwargs(plan: dict[str, Any], back: dict[str, Any], measured: dict[str
     return switch.verify_kwargs(flows, measured["unreplicated"].get("ranges") or [], VERIFY_SETTLE_S)
 
 
-@task
+@task(multiple_outputs=False)
 @timed
 def verify_failback(
     back: dict[str, Any], translations: list[dict[str, Any]], verifications: list[dict[str, Any]]
@@ -223,7 +224,7 @@ def verify_failback(
     return verified
 
 
-@task(trigger_rule="none_failed_min_one_success")
+@task(multiple_outputs=False, trigger_rule="none_failed_min_one_success")
 def failback_report(plan: dict[str, Any], results: dict[str, Any]) -> dict[str, Any]:
     """What never left, what was done with it, records resynced, RTO and every step's timing, as JSON and as a
     page in STATE_DIR/reports/ (built by kafka_dr.failback.report). `results`: the later tasks' results under

@@ -5,7 +5,8 @@ dr_failover: validate -> (planned: switch producers -> lag 0) -> stop replicatio
 kafka_dr.failover (no Airflow there): these tasks read the params, XComs and connections, call it, and return its
 plan and results as dicts (`FailoverPlan.to_dict`). Every task returns when it started and ended (`timed`), so the
 report shows each step's timing and the RTO (run start to clients switched). Validation runs first and changes
-nothing.
+nothing. A task returning a dict pushes it as one XCom (`multiple_outputs=False`): for a `-> dict` annotation Airflow
+would push each key again as an XCom of its own (the preview's offsets of 1,000 groups twice, 0.3 MB each).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from .operators.approval import offer_for_approval
 log = logging.getLogger(__name__)
 
 
-@task
+@task(multiple_outputs=False)
 @timed
 def validate_failover(params: dict[str, Any] | None = None) -> dict[str, Any]:
     """Check every param, and the clusters' client settings, before anything changes; returns the run's plan."""
@@ -68,7 +69,7 @@ def validate_failover(params: dict[str, Any] | None = None) -> dict[str, Any]:
     return plan.to_dict()
 
 
-@task(task_id="preview")
+@task(multiple_outputs=False, task_id="preview")
 @timed
 def preview_failover(plan: dict[str, Any]) -> dict[str, Any]:
     """What the run would do, changing nothing (kafka_dr.failover.preview): lag and RPO estimate, the replicators that
@@ -124,14 +125,14 @@ def choose_mode(plan: dict[str, Any]) -> str:
     return "switch_producers" if FailoverPlan.from_dict(plan).mode == "planned" else "disaster_path"
 
 
-@task
+@task(multiple_outputs=False)
 @timed
 def switch_producers(plan: dict[str, Any]) -> dict[str, Any]:
     """Planned failover: producers of the failed cluster write to the target from now on."""
     return _switch(FailoverPlan.from_dict(plan), PRODUCERS, step="switch_producers")
 
 
-@task(trigger_rule="none_failed_min_one_success")
+@task(multiple_outputs=False, trigger_rule="none_failed_min_one_success")
 @timed
 def stop_replication(plan: dict[str, Any]) -> dict[str, Any]:
     """Stop the replicators of every flow from or into the failed cluster, wherever they run
@@ -146,7 +147,7 @@ def stop_replication(plan: dict[str, Any]) -> dict[str, Any]:
         raise AirflowFailException(str(exc)) from None
 
 
-@task
+@task(multiple_outputs=False)
 @timed
 def redirect_schema_registry(plan: dict[str, Any]) -> dict[str, Any]:
     """When the failed cluster held the primary registry, make the target's registry lead on its own store."""
@@ -159,7 +160,7 @@ def redirect_schema_registry(plan: dict[str, Any]) -> dict[str, Any]:
         raise AirflowFailException(str(exc)) from None
 
 
-@task
+@task(multiple_outputs=False)
 @timed
 def switch_consumers(plan: dict[str, Any]) -> dict[str, Any]:
     """Every remaining client of the failed cluster moves to the target: the end of the RTO."""
@@ -172,7 +173,7 @@ def _switch(plan: FailoverPlan, roles: tuple[str, ...], step: str) -> dict[str, 
     return {"moved": switch_clients(load_topology(plan.topology), plan, roles, reason)}
 
 
-@task
+@task(multiple_outputs=False)
 @timed
 def verify_failover(plan: dict[str, Any], translations: list[dict[str, Any]]) -> dict[str, Any]:
     """Applied groups hold the translated offsets in the target, no client is left on the failed cluster, and no
@@ -187,7 +188,7 @@ def verify_failover(plan: dict[str, Any], translations: list[dict[str, Any]]) ->
     return {"groups_checked": verified.groups_checked, "replication": verified.replication}
 
 
-@task(trigger_rule="none_failed_min_one_success")
+@task(multiple_outputs=False, trigger_rule="none_failed_min_one_success")
 def failover_report(plan: dict[str, Any], previewed: dict[str, Any], results: dict[str, Any]) -> dict[str, Any]:
     """RPO, RTO, groups translated and skipped, registry state and every step's timing, as JSON and as a
     readable page in STATE_DIR/reports/: gathered here, built by kafka_dr.failover.report, with the preview.

@@ -14,6 +14,7 @@ from confluent_kafka.admin import AdminClient
 from ..clients import error_text
 from ..replication import activity
 from ..topology import Topology
+from ..translation.summary import applied_offsets
 from .plan import FailoverPlan
 from .switch import clients_left
 
@@ -99,7 +100,7 @@ def check_groups_and_clients(
             for group in summary.get("applied", [])
         }
         for group, future in reading.items():
-            expected = {(t["dest_topic"], t["partition"]): t["dest_offset"] for t in summary["groups"][group]}
+            expected = applied_offsets(summary, group)
             result = future.result(30)
             actual = {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions or [] if tp.offset >= 0}
             # At or past the translated offset: an application that moved with its alias has read on since.

@@ -10,6 +10,7 @@ from airflow.sdk import Context
 
 from ...paths import SPARK_JOBS
 from ...topology import load_topology
+from ...translation.summary import for_xcom
 from .. import topology_path
 from ..common import timed
 from .spark_job import SparkJobOperator
@@ -90,4 +91,4 @@ class TranslateOffsetsOperator(SparkJobOperator):
         )
         for skipped in summary.get("skipped", []):
             self.log.warning("group %s left alone: %s", skipped["group"], skipped["reason"])
-        return summary
+        return for_xcom(summary)
