@@ -28,7 +28,7 @@ from typing import Any
 from benchmarks.failover_benchmark import drill, warm_up
 from support.aged_state import age_flow
 from support.airflow import configure_environment, load_dag, migrate_db
-from support.drills import FLEET_FLOW
+from support.drills import FLEET_FLOW, FLEET_PARTITIONS, FLEET_TOPIC
 from support.stack import Stack
 
 from kafka_dr.health.check import check_flow
@@ -38,6 +38,7 @@ from kafka_dr.replication.planner import FlowContext
 from kafka_dr.topology import load_topology
 
 COMPACTED_WAIT_S = 300.0
+CLEANER_PERIOD_S = 15  # the embedded broker's log.cleaner.backoff.ms
 
 
 def median_seconds(runs: int, work: Callable[[], object]) -> float:
@@ -61,43 +62,58 @@ def plan_once(topology_path: Path) -> None:
 
 def topic_bytes(stack: Stack, topic: str) -> int:
     """Bytes of the topic's segments in dc2's broker."""
-    return sum(path.stat().st_size for path in (stack.root / "data").glob(f"**/dc2/**/{topic}-0/*.log"))
+    return sum(path.stat().st_size for path in (stack.root / "data").glob(f"dc2/**/{topic}-0/*.log"))
 
 
-def wait_compacted(stack: Stack) -> dict[str, Any]:
-    """Until the broker's cleaner has made a pass over both topics since they were filled (their bytes stop going
-    down for two cleaner periods), or COMPACTED_WAIT_S."""
-    before = {topic: topic_bytes(stack, topic) for topic in (PROGRESS, CHECKPOINTS)}
-    started, last, steady_since = time.monotonic(), before, time.monotonic()
+def topic_segments(stack: Stack, topic: str) -> int:
+    return sum(1 for _ in (stack.root / "data").glob(f"dc2/**/{topic}-0/*.log"))
+
+
+def wait_compacted(stack: Stack, history: dict[str, int]) -> dict[str, Any]:
+    """Until the broker's cleaner has made its passes (the topics' bytes unchanged for two cleaner periods, and below
+    what the history alone wrote), or COMPACTED_WAIT_S."""
+    started = time.monotonic()
+    last, steady_since = None, started
     while time.monotonic() - started < COMPACTED_WAIT_S:
-        time.sleep(5)
         now = {topic: topic_bytes(stack, topic) for topic in (PROGRESS, CHECKPOINTS)}
         if now != last:
             last, steady_since = now, time.monotonic()
-        elif all(now[t] < before[t] for t in now) and time.monotonic() - steady_since >= 35:
+        elif all(now[t] < history[t] for t in now) and time.monotonic() - steady_since >= 2 * CLEANER_PERIOD_S:
             break
+        time.sleep(5)
     waited = round(time.monotonic() - started)
-    return {"bytes_before_compaction": before, "bytes_after": last, "compaction_wait_s": waited}
+    return {"bytes_history": history, "bytes_after": last, "compaction_wait_s": waited}
 
 
-def measured(runs: int, aging: dict[str, int] | None) -> Callable[[Stack, Path], dict[str, Any]]:
-    """The drill's preparation: the history written (aged) and compacted, then the planner's and the health run's
-    times."""
+class Aging:
+    """The aged flow's setup: a month of its history in dc2, written before the fleet (support/aged_state.py), and
+    the bytes it took."""
+
+    def __init__(self, settings: dict[str, Any], groups: int) -> None:
+        self.settings, self.groups = settings, groups
+        self.history: dict[str, int] = {}
+
+    def setup(self, stack: Stack) -> dict[str, Any]:
+        dc2 = {"bootstrap.servers": stack.local.config.dc("dc2").broker_address}
+        names = [f"fleet-{i:04d}" for i in range(self.groups)]  # commit_random_groups' names
+        made = age_flow(dc2, FLEET_FLOW, FLEET_TOPIC, FLEET_PARTITIONS, names, **self.settings)
+        generated = {"progress_records": made.progress_records, "checkpoint_records": made.checkpoint_records}
+        self.history = {topic: topic_bytes(stack, topic) for topic in (PROGRESS, CHECKPOINTS)}
+        print(f"aged state written in {made.seconds} s: {generated}, {self.history} bytes", flush=True)
+        return {"generated": generated, "generation_s": made.seconds}
+
+
+def measured(runs: int, aging: Aging | None) -> Callable[[Stack, Path], dict[str, Any]]:
+    """The drill's preparation once the fleet is checkpointed: (aged) the broker's compaction awaited, then the
+    planner's and the health run's times."""
 
     def prepare(stack: Stack, topology_path: Path) -> dict[str, Any]:
         found: dict[str, Any] = {}
         if aging is not None:
-            dc2 = {"bootstrap.servers": stack.local.config.dc("dc2").broker_address}
-            aged = age_flow(dc2, FLEET_FLOW, **aging)
-            found["generated"] = {
-                "progress_records": aged.progress_records,
-                "checkpoint_records": aged.checkpoint_records,
-                "seconds": aged.seconds,
-            }
-            print(f"aged state written: {found['generated']}", flush=True)
-            found |= wait_compacted(stack)
-            print(f"compaction: {found['bytes_before_compaction']} -> {found['bytes_after']} bytes", flush=True)
+            found |= wait_compacted(stack, aging.history)
+            print(f"compaction: {aging.history} -> {found['bytes_after']} bytes", flush=True)
         found["bytes"] = {topic: topic_bytes(stack, topic) for topic in (PROGRESS, CHECKPOINTS)}
+        found["segments"] = {topic: topic_segments(stack, topic) for topic in (PROGRESS, CHECKPOINTS)}
         topology = load_topology(topology_path)
         found["planner_start_s"] = median_seconds(runs, lambda: plan_once(topology_path))
         found["health_run_s"] = median_seconds(runs, lambda: check_flow(topology, FLEET_FLOW))
@@ -120,16 +136,18 @@ def main() -> int:
     migrate_db(session)
     dag = load_dag("dr_failover")
     warm_up(None, dag, session)
-    aging = {"epochs": args.epochs, "passes": args.passes, "moving": args.moving}
+    settings = {"epochs": args.epochs, "passes": args.passes, "moving": args.moving}
     results = {}
     for age in ("fresh", "aged"):
-        prepare = measured(args.runs, aging if age == "aged" else None)
-        result = drill(session / age, "disaster", args.groups, args.records, dag, prepare)
+        aging = Aging(settings, args.groups) if age == "aged" else None
+        prepare = measured(args.runs, aging)
+        result = drill(session / age, "disaster", args.groups, args.records, dag, aging and aging.setup, prepare)
         results[age] = result
         print(
             f"{age}: disaster RTO {result['rto_s']} s (kafka-dr {result['kafka_dr_s']} s), planner start "
             f"{result['planner_start_s']} s, health run {result['health_run_s']} s, internal topics "
-            f"{result['bytes']} bytes, exact {result['groups_exact']}/{result['groups']} groups",
+            f"{result['bytes']} bytes in {result['segments']} segments, exact {result['groups_exact']}/"
+            f"{result['groups']} groups",
             flush=True,
         )
     compared = (("disaster_rto", "rto_s"), ("planner_start", "planner_start_s"), ("health_run", "health_run_s"))

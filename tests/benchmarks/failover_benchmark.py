@@ -89,19 +89,21 @@ def drill(
     groups: int,
     records: int,
     dag: Any | None,
+    setup: Callable[[Stack], dict[str, Any]] | None = None,
     prepare: Callable[[Stack, Path], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """One failover of `mode` on a stack of its own under `root`: by `dag` (dag.test()) or, without one, by the
-    real Airflow (`kafka-dr airflow up`, started beside the stack, triggered through its REST API). `prepare`: run on
-    the stack and its topology file once the fleet is checkpointed, before the replicator starts; what it returns
-    goes into the result."""
+    real Airflow (`kafka-dr airflow up`, started beside the stack, triggered through its REST API). `setup`: run on
+    the stack before the fleet is made; `prepare`: on the stack and its topology file once the fleet is checkpointed,
+    before the replicator starts. What they return goes into the result."""
     os.environ["KDR_STATE_DIR"] = str(root / "state")
     with running_stack(root) as stack:
         local = stack.local
         dc1, dc2 = (local.config.dc(dc) for dc in ("dc1", "dc2"))
         topology = root / "topology.yaml"
+        prepared = setup(stack) if setup is not None else {}
         fleet = checkpointed_fleet(local, topology, groups, records)
-        prepared = prepare(stack, topology) if prepare is not None else {}
+        prepared |= prepare(stack, topology) if prepare is not None else {}
         if dag is None:  # the real scheduler: a person's approval, asked with the preview, as dr.approval requires
             topology.write_text(topology.read_text().replace(NO_APPROVAL, "dr: {approval: required}"))
         with real_airflow(root, topology) if dag is None else contextlib.nullcontext() as api:
