@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from kafka_dr.replication.internal import CHECKPOINTS, read_records
-from kafka_dr.translation.checkpoints import dated_checkpoints_in, write_checkpoints
+from kafka_dr.translation.checkpoints import dated_checkpoints_in, load_pass_time, write_checkpoints
 from kafka_dr.translation.offsets import Translated
 
 pytestmark = pytest.mark.integration
@@ -53,3 +53,13 @@ def test_a_writer_without_memory_writes_every_checkpoint(broker_pair):
     assert write_checkpoints(config, flow, groups, 1_000, all_groups=True) == 1
     assert write_checkpoints(config, flow, groups, 2_000, all_groups=True) == 1
     assert dates(config, flow) == {"billing": [(17, 2_000)]}
+
+
+def test_the_newest_pass_is_read_back_from_the_end_past_other_flows_checkpoints(broker_pair):
+    """What a health run asks when other flows wrote more than its tail read since this flow's last pass."""
+    config = broker_pair.dc2.config
+    write_checkpoints(config, "ckpt-quiet", {"billing": [at(10)]}, 5_000, all_groups=True)
+    busy = {f"g{i}": [at(i, p) for p in range(6)] for i in range(400)}  # 2,400 checkpoints after it
+    write_checkpoints(config, "ckpt-busy", busy, 6_000, all_groups=True)
+    assert load_pass_time(config, "ckpt-quiet") == 5_000
+    assert load_pass_time(config, "ckpt-never") is None

@@ -38,10 +38,11 @@ from ..replication.liveness import liveness
 from ..replication.provenance import ProvenanceError, hops
 from ..replication.topic_sync import dynamic_configs
 from ..topology import Flow, Topology
-from ..translation.checkpoints import checkpoints_in
+from ..translation.checkpoints import load_pass_time, pass_time_in
 from .rules import WINDOW, Cycle, Drift, FlowFindings, PartitionSample
 
 CYCLE_SAMPLE = 5  # newest records per destination partition checked for a cycle: a sample, not a scan
+CHECKPOINT_TAIL = 2_000  # newest `_kdr.checkpoints` records read for the flow's newest pass (else read back further)
 RUN_CHUNK = 1_000  # samples per `_kdr.health` record: a run of a wide flow is a few records, each well under 1 MB
 TIMEOUT_S = 10.0
 
@@ -66,6 +67,7 @@ class _TargetRead:
     records: dict[str, list[Message]]  # internal topic -> the records read, in log order
     dest_ends: dict[Key, int]  # destination partition -> its read_committed end offset
     health_from_start: bool  # the read of `_kdr.health` began at its log start
+    checkpoints_from_start: bool  # the read of `_kdr.checkpoints` began at its log start
 
 
 def take_sample(topology: Topology, flow_name: str, environ: Mapping[str, str] | None = None) -> Sample:
@@ -118,7 +120,7 @@ def _sample(flow: Flow, source: ClusterSide, target: ClusterSide, reader: Consum
         ),
         heartbeat_latency_ms=None if heartbeat_s is None else heartbeat_s * 1000,
         replicator_alive=_alive(flow.name, target.config),
-        checkpoint_ms=checkpoints_in(read.records[CHECKPOINTS], flow.name)[1],
+        checkpoint_ms=_newest_pass(read, flow.name, target),
     )
     partitions = [
         PartitionSample(
@@ -170,7 +172,7 @@ def _read_target(
     )
     tails: dict[str, int | None] = {
         PROGRESS: None,
-        CHECKPOINTS: None,
+        CHECKPOINTS: CHECKPOINT_TAIL,  # for the newest pass (each pass ends with one): never the whole topic
         HEALTH: _health_span(len(partitions)),
         HEARTBEATS: HEARTBEAT_WINDOW,
     }
@@ -190,7 +192,8 @@ def _read_target(
     for message in target.scan(ranges, reader=reader):
         records[message.topic()].append(message)
     from_start = ranges[(HEALTH, 0)][0] == starts[(HEALTH, 0)]  # _open_target made `_kdr.health`
-    return _TargetRead(configs.result(), records, {key: ends[key] for key in dests}, from_start)
+    checkpoints_from_start = ranges.get((CHECKPOINTS, 0), (0, 0))[0] == starts.get((CHECKPOINTS, 0), 0)
+    return _TargetRead(configs.result(), records, {key: ends[key] for key in dests}, from_start, checkpoints_from_start)
 
 
 def _cycles(
@@ -305,6 +308,15 @@ def _windows_in(
                 found.append((run["time_ms"], row if order is None else [row[i] for i in order]))
     windows = {key: [PartitionSample(at, *row) for at, row in found[-WINDOW:]] for key, found in rows.items()}
     return windows, len(runs) > WINDOW
+
+
+def _newest_pass(read: _TargetRead, flow: str, target: ClusterSide) -> int | None:
+    """When the flow's newest checkpoint pass ran: in the tail read, else (other flows' passes since) read back from
+    the end of `_kdr.checkpoints`."""
+    found = pass_time_in(read.records[CHECKPOINTS], flow)
+    if found is None and not read.checkpoints_from_start:
+        found = target.call("read the newest checkpoint pass", lambda: load_pass_time(target.config, flow))
+    return found
 
 
 def _progress_times(records: Iterable[Message], flow: str) -> dict[Key, int]:

@@ -25,7 +25,7 @@ from confluent_kafka import IsolationLevel, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from ..clients import client_config
-from ..replication.internal import CHECKPOINTS, put_records, read_records
+from ..replication.internal import CHECKPOINTS, newest_value, put_records, read_records
 from ..replication.lag import LagError, flow_lag, save_snapshot
 from ..replication.planner import with_retries
 from ..topology import Flow, Topology
@@ -146,6 +146,23 @@ def dated_checkpoints_in(
         groups.setdefault(group, []).append((Translated(**value), at_ms))
         newest = at_ms if newest is None else max(newest, at_ms)
     return {g: sorted(ts, key=lambda t: (t[0].topic, t[0].partition)) for g, ts in sorted(groups.items())}, newest
+
+
+def pass_time_in(records: Iterable[Message], flow: str) -> int | None:
+    """When the flow's newest pass among `_kdr.checkpoints` records ran (None: none there). Every write of checkpoints
+    ends with its pass record, so this is when the newest checkpoint was made or confirmed."""
+    key, newest = flow.encode(), None
+    for message in records:
+        if message.key() == key and message.value() is not None:
+            at_ms = json.loads(message.value())["at_ms"]
+            newest = at_ms if newest is None else max(newest, at_ms)
+    return newest
+
+
+def load_pass_time(target_config: dict[str, Any], flow: str) -> int | None:
+    """pass_time_in, read back from the end of the target's `_kdr.checkpoints` (a pass record is written each pass)."""
+    value = newest_value(target_config, CHECKPOINTS, flow.encode())
+    return None if value is None else json.loads(value)["at_ms"]
 
 
 def translate_in_process(requests: list[PartitionRequest]) -> list[Translated]:

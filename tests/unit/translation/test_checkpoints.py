@@ -12,7 +12,7 @@ import types
 
 from support.fakes import FakeMessage
 
-from kafka_dr.translation.checkpoints import CheckpointTask, checkpoint_key, checkpoints_in
+from kafka_dr.translation.checkpoints import CheckpointTask, checkpoint_key, checkpoints_in, pass_time_in
 
 CHECKPOINT = {
     "topic": "t",
@@ -42,6 +42,17 @@ def test_other_flows_passes_and_group_checkpoints_keep_their_meaning() -> None:
     ]
     groups, newest = checkpoints_in(records, "f")
     assert list(groups) == ["g"] and newest == 3_000
+
+
+def test_the_newest_pass_of_the_flow_is_its_last_pass_record_whatever_other_flows_wrote() -> None:
+    records = [
+        record(0, b"f", {"at_ms": 3_000, "groups": 1}),
+        record(1, checkpoint_key("f", "g", "t", 0), {**CHECKPOINT, "group": "g", "at_ms": 4_000}),
+        record(2, b"f2", {"at_ms": 9_000, "groups": 0}),
+        record(3, b"f", {"at_ms": 4_000, "groups": 1}),
+    ]
+    assert pass_time_in(records, "f") == 4_000
+    assert pass_time_in(records[:3], "f") == 3_000 and pass_time_in(records[2:3], "f") is None
 
 
 class Passes:
