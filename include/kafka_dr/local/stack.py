@@ -190,7 +190,23 @@ class LocalStack:
                 procs = [(dc.name, kind) for dc in self.config.dcs]
                 started += self._start(procs)
                 self._wait_healthy(procs, timeout)
+            self._wait_for_leader(timeout)
             return started
+
+    def _wait_for_leader(self, timeout: float) -> None:
+        """Until every registry knows the leader, when one may lead: a registry serves reads as it starts, but takes
+        a write only once its election (its own heartbeat read back, a second or more) names a leader, so a write
+        right after `up` failed with "Leader not known" on a loaded machine."""
+        if not any(dc.registry_leader_eligible for dc in self.config.dcs):
+            return
+        deadline = time.monotonic() + timeout
+        authorization = self.registry_authorization()
+        for dc in self.config.dcs:
+            while _registry_leader(dc.registry_url, 1.0, authorization) is None:
+                if time.monotonic() >= deadline:
+                    log_file = self.log_file(dc.name, REGISTRY)
+                    raise StackError(f"{dc.name} registry names no leader within {timeout:g} s; see {log_file}")
+                time.sleep(0.1)
 
     def down(self) -> list[str]:
         """Stop every process (registries before brokers, clients before servers); data is kept."""
@@ -611,6 +627,19 @@ def _broker_cluster_id(
     except KafkaException:
         return False, None
     return True, metadata.cluster_id
+
+
+def _registry_leader(url: str, timeout: float, authorization: str | None) -> str | None:
+    """The leader a registry of the local stack names (GET /kdr/leader), None while it names none or does not answer."""
+    headers = {"Authorization": authorization} if authorization else {}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(f"{url}/kdr/leader", headers=headers), timeout=timeout) as r:
+            return json.loads(r.read()).get("leader")
+    except urllib.error.HTTPError as exc:
+        exc.close()
+        return None
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
 
 
 def _registry_status(url: str, timeout: float, authorization: str | None = None) -> int | None:
