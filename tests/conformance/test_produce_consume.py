@@ -92,7 +92,10 @@ def test_compression_roundtrip(client, all_clients, bootstrap, codec):
     assert all(b["crc_ok"] for b in batches)
     wire.assert_stored_as_flushed([(b["base_offset"], b["count"]) for b in batches], 150, len(records))
     compressible = [b for b in batches if b["last_offset"] < 600]
-    assert {b["codec"] for b in compressible} == {CODEC_IDS[codec]}, compressible
+    # librdkafka sends a batch uncompressed when compressing does not make it smaller, as for the one or two records
+    # it sends early under load (CI, 2026-11-27): a batch is the producer's codec or none, and a full one the codec.
+    assert {b["codec"] for b in compressible} <= {CODEC_IDS[codec], 0}, compressible
+    assert {b["codec"] for b in compressible if b["count"] >= 10} == {CODEC_IDS[codec]}, compressible
 
 
 def test_idempotent_producer_in_order_without_duplicates(client, all_clients):
