@@ -629,28 +629,29 @@ def _broker_cluster_id(
     return True, metadata.cluster_id
 
 
-def _registry_leader(url: str, timeout: float, authorization: str | None) -> str | None:
-    """The leader a registry of the local stack names (GET /kdr/leader), None while it names none or does not answer."""
+def _registry_get(url: str, timeout: float, authorization: str | None) -> tuple[int | None, bytes]:
+    """GET `url` of a registry: (HTTP status, body), (None, b"") when nothing answers HTTP."""
     headers = {"Authorization": authorization} if authorization else {}
     try:
-        with urllib.request.urlopen(urllib.request.Request(f"{url}/kdr/leader", headers=headers), timeout=timeout) as r:
-            return json.loads(r.read()).get("leader")
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout) as r:
+            return r.status, r.read()
     except urllib.error.HTTPError as exc:
         exc.close()
-        return None
+        return exc.code, b""
     except (urllib.error.URLError, OSError, ValueError):
+        return None, b""
+
+
+def _registry_leader(url: str, timeout: float, authorization: str | None) -> str | None:
+    """The leader a registry of the local stack names (GET /kdr/leader), None while it names none or does not answer."""
+    status, body = _registry_get(f"{url}/kdr/leader", timeout, authorization)
+    try:
+        return json.loads(body).get("leader") if status == 200 else None
+    except ValueError:
         return None
 
 
 def _registry_status(url: str, timeout: float, authorization: str | None = None) -> int | None:
     """The HTTP status of GET /subjects (200: the registry serves its store; 401: it refused `authorization`), None
     when nothing answers HTTP."""
-    headers = {"Authorization": authorization} if authorization else {}
-    try:
-        with urllib.request.urlopen(urllib.request.Request(f"{url}/subjects", headers=headers), timeout=timeout) as r:
-            return r.status
-    except urllib.error.HTTPError as exc:
-        exc.close()
-        return exc.code
-    except (urllib.error.URLError, OSError, ValueError):
-        return None
+    return _registry_get(f"{url}/subjects", timeout, authorization)[0]
