@@ -66,8 +66,7 @@ class _TargetRead:
     configs: dict[str, dict[str, str]]  # destination topic -> its dynamic configs
     records: dict[str, list[Message]]  # internal topic -> the records read, in log order
     dest_ends: dict[Key, int]  # destination partition -> its read_committed end offset
-    health_from_start: bool  # the read of `_kdr.health` began at its log start
-    checkpoints_from_start: bool  # the read of `_kdr.checkpoints` began at its log start
+    whole: frozenset[str]  # internal topics read from their log start (or absent): nothing older is left to read
 
 
 def take_sample(topology: Topology, flow_name: str, environ: Mapping[str, str] | None = None) -> Sample:
@@ -102,7 +101,7 @@ def _sample(flow: Flow, source: ClusterSide, target: ClusterSide, reader: Consum
         read = _read_target(target, reader, flow, listed.partitions, topics, pool)
         keys = [(tp.topic, tp.partition) for tp in listed.partitions]
         history, complete = _windows_in(read.records[HEALTH], flow.name, keys)
-        if not (complete or read.health_from_start):  # other flows' samples crowd the tail: read further back
+        if not (complete or HEALTH in read.whole):  # other flows' samples crowd the tail: read further back
             history = load_windows(target.config, flow.name, keys, 4 * _health_span(len(keys)), target.admin)
         cycles = _cycles(target, target_id, read.dest_ends, history)
         drift = _drift(flow, listed.partitions, topics, source_configs.result(), read.configs)
@@ -191,9 +190,9 @@ def _read_target(
     records: dict[str, list[Message]] = {topic: [] for topic in tails}
     for message in target.scan(ranges, reader=reader):
         records[message.topic()].append(message)
-    from_start = ranges[(HEALTH, 0)][0] == starts[(HEALTH, 0)]  # _open_target made `_kdr.health`
-    checkpoints_from_start = ranges.get((CHECKPOINTS, 0), (0, 0))[0] == starts.get((CHECKPOINTS, 0), 0)
-    return _TargetRead(configs.result(), records, {key: ends[key] for key in dests}, from_start, checkpoints_from_start)
+    cut = {topic for (topic, partition), (first, _) in ranges.items() if first > starts[(topic, partition)]}
+    whole = frozenset(tails) - cut  # `_kdr.health` is there (_open_target made it); an absent topic has nothing older
+    return _TargetRead(configs.result(), records, {key: ends[key] for key in dests}, whole)
 
 
 def _cycles(
@@ -314,7 +313,7 @@ def _newest_pass(read: _TargetRead, flow: str, target: ClusterSide) -> int | Non
     """When the flow's newest checkpoint pass ran: in the tail read, else (other flows' passes since) read back from
     the end of `_kdr.checkpoints`."""
     found = pass_time_in(read.records[CHECKPOINTS], flow)
-    if found is None and not read.checkpoints_from_start:
+    if found is None and CHECKPOINTS not in read.whole:
         found = target.call("read the newest checkpoint pass", lambda: load_pass_time(target.config, flow))
     return found
 
