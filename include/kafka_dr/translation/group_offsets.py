@@ -43,7 +43,7 @@ class PartitionOffset:
     source_offset: int  # the group's committed offset in the source
     offset: int  # where it resumes in the target
     method: str  # provenance, or timestamp for a flow without provenance
-    checkpoint_ms: int | None  # when the translation was kept in the target; None: translated live
+    checkpoint_ms: int | None  # when the translation was kept, or last confirmed, in the target; None: translated live
     lag: int  # records of the target partition from `offset` to its end
 
 
