@@ -2,11 +2,12 @@
 
 validate params -> preview (what the run would do, changing nothing; a dry run ends with it as the report)
 -> approve (a person approves the preview, per the topology's `dr:` section) -> (planned: switch producers
--> lag 0 on every flow failed -> target) -> stop replication from and into the failed cluster -> translate
-and apply consumer offsets (disaster: from the checkpoints kept in the target) -> switch consumers, with the
-schema redirect beside -> verify -> report (RPO, RTO, groups, registry, timings) in .kafka-dr/reports/. The first task
-checks every param; a bad one fails the run there, with nothing changed. A run stopped part-way by a lost
-worker resumes when its failed tasks are cleared (docs/design.md, "An interrupted run resumes with Clear").
+-> stop replication into the failed cluster -> lag 0 on every flow failed -> target) -> stop replication from and
+into the failed cluster -> translate and apply consumer offsets (disaster: from the checkpoints kept in the target)
+-> switch consumers, with the schema redirect beside -> verify -> report (RPO, RTO, groups, registry, timings) in
+.kafka-dr/reports/. The first task checks every param; a bad one fails the run there, with nothing changed. A run
+stopped part-way by a lost worker resumes when its failed tasks are cleared (docs/design.md, "An interrupted run
+resumes with Clear").
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from kafka_dr.airflow.failover import (
     flows_to_drain,
     preview_failover,
     redirect_schema_registry,
+    stop_inbound,
     stop_replication,
     switch_consumers,
     switch_producers,
@@ -94,6 +96,7 @@ with DAG(
     previewed = preview_failover(plan)
     mode = choose_mode(plan)
     producers = switch_producers(plan)
+    inbound = stop_inbound(plan)  # planned: replication into the failed cluster stops before its lag is drained
     drain = flows_to_drain(plan)
     drained = ReplicationLagSensor.partial(
         task_id="lag_zero", max_records=0, wait_in_worker=10, poke_interval=2, timeout=600
@@ -119,7 +122,7 @@ with DAG(
     )
     approve = DrApprovalOperator(task_id="approve")  # dr.approval: none skips it
     chain(plan, previewed, unless_dry_run(plan), approve, mode, [producers, disaster])
-    chain(producers, drain, drained, stopped)
+    chain(producers, inbound, drain, drained, stopped)
     # Consumers move once their offsets are in; the registry redirect runs beside (clients only reading schemas are
     # served by the target's follower meanwhile; the report names the writers it moved before the redirect ended).
     chain(disaster, stopped, translated, consumers, verified, report)

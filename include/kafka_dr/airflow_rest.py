@@ -13,7 +13,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -117,25 +117,33 @@ class AirflowRest:
         run_id: str,
         timeout: float,
         progress: Callable[[str], None] | None = None,
-        awaiting_input: Callable[[str], None] | None = None,
+        awaiting_input: Callable[[str, str, str], None] | None = None,
+        related: Sequence[tuple[str, str]] = (),
     ) -> dict[str, Any]:
         """Poll the run until it ends (or `timeout` seconds); each task's change of state goes to `progress` as
-        one line, and the id of a task that starts to await a person's input to `awaiting_input`. Returns the run
-        as the API last described it."""
+        one line, and (dag id, run id, task id) of a task that starts to await a person's input to `awaiting_input`.
+        The `related` runs' tasks (a drill's failover and failback, by their known run ids) are followed the same
+        way once they exist. Returns the run as the API last described it."""
         deadline = time.monotonic() + timeout
-        seen: dict[str, str] = {}
+        seen: dict[tuple[str, str, str], str] = {}
         while True:
             run = self.dag_run(dag_id, run_id)
             if progress is not None or awaiting_input is not None:
-                for ti in sorted(self.task_instances(dag_id, run_id), key=lambda t: t.get("start_date") or "~"):
-                    name = ti["task_id"] + (f"[{ti['map_index']}]" if ti.get("map_index", -1) >= 0 else "")
-                    state = ti.get("state") or "none"
-                    if seen.get(name) != state and state not in ("none", "scheduled", "queued"):
-                        seen[name] = state
-                        if progress is not None:
-                            progress(f"{dag_id}: {name} {state}")
-                        if awaiting_input is not None and state == "awaiting_input":
-                            awaiting_input(ti["task_id"])
+                for watched_dag, watched_run in ((dag_id, run_id), *related):
+                    try:
+                        instances = self.task_instances(watched_dag, watched_run)
+                    except AirflowRestError:
+                        continue  # a related run not triggered yet
+                    for ti in sorted(instances, key=lambda t: t.get("start_date") or "~"):
+                        name = ti["task_id"] + (f"[{ti['map_index']}]" if ti.get("map_index", -1) >= 0 else "")
+                        state = ti.get("state") or "none"
+                        key = (watched_dag, watched_run, name)
+                        if seen.get(key) != state and state not in ("none", "scheduled", "queued"):
+                            seen[key] = state
+                            if progress is not None:
+                                progress(f"{watched_dag}: {name} {state}")
+                            if awaiting_input is not None and state == "awaiting_input":
+                                awaiting_input(watched_dag, watched_run, ti["task_id"])
             if run["state"] in ENDED or time.monotonic() >= deadline:
                 return run
             time.sleep(POLL_S)

@@ -190,7 +190,8 @@ def dr_report_alert(dag_id: str, run_id: str, body: Mapping[str, Any], report_fi
     if summary.get("copied") is not None:
         figures.append(f"{summary['copied']} records copied")
     title = f"kafka-dr dr_report {dag_id}: {summary['title']}" + (f", {', '.join(figures)}" if figures else "")
-    return Alert("dr_report", dag_id, SUCCEEDED, title, f"run {run_id}\nreport {report_file}")
+    kind = SUCCEEDED if summary.get("passed", True) else FIRING  # a failed drill is a failure to look at
+    return Alert("dr_report", dag_id, kind, title, f"run {run_id}\nreport {report_file}")
 
 
 def sent_log(limit: int = 20) -> list[dict[str, Any]]:

@@ -243,10 +243,22 @@ def _parser() -> argparse.ArgumentParser:
         "status", help="show each component and its health; exit 1 if any is not healthy"
     ).set_defaults(run=_airflow_status)
 
+    drill = commands.add_parser(
+        "drill", help="the open DR drill record: what a drill stopped half-way left changed, and closing it"
+    )
+    drill.add_argument("action", nargs="?", choices=["status", "resolve"], default="status", help="default: status")
+    _topology_option(drill)
+    drill.add_argument(
+        "--accept",
+        action="store_true",
+        help="resolve: close the record although the state differs from the drill's start (the state now is wanted)",
+    )
+    drill.set_defaults(run=_drill)
+
     demo = commands.add_parser(
         "demo",
         parents=[data_dir],
-        help="the DR drill: stack and Airflow up, failover and failback with an application running",
+        help="the DR drill (dr_drill, disaster_round_trip): stack and Airflow up, the drill with its probe application",
     )
     demo.set_defaults(run=_demo)
     return parser
@@ -507,6 +519,32 @@ def _demo(args: argparse.Namespace) -> int:
     from kafka_dr.demo.drill import run_demo  # the demo pulls in Airflow's REST client and the app only when asked
 
     return 0 if run_demo(args.data_dir) else 1
+
+
+def _drill(args: argparse.Namespace) -> int:
+    """Exit 0 when no drill record is open (or `resolve` closed it), 1 while one stays open."""
+    from kafka_dr.drill import ledger
+
+    topology = load_topology(args.topology)
+    if args.action == "status":
+        record = ledger.open_record()
+        changed = ledger.left(record["before"], ledger.snapshot(topology)) if record else []
+    else:
+        record, changed = ledger.resolve(topology, args.accept)
+    if record is None:
+        print("no drill open")
+        return 0
+    print(f"drill {record['run_id']} ({record['scenario']}, started {record['started']})")
+    for line in changed:
+        print(f"  left: {line}")
+    if args.action == "resolve" and (args.accept or not changed):
+        print("closed" + (": the state now accepted" if changed else ": nothing left changed"))
+        return 0
+    if not changed:
+        print("  nothing left changed: the next drill closes it, or `kafka-dr drill resolve`")
+    else:
+        print("  put these back (a failback, `kafka-dr replicators`), or `kafka-dr drill resolve --accept`")
+    return 1
 
 
 def _replicators(args: argparse.Namespace) -> int:

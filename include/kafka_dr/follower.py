@@ -157,7 +157,7 @@ class FollowingConsumer:
             for flow in self.topology.flows
             if cluster != home and flow.source == home and flow.target == cluster
             for topic in self.topics
-            if flow.topics.matches(topic)
+            if flow.copies_data(topic)
         ]
         return list(dict.fromkeys([*self.topics, *renamed]))
 

@@ -1,9 +1,9 @@
 """kafka-dr's Prometheus metrics, in the text exposition format, served from what health runs and DR runs left on disk:
-each flow's latest evaluation (STATE_DIR/health/<flow>.json, health.check.save_evaluation) and the newest report of
-each DR DAG. A scrape makes no Kafka round trip: a Prometheus that scrapes every 15 s must not load the clusters, and
-a cluster that is down must not slow the scrape. The values are those of the last health run; their age is
-`kafka_dr_health_last_run_timestamp_seconds`. No Airflow import: the api-server's route (dashboard.app) and
-`kafka-dr metrics` use it alike.
+each flow's latest evaluation (STATE_DIR/health/<flow>.json, health.check.save_evaluation), the newest report of
+each DR DAG and the drills' evidence (STATE_DIR/drills/). A scrape makes no Kafka round trip: a Prometheus that
+scrapes every 15 s must not load the clusters, and a cluster that is down must not slow the scrape. The values are
+those of the last health run; their age is `kafka_dr_health_last_run_timestamp_seconds`. No Airflow import: the
+api-server's route (dashboard.app) and `kafka-dr metrics` use it alike.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +21,12 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from .alerts import delivery_counts
+from .drill.history import drill_history
 from .health.proposal import cluster_reachability
 from .paths import default_topology, state_dir
 from .processes import write_atomic
 from .reports import latest_reports
+from .times import epoch_ms
 from .topology import Topology, TopologyError, load_topology
 
 log = logging.getLogger(__name__)
@@ -83,6 +85,7 @@ class DrCollector(Collector):
         if topology is not None:
             yield from topology_metrics(topology, snapshots)
         yield from report_metrics(latest_reports())
+        yield from drill_metrics(drill_history())
         deliveries = CounterMetricFamily(
             "kafka_dr_alert_deliveries",
             "Alerts sent, per target (alerts.urls[i]) and result",
@@ -175,6 +178,26 @@ def report_metrics(reports: Mapping[str, Mapping[str, Any] | None]) -> Iterator[
             rto.append(([dag], report["rto_seconds"]))
     yield _gauge("kafka_dr_last_rpo_records", "Records lost, as the newest run counted them", rpo, ["dag"])
     yield _gauge("kafka_dr_last_rto_seconds", "Seconds to switch the clients in the newest run", rto, ["dag"])
+
+
+def drill_metrics(drills: Sequence[Mapping[str, Any]]) -> Iterator[Metric]:
+    """The newest drill with a verdict of each scenario (drill_history's order, oldest first): whether it passed, its
+    RTO and when it ended. A drill still running, or stopped before its verdict, leaves the one before it standing;
+    unreadable evidence is left out."""
+    newest = {str(d["scenario"]): d for d in drills if d["error"] is None and d["scenario"] and d["passed"] is not None}
+    success, rto, ended = [], [], []
+    for scenario, drill in sorted(newest.items()):
+        success.append(([scenario], drill["passed"]))
+        if drill["rto_seconds"] is not None:
+            rto.append(([scenario], drill["rto_seconds"]))
+        if drill["ended"] is not None:
+            ended.append(([scenario], epoch_ms(drill["ended"], "ended") / 1000))
+    labels = ["scenario"]
+    yield _gauge(
+        "kafka_dr_drill_last_success", "1 when the newest drill of the scenario passed, else 0", success, labels
+    )
+    yield _gauge("kafka_dr_drill_last_rto_seconds", "Seconds to switch the clients in the newest drill", rto, labels)
+    yield _gauge("kafka_dr_drill_last_timestamp_seconds", "When the newest drill ended (Unix time)", ended, labels)
 
 
 def _gauge(

@@ -122,10 +122,10 @@ def _failover(body: Mapping[str, Any]) -> dict[str, Any]:
         "title": f"{body['failed_cluster']} -> {body['target_cluster']} ({body['mode']}"
         + (", dry run)" if body.get("dry_run") else ")"),
         "started": body.get("run_started"),
-        "rpo_records": _number(rpo.get("records")),
+        "rpo_records": number(rpo.get("records")),
         "rpo_exact": bool(rpo.get("exact")),
-        "rpo_exact_after_failback": None if exact is None else _number(exact.get("records")),
-        "rto_seconds": _number(body.get("rto_seconds")),
+        "rpo_exact_after_failback": None if exact is None else number(exact.get("records")),
+        "rto_seconds": number(body.get("rto_seconds")),
         **_approval(body),
     }
 
@@ -135,9 +135,9 @@ def _failback(body: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "title": f"{body['serving_cluster']} -> {body['restored_cluster']} ({body['mode']}{dry_run})",
         "started": body.get("run_started"),
-        "rpo_records": _number(body["unreplicated"].get("records")),  # what never left the lost cluster: exact RPO
+        "rpo_records": number(body["unreplicated"].get("records")),  # what never left the lost cluster: exact RPO
         "rpo_exact": True,
-        "rto_seconds": _number(body.get("rto_seconds")),
+        "rto_seconds": number(body.get("rto_seconds")),
         **_approval(body),
     }
 
@@ -147,7 +147,7 @@ def _approval(body: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "triggered_by": body.get("triggered_by"),
         "approved_by": body.get("approved_by"),
-        "approval_wait_seconds": _number(body.get("approval_wait_seconds")),
+        "approval_wait_seconds": number(body.get("approval_wait_seconds")),
     }
 
 
@@ -156,16 +156,29 @@ def _backfill(body: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "title": f"flow {body['flow']}" + (" (dry run)" if body.get("dry_run") else ""),
         "started": (body.get("step") or {}).get("started"),
-        "copied": _number(body.get("copied")),
+        "copied": number(body.get("copied")),
         "verify": verify.get("status"),
     }
 
 
-def _number(value: Any) -> int | float | None:
-    """A report's figure: a number, or None when not known; anything else makes the report unreadable."""
+def number(value: Any) -> int | float | None:
+    """A report's (or a drill's evidence's) figure: a number, or None when not known; anything else makes the file
+    unreadable."""
     if value is None or (isinstance(value, int | float) and not isinstance(value, bool)):
         return value
     raise TypeError(f"not a number: {value!r}")
 
 
-_SUMMARIES = {"dr_failover": _failover, "dr_failback": _failback, "dr_backfill": _backfill}
+def _drill(body: Mapping[str, Any]) -> dict[str, Any]:
+    verdict = "passed" if body["passed"] else f"FAILED: {body.get('failure')}"
+    return {
+        "title": f"drill {body['scenario']} {body['from_cluster']} -> {body['to_cluster']} {verdict}",
+        "started": body.get("started"),
+        "rpo_records": number((body.get("rpo") or {}).get("records")),
+        "rpo_exact": bool((body.get("rpo") or {}).get("exact")),
+        "rto_seconds": number(body.get("rto_seconds")),
+        "passed": bool(body["passed"]),
+    }
+
+
+_SUMMARIES = {"dr_failover": _failover, "dr_failback": _failback, "dr_backfill": _backfill, "dr_drill": _drill}

@@ -236,6 +236,34 @@ def answers(url: str, headers: Mapping[str, str] | None = None, timeout: float =
         return False
 
 
+def registry_role(
+    urls: str | None,
+    timeout: float = TIMEOUT_S,
+    cluster: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The role of the schema registry at `urls` (the first one): leader or follower as the local stack's
+    `GET /kdr/leader` says, unknown for a registry that answers without that endpoint (Confluent's), unreachable.
+    `cluster`'s basic-auth credentials, if any, come from `environ` (default this process's environment). Here, not
+    in the dashboard that shows it, so that a drill's record of what it changes asks the same way."""
+    if urls is None:
+        return {"url": None, "role": None, "leader": None, "error": None}
+    url = first_url(urls)
+    try:
+        headers = auth_headers(cluster, environ) if cluster else {}
+        status = get_json(f"{url}/kdr/leader", timeout, headers)
+    except RegistryError as exc:
+        return {"url": url, "role": "unknown", "leader": None, "error": str(exc)}
+    except urllib.error.HTTPError as exc:
+        return {"url": url, "role": "unknown", "leader": None, "error": f"answers, role not exposed (HTTP {exc.code})"}
+    except (OSError, ValueError) as exc:
+        return {"url": url, "role": "unreachable", "leader": None, "error": " ".join(str(exc).split())}
+    if not isinstance(status, dict):
+        return {"url": url, "role": "unknown", "leader": None, "error": "unexpected answer from /kdr/leader"}
+    role = "leader" if status.get("is_leader") else "follower"
+    return {"url": url, "role": role, "leader": status.get("leader"), "error": None}
+
+
 def writes_through(topology: Topology, follower: str, leader: str, timeout: float = 30.0) -> int:
     """Prove that the registries of clusters `follower` and `leader` have one leader between them: a probe registered
     through `follower`'s registry (which forwards it) is served by `leader`'s as the probe, so every id either issues

@@ -22,9 +22,14 @@ def subdir(name: str) -> Path:
     return path
 
 
+def safe_name(run_id: str) -> str:
+    """A run id made safe as a file name (Airflow's run ids hold ':' and '+')."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", run_id)
+
+
 def report_path(dag_id: str, run_id: str, suffix: str = ".json") -> Path:
     """STATE_DIR/reports/<dag>-<run><suffix>, with the run id made safe as a file name."""
-    return subdir("reports") / f"{dag_id}-{re.sub(r'[^A-Za-z0-9._-]', '_', run_id)}{suffix}"
+    return subdir("reports") / f"{dag_id}-{safe_name(run_id)}{suffix}"
 
 
 def now_iso(timespec: str = "seconds") -> str:

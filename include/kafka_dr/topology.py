@@ -26,6 +26,12 @@ from .paths import default_topology
 from .times import epoch_ms
 
 INTERNAL_TOPIC_PREFIX = "_kdr."
+# The internal topics every flow copies, keeping their names: heartbeats (the provenance of their copies measures the
+# end-to-end latency; never counted as lag) and the DR drill's probe records (dr_drill: its consumer must find them in
+# the other DC after the drill's failover, so they are data: lagged, translated, resynced).
+HEARTBEATS_TOPIC = f"{INTERNAL_TOPIC_PREFIX}heartbeats"
+DRILL_TOPIC = f"{INTERNAL_TOPIC_PREFIX}drill"
+COPIED_INTERNAL_TOPICS = (HEARTBEATS_TOPIC, DRILL_TOPIC)
 # A continuous replicator copies in epochs (spark_jobs/replicate.py): a stop ends at the end of one, and its claim is
 # written at the start of each, so the epoch also bounds how long a stop and the failover's activity watch take.
 DEFAULT_EPOCH_S = 5.0
@@ -87,10 +93,20 @@ class Flow:
         """The start as epoch milliseconds when it is a time, else None."""
         return None if self.start in FLOW_STARTS else epoch_ms(self.start, f"flow {self.name} start")
 
+    def copies(self, topic: str) -> bool:
+        """Whether the flow copies `topic`: its data (`copies_data`) and the heartbeats."""
+        return topic == HEARTBEATS_TOPIC or self.copies_data(topic)
+
+    def copies_data(self, topic: str) -> bool:
+        """Whether `topic` is data the flow copies: its `topics:` and the DR drill's probe topic."""
+        return topic == DRILL_TOPIC or self.topics.matches(topic)
+
     def destination_topic(self, topic: str) -> str:
         """Name of `topic` in the target: the first rename regex that fully matches wins, its format given the topic
         and the flow's source cluster (`{source}.{topic}` takes dc1's `orders` to `dc1.orders`, as MirrorMaker 2
-        names remote topics)."""
+        names remote topics). The internal topics a flow copies keep their names."""
+        if topic in COPIED_INTERNAL_TOPICS:
+            return topic
         for pattern, fmt in self.rename.items():
             if re.fullmatch(pattern, topic):
                 return fmt.format(topic=topic, source=self.source)
@@ -114,7 +130,7 @@ class Flow:
             match = re.fullmatch(pattern, dest_topic)
             if match is not None:  # without {topic}, a plain name of a one-topic key
                 candidates.add(match.group("topic") if has_topic else (literal_topic(key) or dest_topic))
-        origins = sorted(t for t in candidates if self.topics.matches(t) and self.destination_topic(t) == dest_topic)
+        origins = sorted(t for t in candidates if self.copies_data(t) and self.destination_topic(t) == dest_topic)
         if len(origins) > 1:
             raise TopologyError(f"flow {self.name} renames both {' and '.join(origins)} to {dest_topic}")
         return origins[0] if origins else None
@@ -196,7 +212,9 @@ class DrPolicy:
     `approve` task for a person, who may answer (Airflow user names; empty: any user), whether the user who
     triggered the run may approve it (`four_eyes`: not), and how long the approval waits before the run fails;
     after how many dr_replication_health runs in a row with a cluster unreachable a disaster failover is proposed
-    (0: never); whether dr_backfill's scheduled hourly runs copy what the past hour lacks (else they do nothing)."""
+    (0: never); whether dr_backfill's scheduled hourly runs copy what the past hour lacks (else they do nothing);
+    the objectives a dr_drill checks (`rpo_records`: records a failover may lose; `rto_seconds`: run start to clients
+    switched; None: not set, the drill reports the figure without a verdict)."""
 
     approval: str = "required"
     approvers: tuple[str, ...] = ()
@@ -204,6 +222,10 @@ class DrPolicy:
     approval_timeout_s: float = DEFAULT_APPROVAL_TIMEOUT_S
     propose_failover_after: int = 3
     hourly_gap_repair: bool = False
+    rpo_records: int | None = None
+    rto_seconds: float | None = None
+    cut_off_command: str | None = None  # how a disaster drill cuts a cluster off ({cluster}), and brings it back
+    bring_back_command: str | None = None
 
 
 @dataclass(frozen=True)
@@ -543,8 +565,13 @@ class _Parser:
     def dr(self, value: Any) -> DrPolicy:
         """The `dr:` section: `approval` required|none, `approvers` a list of user names, `four_eyes` a boolean,
         `approval_timeout` a duration like 30m or 1h, `propose_failover_after` a count of runs (0 or more),
-        `hourly_gap_repair` a boolean."""
-        keys = ("approval", "approvers", "four_eyes", "approval_timeout", "propose_failover_after", "hourly_gap_repair")
+        `hourly_gap_repair` a boolean, the drill's objectives `rpo_records` (a whole number >= 0) and `rto_seconds` (a
+        number > 0), and the commands with which a disaster drill cuts a cluster off and brings it back (`{cluster}`:
+        the embedded stack's `kafka-dr local stop|start {cluster}`; a deployment's own, e.g. a firewall rule)."""
+        keys = (
+            "approval", "approvers", "four_eyes", "approval_timeout", "propose_failover_after", "hourly_gap_repair",
+            "rpo_records", "rto_seconds", "cut_off_command", "bring_back_command",
+        )  # fmt: skip
         raw = self.mapping(value, "dr", (), keys)
         approval = raw.get("approval", "required")
         if approval not in APPROVALS:
@@ -558,7 +585,20 @@ class _Parser:
         if isinstance(after, bool) or not isinstance(after, int) or after < 0:
             raise self.error("dr.propose_failover_after", f"must be a count of runs (0: never), got {after!r}")
         repair = self.boolean(raw.get("hourly_gap_repair", False), "dr.hourly_gap_repair")
-        return DrPolicy(approval, tuple(a.strip() for a in approvers), four_eyes, timeout, after, repair)
+        rpo = raw.get("rpo_records")
+        if rpo is not None and (isinstance(rpo, bool) or not isinstance(rpo, int) or rpo < 0):
+            raise self.error("dr.rpo_records", f"must be a whole number of records >= 0, got {rpo!r}")
+        rto = raw.get("rto_seconds")
+        if rto is not None and (isinstance(rto, bool) or not isinstance(rto, int | float) or rto <= 0):
+            raise self.error("dr.rto_seconds", f"must be a number of seconds > 0, got {rto!r}")
+        commands = [
+            None if raw.get(key) is None else self.restart_command(raw[key], f"dr.{key}", ("cluster",))
+            for key in ("cut_off_command", "bring_back_command")
+        ]
+        if (commands[0] is None) != (commands[1] is None):
+            raise self.error("dr", "cut_off_command and bring_back_command go together: a drill undoes its cut")
+        policy = (tuple(a.strip() for a in approvers), four_eyes, timeout, after, repair, rpo, rto, *commands)
+        return DrPolicy(approval, *policy)
 
     def duration(self, value: Any, path: str) -> float:
         """Seconds of a duration like 30s, 30m, 1h or 1d (above 0)."""
@@ -600,16 +640,16 @@ class _Parser:
             limits[key] = limit
         return Slo(**limits)
 
-    def restart_command(self, value: Any, path: str) -> str:
-        """A command template whose only placeholders are RESTART_PLACEHOLDERS."""
+    def restart_command(self, value: Any, path: str, placeholders: tuple[str, ...] = RESTART_PLACEHOLDERS) -> str:
+        """A command template whose only placeholders are `placeholders`."""
         template = self.string(value, path)
         try:
             fields = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
         except ValueError as exc:
             raise self.error(path, f"bad template {template!r}: {exc}") from None
-        unknown = fields - set(RESTART_PLACEHOLDERS)
+        unknown = fields - set(placeholders)
         if unknown:
-            allowed = ", ".join(f"{{{name}}}" for name in RESTART_PLACEHOLDERS)
+            allowed = ", ".join(f"{{{name}}}" for name in placeholders)
             raise self.error(path, f"unknown placeholder {{{sorted(unknown)[0]}}} (allowed: {allowed})")
         return template
 

@@ -18,6 +18,7 @@ DESIGN_DAG_IDS = {
     "dr_schema_redirect",
     "dr_failback",
     "dr_backfill",
+    "dr_drill",
 }
 BRINGUP_ORDER = [
     "validate_topology",
@@ -99,6 +100,7 @@ def test_dr_replication_health_is_scheduled_one_run_at_a_time(dagbag: DagBag, mo
         ("dr_replication_health", "validate_flows"),
         ("dr_failback", "validate_failback"),
         ("dr_backfill", "validate_backfill"),
+        ("dr_drill", "validate_drill"),
     ],
 )
 def test_trigger_forms_explain_themselves_and_validate_first(dagbag: DagBag, dag_id: str, first: str) -> None:

@@ -1,7 +1,8 @@
 """The Kafka DR dashboard inside Airflow: the plugin in plugins/ loads without import errors, Airflow's api-server app
 (create_app, as `airflow api-server` builds it) mounts it at /kafka-dr/ and lists its nav entry, and both its page
 and its JSON refuse anyone Airflow's auth manager has not logged in. Logged in, the page shows the session stack's
-clusters, a flow's health with its lag chart read back from `_kdr.health`, the client aliases and the reports."""
+clusters, a flow's health with its lag chart read back from `_kdr.health`, the client aliases and the reports; a
+drill's evidence is served behind the same login, from the drills folder only."""
 
 from __future__ import annotations
 
@@ -18,9 +19,11 @@ from urllib.parse import quote
 
 import pytest
 from confluent_kafka.admin import AdminClient
+from support.drill_evidence import drill_evidence
 from support.reports import failover_report
 from support.stack import Stack
 
+from kafka_dr.drill.evidence import write_evidence
 from kafka_dr.health.check import save_evaluation
 from kafka_dr.health.rules import FlowHealth, PartitionStatus
 from kafka_dr.replication.internal import HEALTH, ensure_internal_topics
@@ -178,3 +181,34 @@ def test_metrics_take_their_own_bearer_token_and_are_off_without_one(
     monkeypatch.setenv("KDR_METRICS_TOKEN_FILE", str(state / "token"))
     assert client.get("/kafka-dr/metrics", headers={"Authorization": "Bearer t0ken-from-a-file"}).status_code == 200
     assert client.get("/kafka-dr/metrics", headers={"Authorization": "Bearer s3cret-scrape-token"}).status_code == 401
+
+
+def test_a_drills_evidence_is_served_behind_the_login_from_the_drills_folder_only(
+    client: Any, token: str, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page's DR drills section links each drill's evidence at /kafka-dr/drills/<file>: behind the page's login
+    (a browser without one goes to the login page, whether the file exists or not), and only an HTML or PDF file
+    directly in STATE_DIR/drills; any other name is 404, one that leads out of the folder included."""
+    html = Path(write_evidence(drill_evidence(), pdf=False)["html"])
+    html.with_suffix(".pdf").write_bytes(b"%PDF-1.4 evidence")
+    (state / "outside.html").write_text("not evidence")  # beside the drills folder
+    login = {"Authorization": f"Bearer {token}"}
+
+    page = client.get(f"/kafka-dr/drills/{html.name}", headers=login)
+    assert (page.status_code, page.headers["content-type"]) == (200, "text/html; charset=utf-8")
+    assert page.text == html.read_text()
+    pdf = client.get(f"/kafka-dr/drills/{html.stem}.pdf", headers=login)
+    assert (pdf.status_code, pdf.headers["content-type"], pdf.content) == (200, "application/pdf", b"%PDF-1.4 evidence")
+    refused = ("../outside.html", "..%2Foutside.html", "%2E%2E", "a%00.html", "outside.html", "missing.html")
+    for name in (*refused, f"{html.stem}.json"):  # the JSON is summed up on the page, not served
+        assert client.get(f"/kafka-dr/drills/{name}", headers=login).status_code == 404, name
+
+    for name in (html.name, "missing.html"):
+        away = client.get(f"/kafka-dr/drills/{name}", follow_redirects=False)
+        assert away.status_code == 307 and away.headers["location"].startswith("/auth/login?next="), name
+    forged = client.get(f"/kafka-dr/drills/{html.name}", headers={"Authorization": "Bearer x"}, follow_redirects=False)
+    assert forged.status_code == 307
+
+    monkeypatch.setenv("KDR_TOPOLOGY", str(state / "missing.yaml"))  # no cluster to ask
+    (drill,) = client.get("/kafka-dr/api/state", headers=login).json()["drills"]
+    assert (drill["run_id"], drill["html"], drill["pdf"]) == (drill_evidence()["run_id"], html.name, f"{html.stem}.pdf")

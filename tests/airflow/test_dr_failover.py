@@ -50,6 +50,7 @@ LOCAL = 7  # records dc2 holds of its own before the copies: a translator that k
 # What a dry run must not start: every step after the preview that changes something.
 CHANGING_STEPS = (
     "switch_producers",
+    "stop_inbound",
     "lag_zero",
     "disaster_path",
     "stop_replication",

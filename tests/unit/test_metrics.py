@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from support.drill_evidence import drill_evidence, failed_drill_evidence
 from support.reports import failover_report
 from support.topology import write_topology
 
 from kafka_dr import alerts, cli, metrics
+from kafka_dr.drill.evidence import write_evidence
 from kafka_dr.health import sampler
 from kafka_dr.health.check import check_flow, save_evaluation
 from kafka_dr.health.rules import FlowFindings, FlowHealth, PartitionStatus
@@ -139,3 +141,31 @@ def test_alert_deliveries_are_counted_per_target_and_result(topology: Path) -> N
     got = samples(metrics.render(topology).decode())
     assert got[("kafka_dr_alert_deliveries_total", (("result", "accepted"), ("target", "alerts.urls[0]")))] == 2
     assert got[("kafka_dr_alert_deliveries_total", (("result", "failed"), ("target", "alerts.urls[1]")))] == 2
+
+
+def test_the_newest_drill_of_each_scenario_with_a_verdict(topology: Path, state_dir: Path) -> None:
+    """Written newest first, so the files' times are not the drills' order; a drill still running, without a verdict,
+    does not count."""
+    newer = drill_evidence(
+        run_id="newer", started="2026-12-04T14:00:00+00:00", ended="2026-12-04T14:03:00+00:00", rto_seconds=9.5
+    )
+    write_evidence(newer, pdf=False)
+    older = drill_evidence(run_id="older", passed=False, failure="probe lost 3 records", rto_seconds=30.0)
+    write_evidence(older, pdf=False)
+    write_evidence(failed_drill_evidence(), pdf=False)
+    running = drill_evidence(run_id="running", started="2026-12-05T14:00:00+00:00", ended=None, passed=None)
+    write_evidence(running, pdf=False)
+    (state_dir / "drills" / "torn.json").write_text("{")  # left out, the rest still served
+
+    text = metrics.render(topology).decode()
+    got = samples(text)
+
+    disaster, planned = (("scenario", "disaster_round_trip"),), (("scenario", "planned_round_trip"),)
+    assert got[("kafka_dr_drill_last_success", disaster)] == 1
+    assert got[("kafka_dr_drill_last_rto_seconds", disaster)] == 9.5
+    assert got[("kafka_dr_drill_last_timestamp_seconds", disaster)] == 1_796_392_980  # 2026-12-04T14:03:00Z
+    assert got[("kafka_dr_drill_last_success", planned)] == 0
+    assert got[("kafka_dr_drill_last_rto_seconds", planned)] == 21.0
+    assert got[("kafka_dr_drill_last_timestamp_seconds", planned)] == 1_795_856_520  # 2026-11-28T09:02:00Z
+    assert len([name for name, _ in got if name.startswith("kafka_dr_drill_")]) == 6
+    assert "# HELP kafka_dr_drill_last_success 1 when the newest drill of the scenario passed, else 0" in text

@@ -51,6 +51,16 @@ def test_the_unit_tests_fail_when_a_rule_fires_too_early(promtool: str, tmp_path
     assert tested.returncode != 0 and "KafkaDrFlowError" in tested.stdout + tested.stderr
 
 
+def test_the_unit_tests_fail_when_drills_may_be_older_before_the_overdue_alert(promtool: str, tmp_path: Path) -> None:
+    """KafkaDrDrillOverdue's 35 days made 36: the test that expects it a minute past 35 days must now fail."""
+    rules = RULES.read_text()
+    assert rules.count("> 35 * 86400") == 1
+    (tmp_path / "rules.yml").write_text(rules.replace("> 35 * 86400", "> 36 * 86400"))
+    (tmp_path / "rules_test.yml").write_text(RULE_TESTS.read_text())
+    tested = run(promtool, "test", "rules", "rules_test.yml", cwd=tmp_path)
+    assert tested.returncode != 0 and "KafkaDrDrillOverdue" in tested.stdout + tested.stderr
+
+
 def test_every_alert_has_a_test_in_which_it_fires() -> None:
     tests = yaml.safe_load(RULE_TESTS.read_text())["tests"]
     fired = {case["alertname"] for test in tests for case in test.get("alert_rule_test", []) if case.get("exp_alerts")}

@@ -72,8 +72,14 @@ def mutated(change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
 def test_default_file_is_the_replicator_demo_topology() -> None:
     assert Path(__file__).resolve().parents[2] / "include" / "topology.yaml" == DEFAULT_TOPOLOGY
     topology = load_topology(DEFAULT_TOPOLOGY)
-    local = dataclasses.replace(topology, clients={}, schema_registry_restart=None)
+    local = dataclasses.replace(topology, clients={}, schema_registry_restart=None, dr=DrPolicy())
     assert local == parse_topology(DESIGN_TOPOLOGY, source="design")
+    assert topology.dr == DrPolicy(
+        rpo_records=1000,
+        rto_seconds=60,
+        cut_off_command="kafka-dr local stop {cluster}",  # a disaster drill kills the embedded DC
+        bring_back_command="kafka-dr local start {cluster}",
+    )
     assert (topology.schema_registry_restart or "").startswith("kafka-dr local restart-registry ")  # the local stack's
     assert {a.name: (a.cluster, a.role) for a in topology.clients.values()} == {
         "orders-producer": ("dc1", "producer"),
@@ -245,6 +251,16 @@ def test_filter_matches_full_names_and_never_internal_topics() -> None:
     assert not design.groups.matches("console-consumer-4242")
 
 
+def test_every_flow_copies_heartbeats_and_the_drill_probe_under_their_own_names() -> None:
+    flow = parse_topology(mutated(lambda d: d["flows"][0].update(rename={".*": "{source}.{topic}"}))).flow("dc1-to-dc2")
+    assert flow.copies("_kdr.heartbeats") and not flow.copies_data("_kdr.heartbeats")  # measured, never lag
+    assert flow.copies("_kdr.drill") and flow.copies_data("_kdr.drill")
+    assert not flow.copies("_kdr.progress") and not flow.copies("_kdr.checkpoints")
+    assert flow.destination_topic("_kdr.drill") == "_kdr.drill"
+    assert flow.destination_topic("topic1") == "dc1.topic1"
+    assert flow.source_topic("_kdr.drill") == "_kdr.drill"
+
+
 def test_bootstrap_servers_accepts_a_list_and_normalises_it() -> None:
     data = mutated(lambda d: d["clusters"]["dc1"].update(bootstrap_servers=["a.example:9092", " b.example:9093"]))
     assert parse_topology(data).cluster("dc1").bootstrap_servers == "a.example:9092,b.example:9093"
@@ -357,10 +373,12 @@ def test_health_slos_are_read_and_optional() -> None:
 def test_the_dr_policy_requires_approval_by_another_user_unless_it_says_otherwise() -> None:
     assert parse_topology(mutated(lambda d: d.pop("dr", None))).dr == DrPolicy("required", (), True, 3600.0)
     policy = {"approval": "required", "approvers": ["alice", "bob"], "four_eyes": False, "approval_timeout": "15m"}
-    policy |= {"propose_failover_after": 0, "hourly_gap_repair": True}
+    policy |= {"propose_failover_after": 0, "hourly_gap_repair": True, "rpo_records": 0, "rto_seconds": 45.5}
     assert parse_topology(mutated(lambda d: d.update(dr=policy))).dr == DrPolicy(
-        "required", ("alice", "bob"), False, 900, 0, True
+        "required", ("alice", "bob"), False, 900, 0, True, 0, 45.5
     )
+    unset = parse_topology(mutated(lambda d: d.update(dr={}))).dr
+    assert (unset.rpo_records, unset.rto_seconds) == (None, None)  # no objective: a drill gives figures, no verdict
     assert parse_topology(mutated(lambda d: d.update(dr={"approval": "none"}))).dr.approval == "none"
 
 

@@ -132,6 +132,21 @@ def switch_producers(plan: dict[str, Any]) -> dict[str, Any]:
     return _switch(FailoverPlan.from_dict(plan), PRODUCERS, step="switch_producers")
 
 
+@task(multiple_outputs=False)
+@timed
+def stop_inbound(plan: dict[str, Any]) -> dict[str, Any]:
+    """Planned failover, once producers moved: stop the replicators of the flows into the failed cluster
+    (kafka_dr.failover.stop.inbound_flows: else the lag gate may never see 0)."""
+    failover = FailoverPlan.from_dict(plan)
+    topo = load_topology(failover.topology)
+    flows = stop.inbound_flows(failover, topo)
+    clusters = {c for flow in flows for c in (topo.flow(flow).target, topo.flow(flow).source)}
+    try:
+        return {"replicators": stop.stop_replication(failover, topo, {c: _config(topo, c) for c in clusters}, flows)}
+    except ReplicatorError as exc:
+        raise AirflowFailException(str(exc)) from None
+
+
 @task(multiple_outputs=False, trigger_rule="none_failed_min_one_success")
 @timed
 def stop_replication(plan: dict[str, Any]) -> dict[str, Any]:
@@ -197,8 +212,11 @@ def failover_report(plan: dict[str, Any], previewed: dict[str, Any], results: di
     dag_id, run_id = context["dag"].dag_id, context["run_id"]
     failover = FailoverPlan.from_dict(plan)
     topo = load_topology(failover.topology)
+    stopped, inbound = results.get("stop_replication"), context["ti"].xcom_pull(task_ids="stop_inbound")
+    if stopped and inbound:  # planned: the flows into the failed cluster were stopped first, by stop_inbound
+        stopped = {**stopped, "replicators": {**stopped["replicators"], **inbound["replicators"]}}
     run = FailoverRun(
-        stop_replication=results.get("stop_replication"),
+        stop_replication=stopped,
         translations=list(results.get("translations") or []),
         schema_registry=results.get("schema_registry"),
         switch_consumers=results.get("switch_consumers"),

@@ -1,10 +1,11 @@
 """The dashboard as a FastAPI app that Airflow's api-server mounts under /kafka-dr/ (plugins/kafka_dr_plugin.py,
 through asgi.py).
 
-The page and its JSON are behind Airflow's own authentication: `requires_authenticated` resolves the user as the
-api-server's own routes do, from the `Authorization: Bearer` JWT or else the `_token` cookie that Airflow's login sets
-(scoped to the api-server's root path, so the browser sends it here too). A browser without a valid login is sent to
-the auth manager's login page and comes back after it; the JSON answers 401 or 403 as Airflow's API does.
+The page, its JSON and the drills' evidence pages are behind Airflow's own authentication: `requires_authenticated`
+resolves the user as the api-server's own routes do, from the `Authorization: Bearer` JWT or else the `_token` cookie
+that Airflow's login sets (scoped to the api-server's root path, so the browser sends it here too). A browser without
+a valid login is sent to the auth manager's login page and comes back after it; the JSON answers 401 or 403 as
+Airflow's API does.
 /kafka-dr/metrics is for Prometheus, which cannot log in: it takes a bearer token of its own.
 """
 
@@ -18,12 +19,13 @@ from airflow.api_fastapi.app import API_ROOT_PATH, get_auth_manager
 from airflow.api_fastapi.core_api.security import requires_authenticated
 from fastapi import Depends, FastAPI, Header, HTTPException, Request, status
 from fastapi.exception_handlers import http_exception_handler
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
 from .. import metrics
 from ..airflow.hooks.kafka_cluster import clusters_env
 from ..airflow.hooks.schema_registry import registry_env
 from ..clients import ClientConfigError
+from ..drill.history import evidence_file
 from ..topology import TopologyError, load_topology
 from .page import render_page
 from .state import collect_state
@@ -43,6 +45,16 @@ def page() -> HTMLResponse:
 def api_state() -> dict[str, Any]:
     """What the dashboard shows, as JSON."""
     return _state()
+
+
+@app.get("/drills/{name}", dependencies=[Depends(requires_authenticated())])
+def drill_evidence(name: str) -> FileResponse:
+    """A drill's evidence page, HTML or PDF, as the page's DR drills section links it: only such a file directly in
+    the drills folder (drill.history.evidence_file), 404 for any other name, so no path reaches outside it."""
+    path = evidence_file(name)
+    if path is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such drill evidence")
+    return FileResponse(path)  # its type from its suffix: text/html or application/pdf
 
 
 @app.get("/metrics")
@@ -76,9 +88,9 @@ def _state() -> dict[str, Any]:
 
 @app.exception_handler(HTTPException)
 async def _login_for_the_page(request: Request, exc: HTTPException) -> Response:
-    """The page without a valid login goes to the login page (and back here after it); anything else answers as
-    FastAPI does."""
+    """The page or a drill's evidence without a valid login goes to the login page (and back after it); anything
+    else answers as FastAPI does."""
     unauthenticated = exc.status_code in (status.HTTP_401_UNAUTHORIZED, status.HTTP_403_FORBIDDEN)
-    if unauthenticated and request.scope.get("endpoint") is page:
+    if unauthenticated and request.scope.get("endpoint") in (page, drill_evidence):
         return RedirectResponse(get_auth_manager().get_url_login(next_url=str(request.url)))
     return await http_exception_handler(request, exc)

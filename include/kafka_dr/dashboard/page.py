@@ -11,6 +11,8 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
+from ..times import epoch_ms
+
 # Airflow 3.3's UI has no route that opens a DAG's trigger form (it is a modal opened by the Trigger button of the
 # DAG's page: no `trigger` path among the routes of airflow/ui/dist/assets/index-*.js), so the buttons open
 # /dags/<dag_id>, where that button is.
@@ -18,6 +20,7 @@ TRIGGER_DAGS = (("dr_failover", "Fail over"), ("dr_failback", "Fail back"))
 
 _STATUS_CLASS = {"OK": "ok", "WARN": "warn", "ERR": "err", "leader": "ok", "follower": "info", "unreachable": "err"}
 _CHART_W, _CHART_H, _LEFT, _BOTTOM, _TOP = 640, 150, 64, 22, 10
+_PLOT_W, _PLOT_H = _CHART_W - _LEFT - 8, _CHART_H - _BOTTOM - _TOP
 
 _CSS = """
 body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;padding:16px 24px;color:#1f2933;
@@ -65,6 +68,7 @@ def render_page(state: Mapping[str, Any], ui_root: str = "/") -> str:
     parts += _flows(state["flows"], topology["error"])
     parts += _clients(state["clients"], state["clients_error"], topology["error"])
     parts += _reports(state["reports"], ui_root)
+    parts += _drills(state.get("drills") or [])
     parts += _alerts(state.get("alerts") or [])
     parts.append("</body></html>")
     return "\n".join(parts)
@@ -143,27 +147,10 @@ def lag_chart(points: Sequence[Mapping[str, Any]]) -> str:
     (hover: time, records, seconds), and a red tick at the bottom for an evaluation that measured nothing."""
     first, last = points[0]["at_ms"], points[-1]["at_ms"]
     top = max((p["lag_records"] for p in points if p["lag_records"] is not None), default=0) or 1
-    width, height = _CHART_W - _LEFT - 8, _CHART_H - _BOTTOM - _TOP
-
-    def x(at_ms: int) -> float:
-        return _LEFT + (width / 2 if last == first else (at_ms - first) / (last - first) * width)
-
-    def y(records: int) -> float:
-        return _TOP + height - records / top * height
-
+    parts = _chart("lag in records over time", _count(top), _time(first), _time(last) if last != first else None)
     measured = [p for p in points if p["lag_records"] is not None]
-    parts = [
-        f"<svg width='{_CHART_W}' height='{_CHART_H}' role='img' aria-label='lag in records over time'>",
-        f"<line x1='{_LEFT}' y1='{_TOP + height}' x2='{_LEFT + width}' y2='{_TOP + height}' stroke='#9ca3af'/>",
-        f"<line x1='{_LEFT}' y1='{_TOP}' x2='{_LEFT}' y2='{_TOP + height}' stroke='#9ca3af'/>",
-        f"<text x='{_LEFT - 6}' y='{_TOP + 4}' text-anchor='end'>{_e(_count(top))}</text>",
-        f"<text x='{_LEFT - 6}' y='{_TOP + height}' text-anchor='end'>0</text>",
-        f"<text x='{_LEFT}' y='{_CHART_H - 6}'>{_e(_time(first))}</text>",
-    ]
-    if last != first:
-        parts.append(f"<text x='{_LEFT + width}' y='{_CHART_H - 6}' text-anchor='end'>{_e(_time(last))}</text>")
     if len(measured) > 1:
-        line = " ".join(f"{x(p['at_ms']):.1f},{y(p['lag_records']):.1f}" for p in measured)
+        line = " ".join(f"{_x(p['at_ms'], first, last):.1f},{_y(p['lag_records'], top):.1f}" for p in measured)
         parts.append(f"<polyline points='{line}' fill='none' stroke='#017cee' stroke-width='1.5'/>")
     for point in points:
         tip = (
@@ -171,15 +158,76 @@ def lag_chart(points: Sequence[Mapping[str, Any]]) -> str:
             f"{_seconds(point['lag_seconds'])} s"
         ) + "".join(f"; {problem}" for problem in point["problems"])
         colour = {"OK": "#059669", "WARN": "#d97706"}.get(point["status"], "#dc2626")
-        at = x(point["at_ms"])
+        at = _x(point["at_ms"], first, last)
         if point["lag_records"] is None:
-            mark = f"<rect x='{at - 1:.1f}' y='{_TOP + height - 8}' width='2' height='8' fill='{colour}'>"
-            parts.append(f"{mark}<title>{_e(tip)}</title></rect>")
+            parts.append(_tick(at, colour, tip))
         else:
-            mark = f"<circle cx='{at:.1f}' cy='{y(point['lag_records']):.1f}' r='3' fill='{colour}'>"
+            mark = f"<circle cx='{at:.1f}' cy='{_y(point['lag_records'], top):.1f}' r='3' fill='{colour}'>"
             parts.append(f"{mark}<title>{_e(tip)}</title></circle>")
     parts.append("</svg>")
     return "".join(parts)
+
+
+def rto_chart(drills: Sequence[Mapping[str, Any]]) -> str:
+    """An SVG line of the RTO of a scenario's drills, evenly spaced in their order (months may pass between two): a
+    green dot for a drill that passed, a red square for one that failed, grey for one without a verdict yet, and a
+    tick at the bottom for one that measured no RTO (its clients never switched). Hover: the drill and its result."""
+    last = len(drills) - 1
+    top = max((d["rto_seconds"] for d in drills if d["rto_seconds"] is not None), default=0) or 1
+    first_at, last_at = _date(drills[0]["started"]), _date(drills[-1]["started"])
+    parts = _chart("RTO in seconds over the drills", f"{_seconds(top)} s", first_at, last_at if last else None)
+    measured = [(i, d["rto_seconds"]) for i, d in enumerate(drills) if d["rto_seconds"] is not None]
+    if len(measured) > 1:
+        line = " ".join(f"{_x(i, 0, last):.1f},{_y(rto, top):.1f}" for i, rto in measured)
+        parts.append(f"<polyline points='{line}' fill='none' stroke='#017cee' stroke-width='1.5'/>")
+    for i, drill in enumerate(drills):
+        result, _ = _verdict(drill)
+        tip = (
+            f"{_date(drill['started'])} {drill['from_cluster']} → {drill['to_cluster']}: "
+            f"RTO {_seconds(drill['rto_seconds'])} s, {result}"
+        ) + (f"; {drill['failure']}" if drill["failure"] else "")
+        colour = {True: "#059669", False: "#dc2626"}.get(drill["passed"], "#6b7280")
+        at = _x(i, 0, last)
+        if drill["rto_seconds"] is None:
+            parts.append(_tick(at, colour, tip))
+        elif drill["passed"] is False:
+            mark = f"<rect x='{at - 4:.1f}' y='{_y(drill['rto_seconds'], top) - 4:.1f}' width='8' height='8'"
+            parts.append(f"{mark} fill='{colour}'><title>{_e(tip)}</title></rect>")
+        else:
+            mark = f"<circle cx='{at:.1f}' cy='{_y(drill['rto_seconds'], top):.1f}' r='4' fill='{colour}'>"
+            parts.append(f"{mark}<title>{_e(tip)}</title></circle>")
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _chart(label: str, top: str, first: str, last: str | None) -> list[str]:
+    """A chart's opening: the SVG, its axes, the y axis's top and 0, the x axis's first and (if any) last label."""
+    parts = [
+        f"<svg width='{_CHART_W}' height='{_CHART_H}' role='img' aria-label='{_e(label)}'>",
+        f"<line x1='{_LEFT}' y1='{_TOP + _PLOT_H}' x2='{_LEFT + _PLOT_W}' y2='{_TOP + _PLOT_H}' stroke='#9ca3af'/>",
+        f"<line x1='{_LEFT}' y1='{_TOP}' x2='{_LEFT}' y2='{_TOP + _PLOT_H}' stroke='#9ca3af'/>",
+        f"<text x='{_LEFT - 6}' y='{_TOP + 4}' text-anchor='end'>{_e(top)}</text>",
+        f"<text x='{_LEFT - 6}' y='{_TOP + _PLOT_H}' text-anchor='end'>0</text>",
+        f"<text x='{_LEFT}' y='{_CHART_H - 6}'>{_e(first)}</text>",
+    ]
+    if last is not None:
+        parts.append(f"<text x='{_LEFT + _PLOT_W}' y='{_CHART_H - 6}' text-anchor='end'>{_e(last)}</text>")
+    return parts
+
+
+def _x(at: float, first: float, last: float) -> float:
+    """Where `at` of the range first..last lies across the plot (its middle when the range is one point)."""
+    return _LEFT + (_PLOT_W / 2 if last == first else (at - first) / (last - first) * _PLOT_W)
+
+
+def _y(value: float, top: float) -> float:
+    return _TOP + _PLOT_H - value / top * _PLOT_H
+
+
+def _tick(at: float, colour: str, tip: str) -> str:
+    """The mark of a point that measured nothing: a tick on the x axis."""
+    mark = f"<rect x='{at - 1:.1f}' y='{_TOP + _PLOT_H - 8}' width='2' height='8' fill='{colour}'>"
+    return f"{mark}<title>{_e(tip)}</title></rect>"
 
 
 def _clients(clients: Sequence[Mapping[str, Any]], error: str | None, topology_error: str | None) -> list[str]:
@@ -228,6 +276,54 @@ def _reports(reports: Mapping[str, Mapping[str, Any] | None], ui_root: str) -> l
         rows += [("Started", _e(report["started"] or "—")), ("Written", _e(report["written_at"]))]
         parts.append("<dl>" + "".join(f"<dt>{label}</dt><dd>{value}</dd>" for label, value in rows) + "</dl></div>")
     return [*parts, "</div>"]
+
+
+def _drills(drills: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The drills done (kafka_dr.drill.history), newest first, each linked to its evidence (served by the app at
+    drills/<file>), and the RTO of each scenario's drills charted; an unreadable evidence file is a row of its own."""
+    parts = ["<h2>DR drills</h2>"]
+    if not drills:
+        return [*parts, "<div class='muted'>No drill yet (the <code>dr_drill</code> DAG).</div>"]
+    parts.append(
+        "<table><tr><th>Started</th><th>Scenario</th><th>From → to</th><th>RPO (records)</th><th>RTO (s)</th>"
+        "<th>Result</th><th>Evidence</th></tr>"
+    )
+    for drill in reversed(drills):
+        if drill["error"]:
+            parts.append(f"<tr><td colspan='7' class='error'>{_e(drill['error'])}</td></tr>")
+            continue
+        result, css_class = _verdict(drill)
+        failure = f" <span class='error'>{_e(drill['failure'])}</span>" if drill["failure"] else ""
+        pages = [
+            f"<a href='drills/{_e(quote(drill[kind], safe=''))}'>{kind.upper()}</a>"
+            for kind in ("html", "pdf")
+            if drill[kind]
+        ]
+        evidence = " · ".join(pages) or "<span class='muted'>none</span>"
+        parts.append(
+            f"<tr><td>{_e(_date(drill['started']))}</td><td>{_e(drill['scenario'])}</td>"
+            f"<td>{_e(drill['from_cluster'])} → {_e(drill['to_cluster'])}</td>"
+            f"<td class='num'>{_e(_count(drill['rpo_records']))}</td>"
+            f"<td class='num'>{_e(_seconds(drill['rto_seconds']))}</td><td>{_badge(result, css_class)}{failure}</td>"
+            f"<td>{evidence}</td></tr>"
+        )
+    parts.append("</table>")
+    legend = "green dot: passed · red square: failed · grey dot: no verdict yet · tick on the axis: no RTO"
+    readable = [drill for drill in drills if not drill["error"]]
+    for scenario in sorted({str(drill["scenario"]) for drill in readable}):  # a planned and a disaster RTO differ
+        parts.append(
+            f"<figure><figcaption>{_e(scenario)}: RTO of each drill (run start to clients switched)</figcaption>"
+        )
+        parts.append(rto_chart([drill for drill in readable if str(drill["scenario"]) == scenario]))
+        parts.append(f"<div class='muted'>{legend}</div></figure>")
+    return parts
+
+
+def _verdict(drill: Mapping[str, Any]) -> tuple[str, str]:
+    """A drill's result and its badge's class: no verdict while it runs, or when it stopped before its end."""
+    if drill["passed"] is None:
+        return "NO VERDICT", "warn"
+    return ("PASSED", "ok") if drill["passed"] else ("FAILED", "err")
 
 
 def _alerts(sent: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -285,6 +381,11 @@ def _count(value: int | None) -> str:
 
 def _seconds(value: float | None) -> str:
     return "—" if value is None else f"{value:,.1f}"
+
+
+def _date(iso: str) -> str:
+    """A drill's ISO time (any zone), as the page's other times: UTC, to the second."""
+    return _time(epoch_ms(iso, "started"))
 
 
 def _time(at_ms: int | None) -> str:

@@ -3,10 +3,10 @@
 Sources: the topology; each cluster asked for its id (reachability) and its schema registry for its role; each flow's
 latest `dr_replication_health` evaluation (STATE_DIR/health/<flow>.json) and its earlier ones, read back from the
 target's `_kdr.health` for the lag chart; the client aliases' active clusters; the newest failover, failback and
-backfill reports; the newest alerts sent. Each source fails on its own (a topology that does not load, a cluster
-that does not answer, a report that does not parse) and shows as a one-line error in its place, so a bad day never
-blanks the page; no cluster or registry is waited on much longer than `timeout`. No Airflow import: the CLI and
-tests use it as is.
+backfill reports; the drills done (kafka_dr.drill.history); the newest alerts sent. Each source fails on its own (a
+topology that does not load, a cluster that does not answer, a report that does not parse) and shows as a one-line error
+in its place, so a bad day never blanks the page; no cluster or registry is waited on much longer than `timeout`. No
+Airflow import: the CLI and tests use it as is.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-import urllib.error
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
@@ -27,11 +26,12 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from .. import client_switch
 from ..alerts import sent_log
 from ..clients import client_config, end_offsets, error_text, read_committed
+from ..drill.history import drill_history
 from ..health.sampler import evaluation_key
 from ..paths import default_topology, state_dir
 from ..replication.internal import HEALTH
 from ..reports import latest_reports
-from ..schema_registry import RegistryError, auth_headers, first_url, get_json
+from ..schema_registry import registry_role
 from ..state import now_iso
 from ..topology import Cluster, Topology, TopologyError, load_topology
 
@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 TIMEOUT_S = 2.0
 HISTORY_RECORDS = 400  # newest `_kdr.health` records read per target: ~16 hours of a lone flow's 5-minute runs
 HISTORY_POINTS = 120  # evaluations charted per flow
+DRILLS_SHOWN = 48  # newest drills listed and charted: two years of a monthly drill of each of the two scenarios
 
 History = tuple[dict[str, list[dict[str, Any]]], str | None]  # chart points by flow, and why some may be missing
 
@@ -59,6 +60,7 @@ def collect_state(
         "clients": [],
         "clients_error": None,
         "reports": latest_reports(),
+        "drills": drill_history(DRILLS_SHOWN),
         "alerts": sent_log(10),
     }
     try:
@@ -190,33 +192,6 @@ def _flow(name: str, source: str, target: str, history: History | None) -> dict[
         "history": flow_history,
         "history_error": history_error,
     }
-
-
-def registry_role(
-    urls: str | None,
-    timeout: float = TIMEOUT_S,
-    cluster: str | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
-    """The role of the schema registry at `urls` (the first one): leader or follower as the local stack's
-    `GET /kdr/leader` says, unknown for a registry that answers without that endpoint (Confluent's), unreachable.
-    `cluster`'s basic-auth credentials, if any, come from `environ` (default this process's environment)."""
-    if urls is None:
-        return {"url": None, "role": None, "leader": None, "error": None}
-    url = first_url(urls)
-    try:
-        headers = auth_headers(cluster, environ) if cluster else {}
-        status = get_json(f"{url}/kdr/leader", timeout, headers)
-    except RegistryError as exc:
-        return {"url": url, "role": "unknown", "leader": None, "error": str(exc)}
-    except urllib.error.HTTPError as exc:
-        return {"url": url, "role": "unknown", "leader": None, "error": f"answers, role not exposed (HTTP {exc.code})"}
-    except (OSError, ValueError) as exc:
-        return {"url": url, "role": "unreachable", "leader": None, "error": " ".join(str(exc).split())}
-    if not isinstance(status, dict):
-        return {"url": url, "role": "unknown", "leader": None, "error": "unexpected answer from /kdr/leader"}
-    role = "leader" if status.get("is_leader") else "follower"
-    return {"url": url, "role": role, "leader": status.get("leader"), "error": None}
 
 
 def _clients(topology: Topology) -> tuple[list[dict[str, Any]], str | None]:

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from ..topology import INTERNAL_TOPIC_PREFIX, Flow, load_topology
+from ..topology import Flow, load_topology
 
 
 def resync_flows(
@@ -32,7 +32,7 @@ def resync_flows(
     for flow in (f for f in topology.flows if f.source == restored and f.target == serving):
         uncovered = {}
         for topic in sorted(serving_topics):
-            if topic.startswith(INTERNAL_TOPIC_PREFIX) or any(b.topics.matches(topic) for b in back):
+            if any(b.copies_data(topic) for b in back):
                 continue
             origin = flow.source_topic(topic)
             if origin is not None:

@@ -59,7 +59,7 @@ def restored_ends(
         serving_topics = serving.list_topics(timeout=30).topics
         restored_topics = restored.list_topics(timeout=30).topics
         destinations = {
-            name: {flow.destination_topic(t) for t in serving_topics if flow.topics.matches(t)} & set(restored_topics)
+            name: {flow.destination_topic(t) for t in serving_topics if flow.copies_data(t)} & set(restored_topics)
             for name in back.flows
             for flow in (topology.flow(name),)
         }

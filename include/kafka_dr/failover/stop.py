@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -18,7 +18,12 @@ PLANNED_STOP_S = 30.0  # a replicator ends its epoch and commits what it copied
 DISASTER_STOP_S = 5.0
 
 
-def stop_replication(plan: FailoverPlan, topo: Topology, configs: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+def stop_replication(
+    plan: FailoverPlan,
+    topo: Topology,
+    configs: Mapping[str, Mapping[str, Any]],
+    flows: Sequence[str] | None = None,
+) -> dict[str, str]:
     """Stop the replicators of every flow from or into the failed cluster (liveness.stop: a signal where one was
     started here, a stop request through its target elsewhere); per flow, "stopped", "not running", or in a disaster
     "stop requested" when a replicator elsewhere did not acknowledge in time (verify_failover then watches its
@@ -27,8 +32,9 @@ def stop_replication(plan: FailoverPlan, topo: Topology, configs: Mapping[str, M
     ends without waiting on it. `configs`: client settings per cluster of those flows but a disaster's failed one,
     which is not asked; local replicators get SIGKILL after DISASTER_STOP_S rather than 30 s (their
     open transactions abort, and the writer slots fence whatever survives), which is that much less RTO. The flows
-    stop side by side, so the wait is one replicator's, not their sum. Raises ReplicatorError with one line (once
-    every stop has been tried)."""
+    stop side by side, so the wait is one replicator's, not their sum. `flows`: only these of the plan's (a planned
+    failover stops the flows into the failed cluster first: `inbound_flows`). Raises ReplicatorError with one line
+    (once every stop has been tried)."""
     disaster = plan.mode == "disaster"
     timeout = DISASTER_STOP_S if disaster else PLANNED_STOP_S
 
@@ -46,7 +52,15 @@ def stop_replication(plan: FailoverPlan, topo: Topology, configs: Mapping[str, M
                 return "stop requested"
             raise
 
-    with ThreadPoolExecutor(max_workers=max(1, len(plan.stop_flows))) as pool:
-        stopping = {flow: pool.submit(one, flow) for flow in plan.stop_flows}
+    chosen = plan.stop_flows if flows is None else [f for f in plan.stop_flows if f in flows]
+    with ThreadPoolExecutor(max_workers=max(1, len(chosen))) as pool:
+        stopping = {flow: pool.submit(one, flow) for flow in chosen}
     # The pool has waited for every stop; a failure is raised only now (map would cancel the stops not yet begun).
     return {flow: future.result() for flow, future in stopping.items()}
+
+
+def inbound_flows(plan: FailoverPlan, topo: Topology) -> list[str]:
+    """The flows into the failed cluster. A planned failover stops them once producers write to the target: their
+    copies of the target's new records into the failed cluster would otherwise keep arriving in its topics (active-
+    active on one topic name), and the flows failed -> target, which must pass over each copy, never reach lag 0."""
+    return [flow for flow in plan.stop_flows if topo.flow(flow).target == plan.failed]

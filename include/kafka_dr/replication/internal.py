@@ -22,11 +22,12 @@ from confluent_kafka import IsolationLevel, KafkaError, KafkaException, Message,
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from ..clients import read_committed
-from ..topology import INTERNAL_TOPIC_PREFIX
+from ..topology import DRILL_TOPIC, HEARTBEATS_TOPIC, INTERNAL_TOPIC_PREFIX
 
 PROGRESS = f"{INTERNAL_TOPIC_PREFIX}progress"
 CHECKPOINTS = f"{INTERNAL_TOPIC_PREFIX}checkpoints"
-HEARTBEATS = f"{INTERNAL_TOPIC_PREFIX}heartbeats"
+HEARTBEATS = HEARTBEATS_TOPIC
+DRILL = DRILL_TOPIC
 HEALTH = f"{INTERNAL_TOPIC_PREFIX}health"
 CONTROL = f"{INTERNAL_TOPIC_PREFIX}control"
 

@@ -192,7 +192,7 @@ def source_partitions(flow: Flow, source: ClusterSide, only: re.Pattern[str] | N
     partitions = sorted(
         TopicPartition(name, p)
         for name, meta in metadata.topics.items()
-        if flow.topics.matches(name) and (only is None or only.fullmatch(name))
+        if flow.copies_data(name) and (only is None or only.fullmatch(name))
         for p in meta.partitions
     )
     return SourcePartitions(cluster_id, partitions)

@@ -18,10 +18,10 @@ from confluent_kafka import Consumer, IsolationLevel, KafkaException, TopicParti
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from ..clients import client_config, end_offsets, error_text
-from ..topology import Flow, Topology
+from ..topology import COPIED_INTERNAL_TOPICS, Flow, Topology
 from . import topic_sync
 from .copier import CopyTask
-from .internal import HEARTBEATS, PROGRESS, ensure_internal_topics, latest_value, partition_key, put_records, start_key
+from .internal import PROGRESS, ensure_internal_topics, latest_value, partition_key, put_records, start_key
 from .provenance import ForceCopy
 from .resume import Progress, read_progress, resume_offset
 
@@ -134,14 +134,10 @@ class FlowContext:
     def source_partitions(self) -> dict[str, int]:
         """Source topics the flow copies, with partition counts (heartbeats included)."""
         topics = self.source_admin.list_topics(timeout=10).topics
-        return {
-            name: len(meta.partitions)
-            for name, meta in topics.items()
-            if self.flow.topics.matches(name) or name == HEARTBEATS
-        }
+        return {name: len(meta.partitions) for name, meta in topics.items() if self.flow.copies(name)}
 
     def dest_topic(self, topic: str) -> str:
-        return HEARTBEATS if topic == HEARTBEATS else self.flow.destination_topic(topic)
+        return self.flow.destination_topic(topic)
 
     def sync_topics(self) -> Any:
         report = topic_sync.sync_topics(self.flow, self.source_admin, self.target_admin, flow_state=self.flow_state)
@@ -223,7 +219,7 @@ class FlowContext:
                     recorded,
                     dest_high[(dest, tp.partition)],
                 )
-                if position is None and initial is not None and tp.topic != HEARTBEATS:
+                if position is None and initial is not None and tp.topic not in COPIED_INTERNAL_TOPICS:
                     position = started[key] = max(initial[key], starts[key])
                 if position is None:
                     position = starts[key]

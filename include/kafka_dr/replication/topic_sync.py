@@ -34,8 +34,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from ..topology import INTERNAL_TOPIC_PREFIX, Flow
-from .internal import HEARTBEATS, PROGRESS, TOPIC_CONFIGS, latest_value, put_records
+from ..topology import COPIED_INTERNAL_TOPICS, INTERNAL_TOPIC_PREFIX, Flow
+from .internal import PROGRESS, TOPIC_CONFIGS, latest_value, put_records
 
 CONFIG_EXCLUDE = tuple(
     re.compile(p)
@@ -96,7 +96,7 @@ def sync_topics(
     source_topics = {
         name: len(meta.partitions)
         for name, meta in source_admin.list_topics(timeout=timeout).topics.items()
-        if meta.error is None and (flow.topics.matches(name) or name == HEARTBEATS)
+        if meta.error is None and flow.copies(name)
     }
     dests = _destinations(flow, source_topics)
     target_meta = target_admin.list_topics(timeout=timeout)
@@ -152,8 +152,8 @@ def _destinations(flow: Flow, source_topics: dict[str, int]) -> dict[str, str]:
     into kafka-dr's internal namespace, would mix records that must stay apart."""
     dests: dict[str, str] = {}
     for topic in sorted(source_topics):
-        dest = HEARTBEATS if topic == HEARTBEATS else flow.destination_topic(topic)
-        if dest != HEARTBEATS and dest.startswith(INTERNAL_TOPIC_PREFIX):
+        dest = flow.destination_topic(topic)
+        if topic not in COPIED_INTERNAL_TOPICS and dest.startswith(INTERNAL_TOPIC_PREFIX):
             raise TopicSyncError(
                 f"flow {flow.name}: {flow.source}:{topic} would be copied to {flow.target}:{dest}, "
                 f"a name reserved for kafka-dr's internal topics; change the rename"

@@ -59,7 +59,7 @@ def committed_offsets(admin: AdminClient, groups: list[str], flow: Flow, timeout
         offsets = {
             (tp.topic, tp.partition): tp.offset
             for tp in partitions
-            if tp.offset >= 0 and tp.error is None and flow.topics.matches(tp.topic)
+            if tp.offset >= 0 and tp.error is None and flow.copies_data(tp.topic)
         }
         if offsets:
             committed[group] = offsets

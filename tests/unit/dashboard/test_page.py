@@ -1,8 +1,9 @@
-"""The dashboard page from hand-built state: the lag chart of a flow's history, a switch's approval on its card."""
+"""The dashboard page from hand-built state: the lag chart of a flow's history, a switch's approval on its card, the
+RTO chart of a scenario's drills."""
 
 from __future__ import annotations
 
-from kafka_dr.dashboard.page import lag_chart, render_page
+from kafka_dr.dashboard.page import lag_chart, render_page, rto_chart
 from kafka_dr.reports import summarize
 
 
@@ -41,3 +42,21 @@ def test_a_switch_card_says_who_approved_it_after_how_long_and_who_triggered_it(
     assert "<dt>Approved</dt><dd>by approver after 6.5 s; triggered by admin</dd>" in page
     page = render_page({**state, "reports": {"dr_failover": unasked}})
     assert "<dt>Approved</dt><dd>no approval asked; triggered by admin</dd>" in page
+
+
+def test_rto_chart_marks_failed_drills_apart_and_escapes_its_tooltips() -> None:
+    drill = {"scenario": "planned_round_trip", "from_cluster": "dc1", "to_cluster": "<dc2>", "failure": None}
+    chart = rto_chart(
+        [
+            {**drill, "started": "2026-10-01T10:00:00+00:00", "rto_seconds": 12.0, "passed": True},
+            {**drill, "started": "2026-11-01T12:00:00+02:00", "rto_seconds": 30.5, "passed": False, "failure": "slow"},
+            {**drill, "started": "2026-12-01T10:00:00+00:00", "rto_seconds": None, "passed": False, "failure": "x"},
+            {**drill, "started": "2026-12-02T10:00:00+00:00", "rto_seconds": 8.0, "passed": None},
+        ]
+    )
+    assert chart.startswith("<svg") and chart.endswith("</svg>") and "<polyline" in chart
+    assert chart.count("<circle") == 2 and chart.count("fill='#6b7280'") == 1  # passed, and no verdict yet in grey
+    assert chart.count("width='8' height='8' fill='#dc2626'") == 1  # the failed drill's square
+    assert chart.count("width='2' height='8' fill='#dc2626'") == 1  # a failed drill that measured no RTO: a tick
+    assert ">30.5 s</text>" in chart and ">2026-10-01 10:00:00 UTC</text>" in chart
+    assert "2026-11-01 10:00:00 UTC dc1 → &lt;dc2&gt;: RTO 30.5 s, FAILED; slow" in chart and "<dc2>" not in chart

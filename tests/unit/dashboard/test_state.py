@@ -13,17 +13,20 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from support.drill_evidence import drill_evidence, failed_drill_evidence
 from support.fakes import FakeMessage
 from support.ports import free_ports
 from support.reports import failover_report
 from support.topology import write_topology
 
 from kafka_dr.dashboard.page import render_page
-from kafka_dr.dashboard.state import collect_state, evaluations, registry_role
+from kafka_dr.dashboard.state import collect_state, evaluations
+from kafka_dr.drill.evidence import write_evidence
 from kafka_dr.health.check import save_evaluation
 from kafka_dr.health.rules import FlowHealth, PartitionStatus
 from kafka_dr.health.sampler import evaluation_key
 from kafka_dr.replication.internal import HEALTH
+from kafka_dr.schema_registry import registry_role
 
 
 @pytest.fixture(autouse=True)
@@ -87,6 +90,7 @@ def test_a_topology_that_does_not_load_still_gives_a_page(tmp_path: Path) -> Non
     assert state["reports"]["dr_failover"]["rpo_records"] == 42
     page = render_page(state)
     assert "The topology does not load" in page and "No clusters: the topology does not load." in page
+    assert "No drill yet" in page
 
 
 def test_latest_reports_summed_up_and_a_broken_one_said_so(state_dir: Path) -> None:
@@ -124,6 +128,49 @@ def test_latest_reports_summed_up_and_a_broken_one_said_so(state_dir: Path) -> N
     write_report(state_dir, "dr_backfill", "bf2", {"flow": "f", "copied": "lots"})
     backfill = collect_state(state_dir / "no-topology.yaml")["reports"]["dr_backfill"]
     assert (backfill["run_id"], backfill["error"]) == (None, "unreadable: TypeError: not a number: 'lots'")
+
+
+def test_the_drills_newest_first_with_their_evidence_and_an_rto_chart_per_scenario(state_dir: Path) -> None:
+    write_evidence(drill_evidence(), pdf=False)
+    write_evidence(failed_drill_evidence(), pdf=False)
+    later = drill_evidence(run_id="manual__2026-12-04", started="2026-12-04T14:00:00+00:00", rto_seconds=9.5)
+    write_evidence(later, pdf=False)
+    (state_dir / "drills" / "manual__2026-12-04.pdf").write_bytes(b"%PDF-1.4")
+    (state_dir / "drills" / "torn.json").write_text("{")
+
+    state = collect_state(state_dir / "no-topology.yaml")
+
+    drills = state["drills"]
+    assert [d["run_id"] for d in drills if not d["error"]] == [
+        "manual__2026-11-27T14:00:00+00:00",
+        "manual__2026-11-28T09:00:00+00:00",
+        "manual__2026-12-04",
+    ]
+    assert [d["error"] for d in drills if d["error"]] == [
+        "torn.json: unreadable: JSONDecodeError: Expecting property name enclosed in double quotes: line 1 column 2 "
+        "(char 1)"
+    ]
+    page = render_page(state)
+    section = page[page.index("<h2>DR drills</h2>") : page.index("<h2>Last alerts sent</h2>")]
+    rows = section[: section.index("</table>")].split("<tr>")[2:]
+    assert [row[: row.index("</td>")] for row in rows if "torn.json" not in row] == [
+        "<td>2026-12-04 14:00:00 UTC",
+        "<td>2026-11-28 09:00:00 UTC",
+        "<td>2026-11-27 14:00:00 UTC",
+    ]
+    newest = next(row for row in rows if "2026-12-04" in row)
+    assert "<td>disaster_round_trip</td><td>dc1 → dc2</td><td class='num'>0</td><td class='num'>9.5</td>" in newest
+    assert "<span class='badge ok'>PASSED</span>" in newest
+    assert (
+        "<a href='drills/manual__2026-12-04.html'>HTML</a> · <a href='drills/manual__2026-12-04.pdf'>PDF</a>" in newest
+    )
+    failed = next(row for row in rows if "2026-11-28" in row)
+    assert "<span class='badge err'>FAILED</span> <span class='error'>RTO objective missed: 21.0 s &gt; 0.5 s" in failed
+    assert "<a href='drills/manual__2026-11-28T09_00_00_00_00.html'>HTML</a></td>" in failed
+    assert "torn.json: unreadable" in section
+    assert section.count("<svg") == 2  # one chart per scenario: a planned and a disaster RTO are not alike
+    assert "disaster_round_trip: RTO of each drill" in section and "planned_round_trip: RTO of each drill" in section
+    assert section.count("width='8' height='8'") == 1  # the failed drill's square
 
 
 def test_history_points_come_from_the_flows_evaluations_only() -> None:

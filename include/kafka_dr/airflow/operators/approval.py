@@ -10,6 +10,9 @@ cluster it is about and the preview's Markdown, the approval's body; the request
 A failover proposed by dr_replication_health (conf `proposed_by`) always waits for a person, whatever
 `dr.approval` says, and its wait is a trigger's (ProposalApprovalTrigger): it ends by itself, failing with "<cluster>
 reachable again", when the lost cluster answers again before anyone approved.
+
+A drill's inner run (conf `drill_run_id`, `drill_approval: skip`) is approved by the drill's own approval: the task
+looks the drill run up and takes its `approve` result, only while that run is running; otherwise it asks as usual.
 """
 
 from __future__ import annotations
@@ -52,9 +55,14 @@ class DrApprovalOperator(ApprovalOperator):
 
     def execute(self, context: Context) -> Any:
         topo = _topology(context)
-        proposed = (context["dag_run"].conf or {}).get("proposed_by")
+        conf = context["dag_run"].conf or {}
+        proposed = conf.get("proposed_by")
         if topo.dr.approval == "none" and not proposed:
             raise AirflowSkipException("dr.approval: none in the topology: no approval asked")
+        by_drill = _drill_approval(context, conf)
+        if by_drill is not None:
+            self.log.info("approved by drill %s: %s", conf["drill_run_id"], by_drill["approved_by"])
+            return by_drill
         offered = context["ti"].xcom_pull(task_ids=self.preview_task_id, key=OFFERED)
         what, page = offered["what"], offered["page"]
         self.subject = f"kafka-dr: approve the {what}"
@@ -112,6 +120,32 @@ class DrApprovalOperator(ApprovalOperator):
         }
         wait = round(max(0.0, (responded - requested).total_seconds()), 3)
         return {"approved_by": user, "wait_seconds": wait, "step": asked}  # the step: the report's timing table
+
+
+class DrillApprovalOperator(DrApprovalOperator):
+    """dr_drill's `approve`: with param `approval: skip` one approval covers the drill's failover and failback;
+    with `as_topology` it is skipped and each of them asks on its own."""
+
+    def execute(self, context: Context) -> Any:
+        if context["params"].get("approval") != "skip":
+            raise AirflowSkipException("approval: as_topology: the drill's failover and failback each ask")
+        return super().execute(context)
+
+
+def _drill_approval(context: Context, conf: dict[str, Any]) -> dict[str, Any] | None:
+    """The approval a running drill gave for this inner run (conf `drill_approval: skip`), None when there is none."""
+    drill_run = conf.get("drill_run_id")
+    if conf.get("drill_approval") != "skip" or not isinstance(drill_run, str):
+        return None
+    ti = context["ti"]
+    if ti.get_dagrun_state("dr_drill", drill_run) != "running":
+        return None
+    approved = ti.xcom_pull(task_ids="approve", dag_id="dr_drill", run_id=drill_run)
+    if not isinstance(approved, dict) or not approved.get("approved_by"):
+        return None  # the drill's approval was skipped (dr.approval: none) or not given
+    at = now_iso("milliseconds")
+    user = f"{approved['approved_by']} (drill {drill_run})"
+    return {"approved_by": user, "wait_seconds": 0.0, "step": {"started": at, "ended": at}}
 
 
 def _topology(context: Context) -> Topology:

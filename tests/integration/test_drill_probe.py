@@ -1,4 +1,4 @@
-"""The demo's application on a stack of its own: Avro through each DC's schema registry, and a move of its client
+"""The drill's probe application on a stack of its own: Avro through each DC's schema registry, and a move of its client
 aliases from dc1 to dc2 while it runs (what dr_failover's switch does), counted by its own consumer."""
 
 from __future__ import annotations
@@ -12,13 +12,14 @@ from support.stack import running_stack
 
 from kafka_dr.client_switch import switch
 from kafka_dr.clients import client_config
-from kafka_dr.demo.app import CONSUMER_ALIAS, PRODUCER_ALIAS, TOPIC, DemoApplication
 from kafka_dr.demo.drill import ensure_topic, known_state
+from kafka_dr.drill.probe import ProbeApplication
 from kafka_dr.local.stack import LocalStack
 from kafka_dr.topology import load_topology
 
 pytestmark = pytest.mark.integration
 
+TOPIC, PRODUCER_ALIAS, CONSUMER_ALIAS = "topic1", "orders-producer", "orders-consumer"
 CLIENTS = (
     f"clients:\n  {PRODUCER_ALIAS}: {{cluster: dc1, role: producer}}\n"
     f"  {CONSUMER_ALIAS}: {{cluster: dc1, role: consumer}}\n"
@@ -33,7 +34,7 @@ def until(condition, timeout: float = 30.0) -> bool:
 
 
 @pytest.mark.timeout(240)
-def test_the_application_follows_its_aliases_and_counts_each_record_once(
+def test_the_probe_follows_its_aliases_and_counts_each_record_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
@@ -41,7 +42,7 @@ def test_the_application_follows_its_aliases_and_counts_each_record_once(
         topology = load_topology(stack.write_topology("demo", extra=CLIENTS))
         for dc in ("dc1", "dc2"):
             ensure_topic(client_config(topology.cluster(dc)), TOPIC, 3)
-        app = DemoApplication(topology, rate=50, log=lambda _: None)
+        app = ProbeApplication(topology, TOPIC, PRODUCER_ALIAS, CONSUMER_ALIAS, rate=50, log=lambda _: None)
         app.start()
         try:
             assert until(lambda: len(app.tally.consumed) >= 50), app.tally
@@ -55,7 +56,7 @@ def test_the_application_follows_its_aliases_and_counts_each_record_once(
             # wrote to dc1 after the consumer had left would never reach it. dc2 has none of dc1's records: the
             # group starts there at the earliest offset, as it would at translated offsets after a failover.
             switch(topology, [PRODUCER_ALIAS], "dc2", "test")
-            assert until(lambda: "application producer moves dc1 -> dc2" in app.tally.moves), app.tally
+            assert until(lambda: "probe producer moves dc1 -> dc2" in app.tally.moves), app.tally
             in_dc1 = sum(
                 n for (topic, _), n in high_watermarks(client_config(topology.cluster("dc1"))).items() if topic == TOPIC
             )
@@ -88,5 +89,5 @@ def test_the_application_follows_its_aliases_and_counts_each_record_once(
     assert tally.duplicated == tally.lost == tally.read_twice == 0
     assert (tally.sent, tally.refused, tally.unacknowledged) == (len(tally.acknowledged), set(), 0)
     assert sorted(set(tally.consumed)) == sorted(tally.acknowledged) == list(range(len(tally.acknowledged)))
-    assert tally.moves[:2] == ["application consumer connects to dc1", "application producer connects to dc1"]
-    assert sorted(tally.moves[2:]) == ["application consumer moves dc1 -> dc2", "application producer moves dc1 -> dc2"]
+    assert tally.moves[:2] == ["probe consumer connects to dc1", "probe producer connects to dc1"]
+    assert sorted(tally.moves[2:]) == ["probe consumer moves dc1 -> dc2", "probe producer moves dc1 -> dc2"]

@@ -1,9 +1,11 @@
-"""The demo's application: an Avro producer and a consumer group that follow their client aliases across a DR switch.
+"""The drill's probe application: a producer and a consumer group that follow their client aliases across a DR switch.
 
-Both are kafka_dr.follower's clients: they ask `client_switch` where their alias points and reconnect when it moves,
-as an application of a kafka-dr deployment would. Every record carries the run id and a sequence number, so the
-consumer, not an assumption, tells how many records were lost or read twice, and the producer's own counts say how
-many sends were acknowledged, refused or left waiting:
+`dr_drill` runs it (probe_process.py) on its probe topic. Both clients are kafka_dr.follower's: they ask
+`client_switch` where their alias points and reconnect when it moves, as an application of a kafka-dr deployment
+would. Every record carries the run id and a sequence number, so the consumer, not an assumption, tells how many
+records were lost or read twice, and the producer's own counts say how many sends were acknowledged, refused or left
+waiting. Records are Avro through the schema registry of the cluster the alias points at when the topology gives that
+cluster one (so a drill also proves the registry redirect), else JSON.
 - the producer is FollowingProducer: it produces again what its old cluster never acknowledged (idempotent
   producer, 10 s delivery timeout), on the cluster its alias points at;
 - the consumer is kafka_dr.follower's FollowingConsumer: it resumes at the offsets the DAGs translated and drops,
@@ -13,6 +15,7 @@ many sends were acknowledged, refused or left waiting:
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -24,17 +27,16 @@ from typing import Any
 from confluent_kafka import KafkaError
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext, SerializationError
 
 from ..follower import FollowingConsumer, FollowingProducer
 from ..schema_registry import client_settings
 from ..topology import Topology
 
-TOPIC = "topic1"
-PRODUCER_ALIAS = "orders-producer"
-CONSUMER_ALIAS = "orders-consumer"
-GROUP = "kdr-demo-orders"
-SCHEMA = """{"type": "record", "name": "Order", "namespace": "kafka_dr.demo", "fields": [
+GROUP = "kdr-drill-probe"
+REGISTRY_RETRY_S = 0.2
+SCHEMA = """{"type": "record", "name": "Probe", "namespace": "kafka_dr.drill", "fields": [
   {"name": "run", "type": "string"}, {"name": "seq", "type": "long"}, {"name": "amount", "type": "double"}]}"""
 
 
@@ -50,6 +52,7 @@ class Tally:
     resent: int = 0
     dropped: int = 0  # records the consumer read again after a switch and did not deliver (kafka_dr.follower)
     moves: list[str] = field(default_factory=list)  # "producer -> dc2 at ..." lines
+    registry_retries: int = 0  # serializations retried: a registry not yet leading after a switch refused them
 
     @property
     def lost(self) -> int:
@@ -67,23 +70,31 @@ class Tally:
         return self.dropped + self.duplicated
 
 
-class DemoApplication:
-    """Produces `rate` records a second to TOPIC through PRODUCER_ALIAS and consumes them as GROUP through
-    CONSUMER_ALIAS, until `stop_producing` and `stop`."""
+class ProbeApplication:
+    """Produces `rate` records a second to `topic` through `producer_alias` and consumes them as `group` (by default
+    one of its own run) through `consumer_alias`, until `stop_producing` and `stop`."""
 
     def __init__(
         self,
         topology: Topology,
+        topic: str,
+        producer_alias: str,
+        consumer_alias: str,
         rate: float = 20.0,
+        group: str | None = None,
         log: Callable[[str], None] = print,
         client_log: logging.Logger | None = None,
     ) -> None:
         self.topology = topology
+        self.topic = topic
+        self.producer_alias = producer_alias
+        self.consumer_alias = consumer_alias
         self.rate = rate
         self.log = log
         # librdkafka's own messages (a dead cluster's refused connections, several a second) go here, not to stderr.
-        self.client_log = client_log or logging.getLogger("kafka_dr.demo.clients")
+        self.client_log = client_log or logging.getLogger("kafka_dr.drill.clients")
         self.run = uuid.uuid4().hex[:8]
+        self.group = group or f"{GROUP}-{self.run}"  # a group of its own: its checkpoint is this run's
         self.tally = Tally()
         self._producing = threading.Event()
         self._running = threading.Event()
@@ -91,8 +102,8 @@ class DemoApplication:
         self._consuming.set()
         self._assigned = threading.Event()
         self._threads = [
-            threading.Thread(target=self._consume, name="demo-consumer", daemon=True),
-            threading.Thread(target=self._produce, name="demo-producer", daemon=True),
+            threading.Thread(target=self._consume, name="probe-consumer", daemon=True),
+            threading.Thread(target=self._produce, name="probe-producer", daemon=True),
         ]
 
     def start(self, timeout: float = 60.0) -> None:
@@ -101,7 +112,7 @@ class DemoApplication:
         self._producing.set()
         self._threads[0].start()
         if not self._assigned.wait(timeout):
-            raise RuntimeError(f"the demo consumer got no partition of {TOPIC} within {timeout:.0f} s")
+            raise RuntimeError(f"the probe's consumer got no partition of {self.topic} within {timeout:.0f} s")
         self._threads[1].start()
 
     def hold_consumer(self) -> None:
@@ -135,27 +146,43 @@ class DemoApplication:
 
     # --- producer -------------------------------------------------------------------------------
 
-    def _registry(self, cluster: str) -> SchemaRegistryClient:
-        return SchemaRegistryClient(client_settings(self.topology, cluster))
+    def _serializer(self, cluster: str) -> Callable[[dict[str, Any], SerializationContext], bytes | None]:
+        if self.topology.cluster(cluster).schema_registry is None:
+            return lambda record, _: json.dumps(record).encode()
+        return AvroSerializer(SchemaRegistryClient(client_settings(self.topology, cluster)), SCHEMA)
+
+    def _deserializer(self, cluster: str) -> Callable[[bytes | None, SerializationContext], Any]:
+        if self.topology.cluster(cluster).schema_registry is None:
+            return lambda value, _: json.loads(value or b"null")
+        return AvroDeserializer(SchemaRegistryClient(client_settings(self.topology, cluster)))
 
     def _produce(self) -> None:
         producer = FollowingProducer(
             self.topology,
-            PRODUCER_ALIAS,
+            self.producer_alias,
             {"message.timeout.ms": 10_000, "linger.ms": 5, "logger": self.client_log},
             on_move=lambda before, now: self._moved("producer", now, before),
         )
-        serializers: dict[str, AvroSerializer] = {}
-        context = SerializationContext(TOPIC, MessageField.VALUE)
+        serializers: dict[str, Callable[[dict[str, Any], SerializationContext], bytes | None]] = {}
+        context = SerializationContext(self.topic, MessageField.VALUE)
         seq = 0
         while self._producing.is_set():
             producer.poll(0)  # follows the alias
             cluster = producer.cluster
             assert cluster is not None
             if cluster not in serializers:
-                serializers[cluster] = AvroSerializer(self._registry(cluster), SCHEMA)
-            value = serializers[cluster]({"run": self.run, "seq": seq, "amount": seq * 1.5}, context)
-            producer.produce(TOPIC, key=str(seq).encode(), value=value, on_delivery=self._delivered(seq))
+                serializers[cluster] = self._serializer(cluster)
+            try:
+                value = serializers[cluster]({"run": self.run, "seq": seq, "amount": seq * 1.5}, context)
+            except SchemaRegistryError as exc:
+                # Clients switch beside the registry redirect: until the target's registry leads, registering the
+                # schema there fails ("Leader not known"). An application retries, as the probe does.
+                if not self.tally.registry_retries:
+                    self.log(f"probe producer: schema registry of {cluster} refused: {exc}; retrying")
+                self.tally.registry_retries += 1
+                time.sleep(REGISTRY_RETRY_S)
+                continue
+            producer.produce(self.topic, key=str(seq).encode(), value=value, on_delivery=self._delivered(seq))
             seq += 1
             self.tally.sent = seq
             deadline = time.monotonic() + 1 / self.rate
@@ -171,21 +198,21 @@ class DemoApplication:
                 self.tally.acknowledged.add(number)
             else:
                 self.tally.refused.add(number)
-                self.log(f"application producer: record {number} refused: {err.str()}")
+                self.log(f"probe producer: record {number} refused: {err.str()}")
 
         return delivered
 
     # --- consumer -------------------------------------------------------------------------------
 
     def _consume(self) -> None:
-        context = SerializationContext(TOPIC, MessageField.VALUE)
-        deserializers: dict[str, AvroDeserializer] = {}
+        context = SerializationContext(self.topic, MessageField.VALUE)
+        deserializers: dict[str, Callable[[bytes | None, SerializationContext], Any]] = {}
         consumer = FollowingConsumer(
             self.topology,
-            CONSUMER_ALIAS,
-            [TOPIC],
+            self.consumer_alias,
+            [self.topic],
             {
-                "group.id": GROUP,
+                "group.id": self.group,
                 "auto.offset.reset": "earliest",  # a new group: other runs' records are skipped
                 "isolation.level": "read_committed",
                 "logger": self.client_log,
@@ -203,17 +230,17 @@ class DemoApplication:
                     continue
                 assert consumer.cluster is not None
                 if consumer.cluster not in deserializers:
-                    deserializers[consumer.cluster] = AvroDeserializer(self._registry(consumer.cluster))
+                    deserializers[consumer.cluster] = self._deserializer(consumer.cluster)
                 try:
                     record = deserializers[consumer.cluster](message.value(), context)
-                except SerializationError:
-                    continue  # not one of the demo's records (the topic is shared)
-                if record is not None and record.get("run") == self.run:
+                except (SerializationError, ValueError):
+                    continue  # not one of this probe's records (the topic is shared)
+                if isinstance(record, dict) and record.get("run") == self.run:
                     self.tally.consumed.append(record["seq"])
         finally:
             consumer.close()
 
     def _moved(self, role: str, cluster: str, before: str | None) -> None:
-        line = f"application {role} {'connects to' if before is None else f'moves {before} ->'} {cluster}"
+        line = f"probe {role} {'connects to' if before is None else f'moves {before} ->'} {cluster}"
         self.tally.moves.append(line)
         self.log(line)

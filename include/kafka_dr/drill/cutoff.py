@@ -1,0 +1,52 @@
+"""Cutting a cluster off for a disaster drill, and bringing it back, with the topology's commands.
+
+`dr.cut_off_command` and `dr.bring_back_command` (placeholder `{cluster}`) are the deployment's own: on the embedded
+stack `kafka-dr local stop {cluster}` kills the DC's broker and registry and `kafka-dr local start {cluster}` starts
+them again with their data (include/topology.yaml); a deployment may drop the cluster's traffic at a firewall the drill
+controls. kafka-dr never kills a cluster it was not told how to, so a disaster drill on a topology without them is
+refused at its start.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+
+from ..topology import Topology
+from .plan import DrillError
+
+COMMAND_TIMEOUT_S = 180.0
+
+
+def check_commands(topology: Topology, cluster: str) -> None:
+    if topology.dr.cut_off_command is None:
+        raise DrillError(
+            f"disaster_round_trip cuts {cluster} off, and the topology says not how: set dr.cut_off_command and "
+            "dr.bring_back_command, or run planned_round_trip"
+        )
+
+
+def cut_off(topology: Topology, cluster: str) -> str:
+    """Run dr.cut_off_command for `cluster`; returns its output's last line. DrillError with one line on failure."""
+    check_commands(topology, cluster)
+    assert topology.dr.cut_off_command is not None
+    return _run(topology.dr.cut_off_command, cluster, "dr.cut_off_command")
+
+
+def bring_back(topology: Topology, cluster: str) -> str:
+    """Run dr.bring_back_command for `cluster` (returns once it has: the command waits for the cluster to serve)."""
+    check_commands(topology, cluster)
+    assert topology.dr.bring_back_command is not None
+    return _run(topology.dr.bring_back_command, cluster, "dr.bring_back_command")
+
+
+def _run(template: str, cluster: str, key: str) -> str:
+    command = [part.format(cluster=cluster) for part in shlex.split(template)]  # no shell: values cannot inject
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise DrillError(f"{key} for {cluster} ({shlex.join(command)}): {exc}") from None
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    if done.returncode != 0:
+        raise DrillError(f"{key} for {cluster} exited {done.returncode}: {lines[-1] if lines else 'no output'}")
+    return lines[-1] if lines else "done"
