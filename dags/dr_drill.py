@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 
-from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
 from airflow.sdk import DAG, Param, chain
 
 from kafka_dr.airflow.common import cluster_param, form_clusters, topology_param
@@ -25,6 +24,7 @@ from kafka_dr.airflow.drill import (
     drill_report,
     health_after,
     health_before,
+    inner_run,
     open_ledger,
     preview_drill,
     start_probe,
@@ -33,14 +33,9 @@ from kafka_dr.airflow.drill import (
 )
 from kafka_dr.airflow.notifications.dag_failed import DagFailedNotifier
 from kafka_dr.airflow.operators.approval import DrillApprovalOperator
-from kafka_dr.drill.plan import inner_run_id
 
 CLUSTERS = form_clusters()
-INNER_CONF = {
-    "topology": "{{ params.topology }}",
-    "drill_run_id": "{{ run_id }}",
-    "drill_approval": "{{ params.approval }}",
-}
+FROM, TO = "{{ params.from_cluster }}", "{{ params.to_cluster }}"
 
 with DAG(
     dag_id="dr_drill",
@@ -91,38 +86,12 @@ with DAG(
     approve = DrillApprovalOperator(task_id="approve")
     probe = start_probe(plan)
     cut = cut_off(plan)
-    failover = TriggerDagRunOperator(
-        task_id="failover",
-        trigger_dag_id="dr_failover",
-        trigger_run_id=inner_run_id("{{ run_id }}", "failover"),
-        conf={
-            **INNER_CONF,
-            "failed_cluster": "{{ params.from_cluster }}",
-            "target_cluster": "{{ params.to_cluster }}",
-            "mode": "{{ 'disaster' if params.scenario == 'disaster_round_trip' else 'planned' }}",
-        },
-        wait_for_completion=True,
-        poke_interval=2,
-        skip_when_already_exists=True,
-        trigger_rule="none_failed",
-    )
+    mode = "{{ 'disaster' if params.scenario == 'disaster_round_trip' else 'planned' }}"
+    failover = inner_run("failover", failed_cluster=FROM, target_cluster=TO, mode=mode)
     caught_up = after_failover(plan)
     back = bring_back(plan)
-    failback = TriggerDagRunOperator(
-        task_id="failback",
-        trigger_dag_id="dr_failback",
-        trigger_run_id=inner_run_id("{{ run_id }}", "failback"),
-        conf={
-            **INNER_CONF,
-            "restored_cluster": "{{ params.from_cluster }}",
-            "serving_cluster": "{{ params.to_cluster }}",
-            "mode": "data_kept",
-            "unreplicated": "republish",
-        },
-        wait_for_completion=True,
-        poke_interval=2,
-        skip_when_already_exists=True,
-        trigger_rule="none_failed",
+    failback = inner_run(
+        "failback", restored_cluster=FROM, serving_cluster=TO, mode="data_kept", unreplicated="republish"
     )
     stopped = stop_probe(plan)
     after = health_after(plan)

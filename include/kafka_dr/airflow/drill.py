@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
 from airflow.sdk import get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowRuntimeError
 from confluent_kafka import KafkaError, KafkaException
@@ -43,6 +44,27 @@ CHECKPOINT_WAIT_S = 90.0
 HOLD_S = 5.0  # the probe's consumer stops reading this long before the cut: it is behind when the DC is lost
 CATCH_UP_S = 120.0
 PROBE_PARTITIONS = 3
+
+
+def inner_run(step: str, **conf: str) -> TriggerDagRunOperator:
+    """The drill's `failover` or `failback` task: a real run of that DAG (run id `inner_run_id`, known in advance),
+    with `conf` (Jinja over the drill's params) plus the topology and the drill's run and approval, waited for; a
+    retried task finds the run it triggered (skip_when_already_exists)."""
+    return TriggerDagRunOperator(
+        task_id=step,
+        trigger_dag_id=INNER_RUNS[step],
+        trigger_run_id=inner_run_id("{{ run_id }}", step),
+        conf={
+            "topology": "{{ params.topology }}",
+            "drill_run_id": "{{ run_id }}",
+            "drill_approval": "{{ params.approval }}",
+            **conf,
+        },
+        wait_for_completion=True,
+        poke_interval=2,
+        skip_when_already_exists=True,
+        trigger_rule="none_failed",  # after a disaster's cut-off or way back, skipped in a planned drill
+    )
 
 
 def _plan(plan: dict[str, Any]) -> tuple[DrillPlan, Topology, Path]:
