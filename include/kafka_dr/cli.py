@@ -120,7 +120,8 @@ def _parser() -> argparse.ArgumentParser:
         ("start", "bring a stopped DC back with its data"),
         ("wipe", "total loss: stop the DC and delete its data"),
     ):
-        action = actions.add_parser(name, parents=[data_dir], help=help_text)
+        action = actions.add_parser(name, help=help_text)
+        _stack_option(action)
         action.add_argument("dc", metavar="DC")
         if name == "wipe":
             action.add_argument(
@@ -131,14 +132,7 @@ def _parser() -> argparse.ArgumentParser:
         action.set_defaults(run=_dc_action)
 
     registry = actions.add_parser("restart-registry", help="restart a DC's schema registry, e.g. on its own store")
-    stack_of = registry.add_mutually_exclusive_group()
-    _data_dir_option(stack_of)
-    stack_of.add_argument(
-        "--registry-url",
-        metavar="URL",
-        help="instead of --data-dir: the stack last brought up with a registry at URL, wherever its data dir "
-        "(the schema redirect's restart, include/topology.yaml)",
-    )
+    _stack_option(registry)
     registry.add_argument("dc", metavar="DC")
     registry.add_argument(
         "--kafkastore",
@@ -355,8 +349,24 @@ def _status(args: argparse.Namespace) -> int:
     return _print_status(LocalStack(args.data_dir))
 
 
+def _stack_option(parser: argparse.ArgumentParser) -> None:
+    """--data-dir, or --registry-url: the stack last brought up with a registry at that URL, wherever its data dir.
+    The DAGs run these commands from the topology (the schema redirect's restart, a drill's cut-off) in Airflow
+    tasks, whose working directory is not the terminal's that ran `kafka-dr local up --data-dir DIR` (which records
+    DIR for its registries' URLs)."""
+    stack_of = parser.add_mutually_exclusive_group()
+    _data_dir_option(stack_of)
+    stack_of.add_argument(
+        "--registry-url", metavar="URL", help="instead of --data-dir: the stack serving the registry at URL"
+    )
+
+
+def _stack_of(args: argparse.Namespace) -> LocalStack:
+    return LocalStack(recorded_data_dir(args.registry_url) if args.registry_url else args.data_dir)
+
+
 def _dc_action(args: argparse.Namespace) -> int:
-    stack = LocalStack(args.data_dir)
+    stack = _stack_of(args)
     if args.action == "start":
         started = stack.start(args.dc)
         print(f"started: {', '.join(started)}" if started else f"{args.dc} already running")
@@ -372,9 +382,7 @@ def _dc_action(args: argparse.Namespace) -> int:
 
 
 def _restart_registry(args: argparse.Namespace) -> int:
-    # The schema redirect names the registry by its URL: it runs in an Airflow task, whose working directory is not
-    # the terminal's that ran `kafka-dr local up --data-dir DIR` (which records DIR for its registries' URLs).
-    stack = LocalStack(recorded_data_dir(args.registry_url) if args.registry_url else args.data_dir)
+    stack = _stack_of(args)
     stack.config.dc(args.dc)
     store = args.kafkastore
     if store is not None and store in [dc.name for dc in stack.config.dcs]:

@@ -163,6 +163,7 @@ CLIENT_ROLES = ("producer", "consumer", "both")
 # schema_registry.restart_command's placeholders: the cluster whose registry restarts, that registry's URL (the first
 # of its list), the bootstrap servers of the store it is pointed at, and its leader eligibility (true or false).
 RESTART_PLACEHOLDERS = ("cluster", "registry_url", "kafkastore", "leader_eligible")
+CUT_OFF_PLACEHOLDERS = ("cluster", "registry_url", "bootstrap_servers")  # dr.cut_off_command, dr.bring_back_command
 
 
 @dataclass(frozen=True)
@@ -592,7 +593,7 @@ class _Parser:
         if rto is not None and (isinstance(rto, bool) or not isinstance(rto, int | float) or rto <= 0):
             raise self.error("dr.rto_seconds", f"must be a number of seconds > 0, got {rto!r}")
         commands = [
-            None if raw.get(key) is None else self.restart_command(raw[key], f"dr.{key}", ("cluster",))
+            None if raw.get(key) is None else self.restart_command(raw[key], f"dr.{key}", CUT_OFF_PLACEHOLDERS)
             for key in ("cut_off_command", "bring_back_command")
         ]
         if (commands[0] is None) != (commands[1] is None):

@@ -189,7 +189,7 @@ def test_a_drill_stopped_half_way_makes_the_next_one_refuse(
     states = task_states(api, "dr_drill", refused_id)
     assert states["open_ledger"] == "failed" and states["health_before"] == "upstream_failed", states
     failure = evidence(refused_id)["failure"]
-    assert failure.startswith(f"drill {run_id} (started "), failure
+    assert failure.startswith(f"open_ledger: drill {run_id} (started "), failure
     assert "left production changed: client alias orders-producer on dc2 (was dc1)" in failure, failure
     assert "kafka-dr drill resolve --accept" in failure
     assert not probe_process.running(probe)  # the refused drill stopped the earlier drill's probe

@@ -346,7 +346,9 @@ def test_up_restarts_a_dead_process(stack: LocalStack) -> None:
 
 
 @pytest.mark.integration
-def test_stop_start_keeps_records_and_committed_offsets(stack: LocalStack, capsys: pytest.CaptureFixture[str]) -> None:
+def test_stop_start_keeps_records_and_committed_offsets(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     dc1 = stack.config.dc("dc1").broker_address
     old_id = cluster_id(dc1)
     sent = [(f"k{i}".encode(), f"v{i}".encode(), [("h", str(i).encode())]) for i in range(10)]
@@ -371,7 +373,10 @@ def test_stop_start_keeps_records_and_committed_offsets(stack: LocalStack, capsy
     assert code == 1
     assert [line.split()[3] for line in out.splitlines()[1:5]] == ["stopped", "stopped", "healthy", "healthy"]
 
-    code, _, err = run_cli(capsys, "local", "start", "dc1", "--data-dir", str(stack.data_dir))
+    # Back as a drill's dr.bring_back_command brings it (include/topology.yaml), from an Airflow task's working
+    # directory: the stack found by its registry's URL.
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli(capsys, "local", "start", "dc1", "--registry-url", stack.config.dc("dc1").registry_url)
     assert code == 0, err
     assert all(s.healthy for s in stack.status())
     assert cluster_id(dc1) == old_id

@@ -77,8 +77,8 @@ def test_default_file_is_the_replicator_demo_topology() -> None:
     assert topology.dr == DrPolicy(
         rpo_records=1000,
         rto_seconds=60,
-        cut_off_command="kafka-dr local stop {cluster}",  # a disaster drill kills the embedded DC
-        bring_back_command="kafka-dr local start {cluster}",
+        cut_off_command="kafka-dr local stop {cluster} --registry-url {registry_url}",  # kills the embedded DC
+        bring_back_command="kafka-dr local start {cluster} --registry-url {registry_url}",
     )
     assert (topology.schema_registry_restart or "").startswith("kafka-dr local restart-registry ")  # the local stack's
     assert {a.name: (a.cluster, a.role) for a in topology.clients.values()} == {

@@ -15,7 +15,7 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
 from airflow.sdk import get_current_context, task
@@ -67,6 +67,22 @@ def inner_run(step: str, **conf: str) -> TriggerDagRunOperator:
     )
 
 
+def _fail(plan: dict[str, Any], message: str) -> NoReturn:
+    """Fail the task with one line, kept in the run's folder (`failures.txt`): the evidence names the first task
+    failure rather than the checks it made fail after it (an inner run never triggered, a probe never stopped)."""
+    folder = Path(plan["folder"])
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "failures.txt", "a", encoding="utf-8") as failures:
+        failures.write(f"{get_current_context()['ti'].task_id}: {message}\n")
+    raise AirflowFailException(message)
+
+
+def _first_failure(folder: Path | None) -> str | None:
+    path = folder / "failures.txt" if folder else None
+    lines = path.read_text(encoding="utf-8").splitlines() if path and path.exists() else []
+    return lines[0] if lines else None
+
+
 def _plan(plan: dict[str, Any]) -> tuple[DrillPlan, Topology, Path]:
     return (
         DrillPlan(**{**plan["drill"], "flows": tuple(plan["drill"]["flows"])}),
@@ -115,10 +131,7 @@ def open_ledger(plan: dict[str, Any]) -> dict[str, Any]:
     try:
         before, note = ledger.begin(context["run_id"], topo, drill.scenario, running)
     except ledger.DrillRefused as exc:
-        folder = Path(plan["folder"])
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "refused.txt").write_text(str(exc))  # the evidence's failure line
-        raise AirflowFailException(str(exc)) from None
+        _fail(plan, str(exc))
     if note:
         log.warning("%s", note)
     return {"before": before, "note": note}
@@ -147,7 +160,7 @@ def health_before(plan: dict[str, Any]) -> dict[str, Any]:
     health = wait_healthy(topo, HEALTH_WAIT_S)
     if not health["passed"]:
         lines = "; ".join(f"{name}: {', '.join(p)}" for name, p in health["problems"].items())
-        raise AirflowFailException(f"flows not healthy before the drill, nothing changed: {lines}")
+        _fail(plan, f"flows not healthy before the drill, nothing changed: {lines}")
     return health
 
 
@@ -174,16 +187,14 @@ def preview_drill(plan: dict[str, Any]) -> dict[str, Any]:
     return {"page": page}
 
 
-def _ensure_probe_topic(topo: Topology, drill: DrillPlan) -> None:
+def _ensure_probe_topic(plan: dict[str, Any], topo: Topology, drill: DrillPlan) -> None:
     for cluster in (drill.from_cluster, drill.to_cluster):
         admin = AdminClient(client_config(topo.cluster(cluster)))
         try:
             admin.create_topics([NewTopic(drill.probe_topic, PROBE_PARTITIONS, 1)])[drill.probe_topic].result(30)
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise AirflowFailException(
-                    f"cannot create {cluster}:{drill.probe_topic}: {exc.args[0].str()}"
-                ) from None
+                _fail(plan, f"cannot create {cluster}:{drill.probe_topic}: {exc.args[0].str()}")
 
 
 @task(multiple_outputs=False, trigger_rule="none_failed")  # after `approve`, skipped when each switch asks
@@ -192,7 +203,7 @@ def start_probe(plan: dict[str, Any]) -> dict[str, Any]:
     """The probe application, producing and consuming through the topology's aliases; for a disaster, until the flow
     has checkpointed its group in the target (the failover resumes it there from that checkpoint)."""
     drill, topo, folder = _plan(plan)
-    _ensure_probe_topic(topo, drill)
+    _ensure_probe_topic(plan, topo, drill)
     try:
         tally = probe_process.start(
             folder / "probe",
@@ -203,7 +214,7 @@ def start_probe(plan: dict[str, Any]) -> dict[str, Any]:
             drill.rate,
         )
     except probe_process.ProbeError as exc:
-        raise AirflowFailException(str(exc)) from None
+        _fail(plan, str(exc))
     print(f"probe {tally['run']}: {drill.rate:g} records/s to {drill.probe_topic}", flush=True)
     if drill.disaster:
         target = client_config(topo.cluster(drill.to_cluster))
@@ -215,9 +226,10 @@ def start_probe(plan: dict[str, Any]) -> dict[str, Any]:
                 break
             time.sleep(2)
         if tally["group"] not in groups:
-            raise AirflowFailException(
+            _fail(
+                plan,
                 f"flow {drill.flows[0]} did not checkpoint the probe's group in {drill.to_cluster} within "
-                f"{CHECKPOINT_WAIT_S:g} s: a disaster failover would have nothing to resume it from"
+                f"{CHECKPOINT_WAIT_S:g} s: a disaster failover would have nothing to resume it from",
             )
     return {"run": tally["run"], "group": tally["group"]}
 
@@ -235,7 +247,7 @@ def cut_off(plan: dict[str, Any]) -> dict[str, Any]:
         stopped = cutoff.cut_off(topo, drill.from_cluster)
     except DrillError as exc:
         probe_process.steer(folder / "probe", consume=True)
-        raise AirflowFailException(str(exc)) from None
+        _fail(plan, str(exc))
     time.sleep(1)  # acknowledgements the DC sent before it died reach the producer's callbacks
     tally = probe_process.read(folder / "probe")
     at_cut = sorted(set(tally.get("acknowledged", [])))
@@ -276,7 +288,7 @@ def bring_back(plan: dict[str, Any]) -> dict[str, Any]:
     try:
         started = cutoff.bring_back(topo, drill.from_cluster)
     except DrillError as exc:
-        raise AirflowFailException(str(exc)) from None
+        _fail(plan, str(exc))
     print(f"{drill.from_cluster} back ({started})")
     return {"started": started}
 
@@ -390,12 +402,9 @@ def drill_report(params: dict[str, Any] | None = None) -> dict[str, Any]:
         [{"dag_id": dag_id, "state": states.get(dag_id)} for dag_id in INNER_RUNS.values()],
         stopped["counts"] if stopped else None, bool(stopped and stopped["drained"]), goals, health, left,
     )  # fmt: skip
-    failure = checks.first_failure(found)
+    failure = _first_failure(folder) or checks.first_failure(found)
     if plan is None:
         failure = "the drill did not start: its params were refused (validate_drill)"
-    elif _xcom(context, "open_ledger") is None:
-        refusal = folder / "refused.txt" if folder else None
-        failure = refusal.read_text() if refusal and refusal.exists() else "the drill did not start (open_ledger)"
     cut, caught_up = _xcom(context, "cut_off"), _xcom(context, "after_failover")
     probe = None
     if stopped:

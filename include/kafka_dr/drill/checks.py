@@ -18,11 +18,12 @@ class Check:
     failure: str  # the run's one-line error when this is the first check that failed
 
 
-def probe_counts(tally: Mapping[str, Any]) -> dict[str, int]:
+def probe_counts(tally: Mapping[str, Any]) -> dict[str, Any]:
     """The probe's counts from its last tally: `produced` (acknowledged by a cluster), `delivered` (distinct records
     its consumer got), `lost` (acknowledged, never delivered), `duplicated` (delivered more than once after the
     follower's de-duplication), and the producer's own `sent`, `refused`, `unacknowledged`, `read_twice`, and
-    `registry_retries` (serializations a registry refused while it did not lead yet, after a switch)."""
+    `registry_retries` (serializations a registry refused while it did not lead yet, after a switch), and `errors`
+    (a client thread that died, and why)."""
     acknowledged, consumed = set(tally.get("acknowledged", [])), list(tally.get("consumed", []))
     duplicated = len(consumed) - len(set(consumed))
     return {
@@ -35,6 +36,7 @@ def probe_counts(tally: Mapping[str, Any]) -> dict[str, int]:
         "unacknowledged": int(tally.get("unacknowledged", 0)),
         "read_twice": int(tally.get("dropped", 0)) + duplicated,
         "registry_retries": int(tally.get("registry_retries", 0)),
+        "errors": list(tally.get("errors", [])),
     }
 
 
@@ -88,8 +90,11 @@ def drill_checks(
             f"{probe['produced']} produced, {probe['delivered']} delivered, {probe['lost']} lost, "
             f"{probe['duplicated']} twice, {probe['refused']} refused, {probe['unacknowledged']} unacknowledged"
         )
+        errors = list(probe.get("errors") or [])
         once = drained and not (probe["lost"] or probe["duplicated"] or probe["refused"] or probe["unacknowledged"])
+        once = once and not errors
         why = counts if drained else f"{counts}; its consumer did not catch up"
+        why += "".join(f"; {error}" for error in errors)
         checks.append(Check("probe delivered once", once, counts, f"probe records not delivered once: {why}"))
     for key, name, unit, topology_key in (
         ("rpo_records", "RPO objective", " records", "dr.rpo_records"),

@@ -1,10 +1,10 @@
 """Cutting a cluster off for a disaster drill, and bringing it back, with the topology's commands.
 
-`dr.cut_off_command` and `dr.bring_back_command` (placeholder `{cluster}`) are the deployment's own: on the embedded
-stack `kafka-dr local stop {cluster}` kills the DC's broker and registry and `kafka-dr local start {cluster}` starts
-them again with their data (include/topology.yaml); a deployment may drop the cluster's traffic at a firewall the drill
-controls. kafka-dr never kills a cluster it was not told how to, so a disaster drill on a topology without them is
-refused at its start.
+`dr.cut_off_command` and `dr.bring_back_command` (placeholders `{cluster}`, `{registry_url}`, `{bootstrap_servers}`)
+are the deployment's own: on the embedded stack `kafka-dr local stop {cluster} --registry-url {registry_url}` kills
+the DC's broker and registry and `kafka-dr local start ...` starts them again with their data (include/topology.yaml);
+a deployment may drop the cluster's traffic at a firewall the drill controls. kafka-dr never kills a cluster it was
+not told how to, so a disaster drill on a topology without them is refused at its start.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import shlex
 import subprocess
 
+from ..schema_registry import first_url
 from ..topology import Topology
 from .plan import DrillError
 
@@ -30,18 +31,23 @@ def cut_off(topology: Topology, cluster: str) -> str:
     """Run dr.cut_off_command for `cluster`; returns its output's last line. DrillError with one line on failure."""
     check_commands(topology, cluster)
     assert topology.dr.cut_off_command is not None
-    return _run(topology.dr.cut_off_command, cluster, "dr.cut_off_command")
+    return _run(topology, topology.dr.cut_off_command, cluster, "dr.cut_off_command")
 
 
 def bring_back(topology: Topology, cluster: str) -> str:
     """Run dr.bring_back_command for `cluster` (returns once it has: the command waits for the cluster to serve)."""
     check_commands(topology, cluster)
     assert topology.dr.bring_back_command is not None
-    return _run(topology.dr.bring_back_command, cluster, "dr.bring_back_command")
+    return _run(topology, topology.dr.bring_back_command, cluster, "dr.bring_back_command")
 
 
-def _run(template: str, cluster: str, key: str) -> str:
-    command = [part.format(cluster=cluster) for part in shlex.split(template)]  # no shell: values cannot inject
+def _run(topology: Topology, template: str, cluster: str, key: str) -> str:
+    values = {
+        "cluster": cluster,
+        "registry_url": first_url(topology.cluster(cluster).schema_registry or ""),
+        "bootstrap_servers": topology.cluster(cluster).bootstrap_servers,
+    }
+    command = [part.format(**values) for part in shlex.split(template)]  # no shell: values cannot inject
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 from confluent_kafka import KafkaError
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
@@ -53,6 +54,7 @@ class Tally:
     dropped: int = 0  # records the consumer read again after a switch and did not deliver (kafka_dr.follower)
     moves: list[str] = field(default_factory=list)  # "producer -> dc2 at ..." lines
     registry_retries: int = 0  # serializations retried: a registry not yet leading after a switch refused them
+    errors: list[str] = field(default_factory=list)  # a client thread that died, and why: the drill cannot pass
 
     @property
     def lost(self) -> int:
@@ -157,6 +159,17 @@ class ProbeApplication:
         return AvroDeserializer(SchemaRegistryClient(client_settings(self.topology, cluster)))
 
     def _produce(self) -> None:
+        self._guarded("producer", self._produce_until_stopped)
+
+    def _guarded(self, role: str, work: Callable[[], None]) -> None:
+        """Run a client thread's loop; an error that ends it is kept in the tally (the drill's evidence) and logged."""
+        try:
+            work()
+        except Exception as exc:  # noqa: BLE001 - whatever ends the thread, the drill must say it
+            self.tally.errors.append(f"{role}: {type(exc).__name__}: {exc}")
+            self.log(f"probe {role} stopped by an error: {type(exc).__name__}: {exc}")
+
+    def _produce_until_stopped(self) -> None:
         producer = FollowingProducer(
             self.topology,
             self.producer_alias,
@@ -174,9 +187,9 @@ class ProbeApplication:
                 serializers[cluster] = self._serializer(cluster)
             try:
                 value = serializers[cluster]({"run": self.run, "seq": seq, "amount": seq * 1.5}, context)
-            except SchemaRegistryError as exc:
-                # Clients switch beside the registry redirect: until the target's registry leads, registering the
-                # schema there fails ("Leader not known"). An application retries, as the probe does.
+            except (SchemaRegistryError, httpx.TransportError) as exc:
+                # Clients switch beside the registry redirect: until the target's registry leads (or while it
+                # restarts), registering the schema there fails. An application retries, as the probe does.
                 if not self.tally.registry_retries:
                     self.log(f"probe producer: schema registry of {cluster} refused: {exc}; retrying")
                 self.tally.registry_retries += 1
@@ -205,6 +218,9 @@ class ProbeApplication:
     # --- consumer -------------------------------------------------------------------------------
 
     def _consume(self) -> None:
+        self._guarded("consumer", self._consume_until_stopped)
+
+    def _consume_until_stopped(self) -> None:
         context = SerializationContext(self.topic, MessageField.VALUE)
         deserializers: dict[str, Callable[[bytes | None, SerializationContext], Any]] = {}
         consumer = FollowingConsumer(

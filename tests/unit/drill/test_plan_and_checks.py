@@ -66,7 +66,7 @@ def test_the_embedded_topology_can_be_drilled_with_its_objectives_and_cut_off_co
     local = load_topology()  # include/topology.yaml
     assert plan_drill(local, {**PARAMS, "scenario": "disaster_round_trip"}).flows == ("dc1-to-dc2",)
     assert (local.dr.rpo_records, local.dr.rto_seconds) == (1000, 60)
-    assert local.dr.cut_off_command == "kafka-dr local stop {cluster}"
+    assert local.dr.cut_off_command == "kafka-dr local stop {cluster} --registry-url {registry_url}"
 
 
 TALLY = {"sent": 6, "acknowledged": [0, 1, 2, 3, 4, 5], "consumed": [0, 1, 2, 2, 3, 4], "refused": [], "dropped": 3}
@@ -75,7 +75,7 @@ TALLY = {"sent": 6, "acknowledged": [0, 1, 2, 3, 4, 5], "consumed": [0, 1, 2, 2,
 def test_probe_counts_tell_lost_and_duplicated_records_apart() -> None:
     assert probe_counts(TALLY) == {
         "produced": 6, "delivered": 5, "lost": 1, "duplicated": 1, "sent": 6, "refused": 0, "unacknowledged": 0,
-        "read_twice": 4, "registry_retries": 0,
+        "read_twice": 4, "registry_retries": 0, "errors": [],
     }  # fmt: skip
 
 
@@ -124,6 +124,8 @@ def test_no_objective_reports_the_figure_without_a_verdict() -> None:
         (RUNS, COUNTS, False, HEALTHY, [], "probe records not delivered once: 3 produced, 3 delivered, 0 lost, "
          "0 twice, 0 refused, 0 unacknowledged; its consumer did not catch up"),
         (RUNS, None, False, HEALTHY, [], "the probe gave no counts"),
+        (RUNS, {**COUNTS, "errors": ["producer: ValueError: boom"]}, True, HEALTHY, [], "probe records not delivered "
+         "once: 3 produced, 3 delivered, 0 lost, 0 twice, 0 refused, 0 unacknowledged; producer: ValueError: boom"),
         (RUNS, COUNTS, True, {"flows": {"out": "ERR"}}, [], "flows not healthy after the drill: out ERR"),
         (RUNS, COUNTS, True, None, [], "flows not healthy after the drill: not checked"),
         (RUNS, COUNTS, True, HEALTHY, ["client alias orders-producer on dc2 (was dc1)"],
