@@ -28,7 +28,7 @@ def check_commands(topology: Topology, cluster: str) -> None:
 
 
 def cut_off(topology: Topology, cluster: str) -> str:
-    """Run dr.cut_off_command for `cluster`; returns its output's last line. DrillError with one line on failure."""
+    """Run dr.cut_off_command for `cluster`; returns its output's first line. DrillError with one line on failure."""
     check_commands(topology, cluster)
     assert topology.dr.cut_off_command is not None
     return _run(topology, topology.dr.cut_off_command, cluster, "dr.cut_off_command")
@@ -55,4 +55,4 @@ def _run(topology: Topology, template: str, cluster: str, key: str) -> str:
     lines = (done.stdout + done.stderr).strip().splitlines()
     if done.returncode != 0:
         raise DrillError(f"{key} for {cluster} exited {done.returncode}: {lines[-1] if lines else 'no output'}")
-    return lines[-1] if lines else "done"
+    return lines[0] if lines else "done"  # `kafka-dr local stop|start`: "stopped: dc1 registry, dc1 broker"
