@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.drill_evidence import drill_evidence, failed_drill_evidence
 from support.topology import write_topology
 
 from kafka_dr import alerts
@@ -100,3 +101,13 @@ def test_the_topology_section(tmp_path: Path) -> None:
     assert topology.alerts == Alerts(("json://127.0.0.1:9099/kdr",), ("flow_status", "dr_report"), 1800.0)
     plain = load_topology(write_topology(tmp_path / "u.yaml", {"dc1": "127.0.0.1:1"}))
     assert plain.alerts.urls == () and plain.alerts.repeat_after_s == 3600 and len(plain.alerts.on) == 4
+
+
+def test_a_drills_report_alert_names_its_verdict_and_a_failed_one_is_a_failure() -> None:
+    passed = alerts.dr_report_alert("dr_drill", "r1", drill_evidence(), "/s/drills/r1.json")
+    assert passed.state == alerts.SUCCEEDED
+    title = "kafka-dr dr_report dr_drill: drill disaster_round_trip dc1 -> dc2 passed, RPO 0 records, RTO 11.2 s"
+    assert passed.title == title
+    failed = alerts.dr_report_alert("dr_drill", "r2", failed_drill_evidence(), "/s/drills/r2.json")
+    assert failed.state == alerts.FIRING
+    assert "FAILED: RTO objective missed: 21.0 s > 0.5 s (dr.rto_seconds)" in failed.title

@@ -170,7 +170,7 @@ def lag_chart(points: Sequence[Mapping[str, Any]]) -> str:
 
 def rto_chart(drills: Sequence[Mapping[str, Any]]) -> str:
     """An SVG line of the RTO of a scenario's drills, evenly spaced in their order (months may pass between two): a
-    green dot for a drill that passed, a red square for one that failed, grey for one without a verdict yet, and a
+    green dot for a drill that passed, a red square for one that failed, grey for one without a verdict, and a
     tick at the bottom for one that measured no RTO (its clients never switched). Hover: the drill and its result."""
     last = len(drills) - 1
     top = max((d["rto_seconds"] for d in drills if d["rto_seconds"] is not None), default=0) or 1
@@ -308,7 +308,7 @@ def _drills(drills: Sequence[Mapping[str, Any]]) -> list[str]:
             f"<td>{evidence}</td></tr>"
         )
     parts.append("</table>")
-    legend = "green dot: passed · red square: failed · grey dot: no verdict yet · tick on the axis: no RTO"
+    legend = "green dot: passed · red square: failed · grey dot: no verdict · tick on the axis: no RTO"
     readable = [drill for drill in drills if not drill["error"]]
     for scenario in sorted({str(drill["scenario"]) for drill in readable}):  # a planned and a disaster RTO differ
         parts.append(
@@ -320,7 +320,7 @@ def _drills(drills: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def _verdict(drill: Mapping[str, Any]) -> tuple[str, str]:
-    """A drill's result and its badge's class: no verdict while it runs, or when it stopped before its end."""
+    """A drill's result and its badge's class (NO VERDICT for evidence that gives none: history.drill_history)."""
     if drill["passed"] is None:
         return "NO VERDICT", "warn"
     return ("PASSED", "ok") if drill["passed"] else ("FAILED", "err")

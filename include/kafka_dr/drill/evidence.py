@@ -100,7 +100,7 @@ def render_html(evidence: Mapping[str, Any]) -> str:
 
 
 def _banner(evidence: Mapping[str, Any]) -> str:
-    """PASSED only on an explicit pass: an interrupted drill without a verdict has not passed."""
+    """PASSED only on an explicit pass: evidence without a verdict has not passed."""
     if evidence.get("passed") is True:
         return "<div class='banner ok'>PASSED</div>"
     reason = evidence.get("failure") or (

@@ -36,8 +36,8 @@ _UNKNOWN: dict[str, Any] = dict.fromkeys(
 
 
 def drill_history(limit: int | None = None) -> list[dict[str, Any]]:
-    """Each drill's summary, oldest first by `started`; `limit`: only the newest `limit`. `passed` is None while a
-    drill has no verdict (dr_drill writes its evidence as it goes: a drill running, or one stopped before its end).
+    """Each drill's summary, oldest first by `started`; `limit`: only the newest `limit`. `passed` is None for
+    evidence without a verdict (dr_drill's report always gives one; a file copied in or edited by hand may not).
     A file that does not parse or lacks its run_id or start is an entry whose `error` names it, placed by the file's
     time: one bad file must not hide the others, nor fail the page or the scrape."""
     try:
@@ -79,7 +79,7 @@ def _summary(path: Path) -> tuple[tuple[int, str], dict[str, Any]]:
             "ended": body.get("ended"),
             "rpo_records": number((body.get("rpo") or {}).get("records")),
             "rto_seconds": number(body.get("rto_seconds")),
-            "passed": body["passed"] if isinstance(body.get("passed"), bool) else None,  # None: no verdict yet
+            "passed": body["passed"] if isinstance(body.get("passed"), bool) else None,  # None: no verdict given
             "failure": body.get("failure"),
         }
     except (OSError, ValueError, TypeError, AttributeError) as exc:  # AttributeError: JSON that is not an object

@@ -55,7 +55,7 @@ def test_rto_chart_marks_failed_drills_apart_and_escapes_its_tooltips() -> None:
         ]
     )
     assert chart.startswith("<svg") and chart.endswith("</svg>") and "<polyline" in chart
-    assert chart.count("<circle") == 2 and chart.count("fill='#6b7280'") == 1  # passed, and no verdict yet in grey
+    assert chart.count("<circle") == 2 and chart.count("fill='#6b7280'") == 1  # passed, and no verdict in grey
     assert chart.count("width='8' height='8' fill='#dc2626'") == 1  # the failed drill's square
     assert chart.count("width='2' height='8' fill='#dc2626'") == 1  # a failed drill that measured no RTO: a tick
     assert ">30.5 s</text>" in chart and ">2026-10-01 10:00:00 UTC</text>" in chart
