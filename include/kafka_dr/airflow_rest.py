@@ -119,11 +119,12 @@ class AirflowRest:
         progress: Callable[[str], None] | None = None,
         awaiting_input: Callable[[str, str, str], None] | None = None,
         related: Sequence[tuple[str, str]] = (),
+        poll_s: float = POLL_S,
     ) -> dict[str, Any]:
         """Poll the run until it ends (or `timeout` seconds); each task's change of state goes to `progress` as
         one line, and (dag id, run id, task id) of a task that starts to await a person's input to `awaiting_input`.
         The `related` runs' tasks (a drill's failover and failback, by their known run ids) are followed the same
-        way once they exist. Returns the run as the API last described it."""
+        way once they exist. `poll_s`: between two looks. Returns the run as the API last described it."""
         deadline = time.monotonic() + timeout
         seen: dict[tuple[str, str, str], str] = {}
         while True:
@@ -146,7 +147,7 @@ class AirflowRest:
                                 awaiting_input(watched_dag, watched_run, ti["task_id"])
             if run["state"] in ENDED or time.monotonic() >= deadline:
                 return run
-            time.sleep(POLL_S)
+            time.sleep(poll_s)
 
     def _request(self, method: str, path: str, body: Any, headers: dict[str, str]) -> Any:
         data = None if body is None else json.dumps(body).encode()

@@ -1,8 +1,8 @@
 """dr_failback with dag.test() on an embedded stack of its own: the white paper's disaster (seed 004) followed by a
 failback that measures exactly what never left dc1 and, with `unreplicated=report`, stops before anything changes,
 then a dry run and `republish` (rejected at its approval, then approved); seed 001, a lost cluster restored with
-`data_lost`; `discard`; bad params that fail at the first task with nothing changed. Cycles in a row are in
-test_dr_failback_cycles.py."""
+`data_lost`; `discard`; bad params that fail at the first task with nothing changed. Round trips in a row, on the
+real scheduler, are tests/e2e/test_dr_drill.py's."""
 
 from __future__ import annotations
 

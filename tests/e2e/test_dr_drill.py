@@ -6,6 +6,13 @@ Each drill's inner dr_failover and dr_failback are real runs the drill triggers;
 consumes through the topology's client aliases; its evidence is read back from .kafka-dr/drills/ as an auditor
 would. The module shares one stack and one Airflow (started once, dr_bringup run once) across its three tests, in
 file order: the interrupted drill comes last, as it leaves production changed.
+
+The round trips run in a row on one stack, active-active (the probe topic flows both ways, written in dc1, then dc2,
+then dc1 again): after them every probe record is once in each cluster, a copy one hop from its origin, and the
+schema registries have changed roles with the data each time, one leader (after a failover dc2's, after a failback
+dc1's again), shown by a registration through the follower that the leader serves under a new id. (These were the
+dag.test() cycles drill's checks, in tests/airflow/test_dr_failback_cycles.py, which these real-scheduler round trips
+replaced.)
 """
 
 from __future__ import annotations
@@ -20,28 +27,39 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer
+from confluent_kafka.serialization import MessageField, SerializationContext
 from support.airflow import airflow_up
+from support.drills import high_watermarks, one_leader
+from support.retry import eventually
 from support.stack import Stack, running_stack
 from support.topology import cut_off_commands
 
 from kafka_dr import client_switch
 from kafka_dr.airflow_rest import AirflowRest
 from kafka_dr.cli import main
+from kafka_dr.clients import read_committed
 from kafka_dr.demo.drill import trigger_and_wait
 from kafka_dr.drill import ledger, probe_process
 from kafka_dr.drill.evidence import evidence_path
 from kafka_dr.drill.plan import inner_run_id
 from kafka_dr.local.airflow import APPROVER, APPROVER_PASSWORD, PASSWORD, USER
 from kafka_dr.replication import replicators
+from kafka_dr.replication.provenance import hops
 from kafka_dr.state import safe_name, subdir
-from kafka_dr.topology import load_topology
+from kafka_dr.topology import DRILL_TOPIC, load_topology
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600)]
+# On the suite's loaded 2-core machine a drill's round trip takes 6-7 minutes (3.5 idle), the module's set-up 3 more.
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
 
+# 30 s epochs: the two continuous replicators run for the whole module, and each epoch is a Spark job to launch (a stop
+# or a new topic ends one early, so the drills wait no longer).
 FLOWS = """
-  - {name: drill-dc1-to-dc2, source: dc1, target: dc2, topics: {include: ["orders", "_schemas"]}}
-  - {name: drill-dc2-to-dc1, source: dc2, target: dc1, topics: {include: ["orders"]}}
+  - {name: drill-dc1-to-dc2, source: dc1, target: dc2, topics: {include: ["orders", "_schemas"]}, epoch_seconds: 30}
+  - {name: drill-dc2-to-dc1, source: dc2, target: dc1, topics: {include: ["orders"]}, epoch_seconds: 30}
 """
+POLL_S = 3.0  # between two looks at a drill's runs: the api-server answers each look for three runs
 CLIENTS = """clients:
   orders-producer: {cluster: dc1, role: producer}
   orders-consumer: {cluster: dc1, role: consumer}
@@ -64,7 +82,7 @@ class Deployment:
     def drill(self, topology: Path, scenario: str, approval: str) -> tuple[str, str]:
         """A drill through the REST API as admin, its approvals given by approver; (run id, state)."""
         conf = {"topology": str(topology), "scenario": scenario, "approval": approval}
-        step = trigger_and_wait(self.api, "dr_drill", conf, print, self.approver)
+        step = trigger_and_wait(self.api, "dr_drill", conf, print, self.approver, POLL_S)
         return step.run_id, step.state
 
 
@@ -139,6 +157,8 @@ def test_a_disaster_drill_passes_and_leaves_evidence(deployment: Deployment) -> 
         "orders-consumer": "dc1",
     }
     assert ledger.open_record() is None
+    dc1, dc2 = (deployment.stack.registry(dc) for dc in ("dc1", "dc2"))
+    assert one_leader(dc2, dc1, "after-disaster-drill")  # dc1's registry leads again, dc2's follows it
 
 
 def test_a_drill_that_misses_its_rto_objective_fails_naming_the_figure(deployment: Deployment) -> None:
@@ -154,6 +174,20 @@ def test_a_drill_that_misses_its_rto_objective_fails_naming_the_figure(deploymen
     states = task_states(deployment.api, "dr_drill", run_id)
     assert states["drill_report"] == "failed" and states["cut_off"] == states["bring_back"] == "skipped", states
     assert ledger.open_record() is None  # it failed its objective, and left nothing changed
+    assert runs_of(found)["dr_failover"]["schema_registry"]["one_leader"]["via"] == "dc1"  # dc2 led, dc1 followed
+    assert runs_of(found)["dr_failback"]["schema_registry"]["one_leader"]["via"] == "dc2"
+    dc1, dc2 = (deployment.stack.registry(dc) for dc in ("dc1", "dc2"))
+    assert one_leader(dc2, dc1, "after-planned-drill")
+    # Both drills' probe records, written in dc1, then dc2, then dc1: each once in each cluster, a copy one hop away.
+    probes = [json.loads(path.read_text()) for path in sorted(subdir("drill-runs").glob("*/probe/tally.json"))]
+    assert len(probes) == 2
+    for dc in ("dc1", "dc2"):
+        expected = {(tally["run"], seq) for tally in probes for seq in tally["acknowledged"]}
+        eventually(
+            lambda d=dc, e=expected: probe_records(deployment.stack, d)[0] >= e, f"every probe record in {dc}", 60
+        )
+        found_records, longest, repeated = probe_records(deployment.stack, dc, {t["run"] for t in probes})
+        assert (found_records, longest, repeated) == (expected, 1, 0), dc
 
 
 def test_a_drill_stopped_half_way_makes_the_next_one_refuse(
@@ -177,7 +211,7 @@ def test_a_drill_stopped_half_way_makes_the_next_one_refuse(
     while not _succeeded(api, "dr_failover", failover):
         assert time.monotonic() < deadline, "the drill's failover did not succeed within 300 s"
         api.wait("dr_drill", run_id, 0, None, approve)  # one look: answers the drill's approval when asked
-        time.sleep(1)
+        time.sleep(POLL_S)
     # The operator stops the drill between its failover and its failback: the clients are on dc2.
     api.call("PATCH", f"/api/v2/dags/dr_drill/dagRuns/{urllib.parse.quote(run_id, safe='')}", {"state": "failed"})
     assert ledger.open_record()["run_id"] == run_id
@@ -193,6 +227,8 @@ def test_a_drill_stopped_half_way_makes_the_next_one_refuse(
     assert "left production changed: client alias orders-producer on dc2 (was dc1)" in failure, failure
     assert "kafka-dr drill resolve --accept" in failure
     assert not probe_process.running(probe)  # the refused drill stopped the earlier drill's probe
+    dc1, dc2 = (deployment.stack.registry(dc) for dc in ("dc1", "dc2"))
+    assert one_leader(dc1, dc2, "after-planned-failover")  # the clients' registry moved with them
     assert ledger.open_record()["run_id"] == run_id  # still open: nothing was put back
     # The operator's view: `kafka-dr drill status` names what is left; `resolve --accept` takes the state as it is.
     assert main(["drill", "status", "--topology", str(topology)]) == 1
@@ -200,6 +236,28 @@ def test_a_drill_stopped_half_way_makes_the_next_one_refuse(
     assert main(["drill", "resolve", "--topology", str(topology)]) == 1 and ledger.open_record() is not None
     assert main(["drill", "resolve", "--accept", "--topology", str(topology)]) == 0
     assert "closed: the state now accepted" in capsys.readouterr().out and ledger.open_record() is None
+
+
+def runs_of(evidence: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The evidence's inner runs by DAG, each with its report."""
+    return {run["dag_id"]: json.loads(Path(run["report_file"]).read_text()) for run in evidence["runs"]}
+
+
+def probe_records(stack: Stack, dc: str, runs: set[str] | None = None) -> tuple[set[tuple[str, int]], int, int]:
+    """The probe records in the cluster's `_kdr.drill` ((run, seq), of `runs` when given), the longest provenance
+    chain among them, and how many were there more than once."""
+    config = {"bootstrap.servers": stack.bootstrap(dc)}
+    ends = {tp: (0, end) for tp, end in high_watermarks(stack.bootstrap(dc)).items() if tp[0] == DRILL_TOPIC}
+    decode = AvroDeserializer(SchemaRegistryClient({"url": stack.registry(dc)}))
+    context = SerializationContext(DRILL_TOPIC, MessageField.VALUE)
+    seen: list[tuple[str, int]] = []
+    longest = 0
+    for message in read_committed(config, ends, 30):
+        record = decode(message.value(), context)
+        if runs is None or record["run"] in runs:
+            seen.append((record["run"], record["seq"]))
+            longest = max(longest, len(hops(message.headers())))
+    return set(seen), longest, len(seen) - len(set(seen))
 
 
 def _succeeded(api: AirflowRest, dag_id: str, run_id: str) -> bool:

@@ -394,7 +394,12 @@ def airflow_up(
 # Airflow's own 1 s between idle scheduler passes, not kafka-dr's 0.25 s: on two cores busy with the whole suite the
 # quicker passes cost the schedulers about 60 CPU-seconds more (CI, 2026-11-27: 145 against 87) and made no drill
 # shorter, the cores being the limit. The failover benchmark measures kafka-dr's setting.
-SUITE_SCHEDULER = {"AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "1"}
+# And DAG files parsed once, not every 30 s: no test edits them while its Airflow runs, and a dag-processor re-parsing
+# the seven files of a test's Airflow for 15 minutes spent 70 CPU-seconds (CI, 2026-11-27).
+SUITE_SCHEDULER = {
+    "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "1",
+    "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600",
+}
 
 
 def _kafka_dr_airflow_up(

@@ -21,7 +21,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from .. import client_switch
-from ..airflow_rest import AirflowRest
+from ..airflow_rest import POLL_S, AirflowRest
 from ..client_switch import Move
 from ..drill.evidence import evidence_path
 from ..drill.plan import INNER_RUNS, inner_run_id
@@ -127,6 +127,7 @@ def trigger_and_wait(
     conf: dict[str, Any],
     progress: Callable[[str], None],
     approver: AirflowRest | None = None,
+    poll_s: float = POLL_S,
 ) -> Step:
     """One DAG run through the REST API, followed to its end, with its report when it wrote one. With `approver`, a
     task that awaits a person's input (the `approve` of a failover) is approved as that user, as an on-call
@@ -140,7 +141,7 @@ def trigger_and_wait(
             answer = approver.answer(awaiting_dag, awaiting_run, task_id, "Approve")
             progress(f"{awaiting_dag}: {task_id} approved by {(answer.get('responded_by') or {}).get('name')}")
 
-    ended = api.wait(dag_id, run_id, RUN_TIMEOUT, progress, approve, related if dag_id == "dr_drill" else ())
+    ended = api.wait(dag_id, run_id, RUN_TIMEOUT, progress, approve, related if dag_id == "dr_drill" else (), poll_s)
     step = inner_step(api, dag_id, run_id, ended)
     return Step(dag_id, run_id, step.state, time.monotonic() - begun, step.scheduler_delay, step.report)
 
