@@ -56,7 +56,8 @@ with DAG(
                 "planned_round_trip": "planned failover, then failback (nothing may be lost)",
                 "disaster_round_trip": "the DC cut off, disaster failover, then data_kept failback",
             },
-            description="disaster_round_trip stops the DC's broker and registry: only on the embedded stack.",
+            description="disaster_round_trip cuts the DC off with the topology's dr.cut_off_command (the embedded "
+            "stack's: its broker and registry stopped).",
         ),
         "from_cluster": cluster_param(CLUSTERS, "From cluster", "The DC the drill fails over from.", CLUSTERS[0]),
         "to_cluster": cluster_param(CLUSTERS, "To cluster", "The DC that takes over.", CLUSTERS[-1]),
