@@ -40,6 +40,7 @@ def start(
     """Start the probe detached and return its first tally once its consumer has partitions and its producer has
     sent; ProbeError naming the log when it exits or does not get there within START_TIMEOUT_S."""
     folder.mkdir(parents=True, exist_ok=True)
+    kill(folder)  # a retried task's earlier probe: one probe per drill
     steer(folder, consume=True, produce=True, run=True)
     (folder / "tally.json").unlink(missing_ok=True)
     command = [
