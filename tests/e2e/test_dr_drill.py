@@ -59,7 +59,8 @@ FLOWS = """
   - {name: drill-dc1-to-dc2, source: dc1, target: dc2, topics: {include: ["orders", "_schemas"]}, epoch_seconds: 30}
   - {name: drill-dc2-to-dc1, source: dc2, target: dc1, topics: {include: ["orders"]}, epoch_seconds: 30}
 """
-POLL_S = 3.0  # between two looks at a drill's runs: the api-server answers each look for three runs
+RATE = 10  # probe records a second: enough to cross every switch with records in flight, light on the suite's cores
+POLL_S = 5.0  # between two looks at a drill's runs: the api-server answers each look for three runs
 CLIENTS = """clients:
   orders-producer: {cluster: dc1, role: producer}
   orders-consumer: {cluster: dc1, role: consumer}
@@ -81,7 +82,7 @@ class Deployment:
 
     def drill(self, topology: Path, scenario: str, approval: str) -> tuple[str, str]:
         """A drill through the REST API as admin, its approvals given by approver; (run id, state)."""
-        conf = {"topology": str(topology), "scenario": scenario, "approval": approval}
+        conf = {"topology": str(topology), "scenario": scenario, "approval": approval, "rate": RATE}
         step = trigger_and_wait(self.api, "dr_drill", conf, print, self.approver, POLL_S)
         return step.run_id, step.state
 
@@ -195,9 +196,8 @@ def test_a_drill_stopped_half_way_makes_the_next_one_refuse(
 ) -> None:
     topology = deployment.topology("drill", rto_seconds=300)
     api = deployment.api
-    run_id = api.trigger("dr_drill", {"topology": str(topology), "scenario": "planned_round_trip", "approval": "skip"})[
-        "dag_run_id"
-    ]
+    conf = {"topology": str(topology), "scenario": "planned_round_trip", "approval": "skip", "rate": RATE}
+    run_id = api.trigger("dr_drill", conf)["dag_run_id"]
 
     answered: set[tuple[str, str, str]] = set()
 

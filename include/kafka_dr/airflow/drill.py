@@ -61,7 +61,7 @@ def inner_run(step: str, **conf: str) -> TriggerDagRunOperator:
             **conf,
         },
         wait_for_completion=True,
-        poke_interval=2,
+        poke_interval=5,  # the inner runs take minutes; their own reports time them
         skip_when_already_exists=True,
         trigger_rule="none_failed",  # after a disaster's cut-off or way back, skipped in a planned drill
     )
