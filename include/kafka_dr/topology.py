@@ -547,7 +547,7 @@ class _Parser:
             if clusters[primary].schema_registry is None:
                 raise self.error("schema_registry.primary", f"cluster {primary!r} has no schema_registry URL")
             if "restart_command" in registry:
-                restart = self.restart_command(registry["restart_command"], "schema_registry.restart_command")
+                restart = self.command_template(registry["restart_command"], "schema_registry.restart_command")
         raw_clients = raw.get("clients", {})
         if not isinstance(raw_clients, dict):
             raise self.error("clients", f"must be a mapping of alias to settings, got {_type_name(raw_clients)}")
@@ -593,7 +593,7 @@ class _Parser:
         if rto is not None and (isinstance(rto, bool) or not isinstance(rto, int | float) or rto <= 0):
             raise self.error("dr.rto_seconds", f"must be a number of seconds > 0, got {rto!r}")
         commands = [
-            None if raw.get(key) is None else self.restart_command(raw[key], f"dr.{key}", CUT_OFF_PLACEHOLDERS)
+            None if raw.get(key) is None else self.command_template(raw[key], f"dr.{key}", CUT_OFF_PLACEHOLDERS)
             for key in ("cut_off_command", "bring_back_command")
         ]
         if (commands[0] is None) != (commands[1] is None):
@@ -641,7 +641,7 @@ class _Parser:
             limits[key] = limit
         return Slo(**limits)
 
-    def restart_command(self, value: Any, path: str, placeholders: tuple[str, ...] = RESTART_PLACEHOLDERS) -> str:
+    def command_template(self, value: Any, path: str, placeholders: tuple[str, ...] = RESTART_PLACEHOLDERS) -> str:
         """A command template whose only placeholders are `placeholders`."""
         template = self.string(value, path)
         try:

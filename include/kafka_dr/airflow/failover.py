@@ -12,6 +12,7 @@ would push each key again as an XCom of its own (the preview's offsets of 1,000 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from airflow.sdk import get_current_context, task
@@ -139,12 +140,7 @@ def stop_inbound(plan: dict[str, Any]) -> dict[str, Any]:
     (kafka_dr.failover.stop.inbound_flows: else the lag gate may never see 0)."""
     failover = FailoverPlan.from_dict(plan)
     topo = load_topology(failover.topology)
-    flows = stop.inbound_flows(failover, topo)
-    clusters = {c for flow in flows for c in (topo.flow(flow).target, topo.flow(flow).source)}
-    try:
-        return {"replicators": stop.stop_replication(failover, topo, {c: _config(topo, c) for c in clusters}, flows)}
-    except ReplicatorError as exc:
-        raise AirflowFailException(str(exc)) from None
+    return _stop(failover, topo, stop.inbound_flows(failover, topo))
 
 
 @task(multiple_outputs=False, trigger_rule="none_failed_min_one_success")
@@ -153,11 +149,16 @@ def stop_replication(plan: dict[str, Any]) -> dict[str, Any]:
     """Stop the replicators of every flow from or into the failed cluster, wherever they run
     (kafka_dr.failover.stop)."""
     failover = FailoverPlan.from_dict(plan)
-    topo = load_topology(failover.topology)
-    clusters = {c for flow in failover.stop_flows for c in (topo.flow(flow).target, topo.flow(flow).source)}
+    return _stop(failover, load_topology(failover.topology), failover.stop_flows)
+
+
+def _stop(failover: FailoverPlan, topo: Topology, flows: Sequence[str]) -> dict[str, Any]:
+    """stop.stop_replication of `flows`, with the client settings of their clusters (but a disaster's failed one,
+    which is not asked)."""
+    clusters = {c for flow in flows for c in (topo.flow(flow).target, topo.flow(flow).source)}
     asked = [c for c in clusters if not (failover.mode == "disaster" and c == failover.failed)]
     try:
-        return {"replicators": stop.stop_replication(failover, topo, {t: _config(topo, t) for t in asked})}
+        return {"replicators": stop.stop_replication(failover, topo, {c: _config(topo, c) for c in asked}, flows)}
     except ReplicatorError as exc:
         raise AirflowFailException(str(exc)) from None
 

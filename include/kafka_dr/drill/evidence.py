@@ -3,7 +3,7 @@ written, one self-contained HTML page an auditor can open or print (inline CSS, 
 only links go to the inner Airflow runs), and a PDF of that page when Debian's headless Chromium is there.
 
 The JSON and the HTML are the evidence; the PDF is a convenience, so a missing or failing Chromium is a reason
-returned, never an exception. An interrupted drill writes what it has: every missing value renders as "-".
+returned, never an exception. A drill that failed part-way writes what it has: every missing value renders as "-".
 """
 
 from __future__ import annotations
@@ -289,9 +289,8 @@ def _print(binary: str, html_file: Path, pdf: Path, profile: Path, timeout: floa
 
 def write_evidence(evidence: Mapping[str, Any], pdf: bool = True) -> dict[str, str | None]:
     """<run>.json, <run>.html and, when `pdf` and Chromium works, <run>.pdf in STATE_DIR/drills, each written whole
-    then renamed into place. The JSON first: it is the record, the rest is drawn from it. A drill writes its evidence
-    more than once (partial, then final), so a PDF of an earlier write that is not printed again is removed rather
-    than left beside JSON it no longer matches."""
+    then renamed into place. The JSON first: it is the record, the rest is drawn from it. A PDF of an earlier write
+    (a report task retried) that is not printed again is removed rather than left beside JSON it no longer matches."""
     run_id = evidence["run_id"]
     json_file, html_file, pdf_file = (evidence_path(run_id, suffix) for suffix in (".json", ".html", ".pdf"))
     write_json(json_file, evidence)

@@ -88,11 +88,13 @@ def begin(
     another drill is open and `running(its run id)`, or left something changed."""
     with locked(_path()):
         earlier = open_record()
+        if earlier is not None and earlier["run_id"] == run_id:
+            return earlier["before"], None  # this drill's own record: a task retried
+        if earlier is not None and running(earlier["run_id"]):
+            raise DrillRefused(f"drill {earlier['run_id']} is running: one drill at a time")
         now = snapshot(topology)
         note = None
-        if earlier is not None and earlier["run_id"] != run_id:
-            if running(earlier["run_id"]):
-                raise DrillRefused(f"drill {earlier['run_id']} is running: one drill at a time")
+        if earlier is not None:
             changed = left(earlier["before"], now)
             if changed:
                 raise DrillRefused(
@@ -101,8 +103,6 @@ def begin(
                     "--accept`, then start the drill again"
                 )
             note = f"drill {earlier['run_id']} ended without closing; it left nothing changed"
-        elif earlier is not None:
-            return earlier["before"], None  # this drill's own record: a task retried
         record = {"run_id": run_id, "scenario": scenario, "started": now_iso(), "before": now, "left": []}
         write_json(_path(), record)
         return now, note
