@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 PACKAGES := -r requirements.txt pip setuptools -c constraints.txt
 PYSPARK := $$(grep '^pyspark==' requirements.txt)
 
-# uv installs the venv: several times faster than pip here (README: "Two commands on a fresh machine"). It is
+# uv installs the venv: several times faster than pip here (docs/development.md: "The venv"). It is
 # itself installed into the venv by the venv's pip, pinned like everything else by constraints.txt. uv reads no pip
 # configuration, so it is handed pip's index settings (a machine's mirror, extra indexes, wheel folders) and, like
 # pip, takes the best version across all of them: both install from the same place. uv compiles what it installs to
@@ -27,7 +27,7 @@ UV_ENV = $(eval UV_ENV := UV_PYTHON=$(BIN)/python UV_INDEX_STRATEGY=unsafe-best-
 	$(call uv_setting,UV_FIND_LINKS,$(subst $() ,$(comma),$(call pip_setting,PIP_FIND_LINKS,find-links))))$(UV_ENV)
 UV = $(UV_ENV) $(BIN)/uv pip
 
-.PHONY: venv constraints demo test durations lint format bench bench-broker bench-replication bench-translation bench-health bench-failback bench-backfill bench-spark-cluster bench-curves bench-failover bench-aged bench-metrics sabotage clean
+.PHONY: venv constraints demo test durations lint format docs bench bench-broker bench-replication bench-translation bench-health bench-failback bench-backfill bench-spark-cluster bench-curves bench-failover bench-aged bench-metrics sabotage clean
 
 venv: $(STAMP)
 
@@ -73,6 +73,8 @@ BYTECODE := $(BIN)/python -m compileall -q include spark_jobs dags plugins tests
 
 demo: venv
 	$(BYTECODE)
+	@# The documentation site, which the DR page serves at /kafka-dr/docs/ (each DAG's doc_md links its runbook there).
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build -q
 	$(BIN)/kafka-dr demo
 
 test: lint
@@ -92,7 +94,12 @@ lint: venv
 format: venv
 	$(BIN)/ruff format .
 
-# Benchmarks print a ratio against a baseline measured in the same run (README: Performance).
+# The documentation site from docs/ into site/ (mkdocs.yml); --strict: a broken link or anchor fails it, as it fails
+# tests/docs in make test. Serve it with Airflow at /kafka-dr/docs/, or alone with `.venv/bin/mkdocs serve`.
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# Benchmarks print a ratio against a baseline measured in the same run (docs/benchmarks.md).
 # They share the tests' support package, found through PYTHONPATH as pytest finds it through `pythonpath`.
 bench: bench-broker bench-replication bench-translation bench-health bench-failback bench-backfill bench-spark-cluster bench-curves bench-failover bench-aged bench-metrics
 
@@ -130,7 +137,7 @@ bench-aged: venv
 bench-metrics: venv
 	PYTHONPATH=tests $(BIN)/python tests/benchmarks/metrics_benchmark.py
 
-# One deliberate break per invariant, in a scratch copy, and the test named for it must fail (README: Tests).
+# One deliberate break per invariant, in a scratch copy, and the test named for it must fail (docs/development.md).
 # Outside `make test`: about 9 minutes.
 sabotage: venv
 	$(BIN)/python tests/sabotage.py

@@ -19,6 +19,7 @@ from kafka_dr.airflow.backfill import backfill_report, validate_backfill
 from kafka_dr.airflow.common import topology_param
 from kafka_dr.airflow.notifications.dag_failed import DagFailedNotifier
 from kafka_dr.airflow.operators.backfill import BackfillOperator
+from kafka_dr.runbooks import runbook_doc_md
 from kafka_dr.topology import TopologyError, load_topology
 
 
@@ -42,7 +43,7 @@ with DAG(
     max_active_runs=1,
     render_template_as_native_obj=True,
     tags=["kafka-dr"],
-    doc_md=__doc__,
+    doc_md=runbook_doc_md("dr_backfill", __doc__),
     params={
         "topology": topology_param(),
         "flow": Param(FLOWS[0], type="string", title="Flow", description="The flow whose source records are copied."),

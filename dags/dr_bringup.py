@@ -22,6 +22,7 @@ from kafka_dr.airflow.common import flows_param, topology_param
 from kafka_dr.airflow.notifications.dag_failed import DagFailedNotifier
 from kafka_dr.airflow.operators.replication import ReplicationOperator
 from kafka_dr.airflow.sensors.replication_lag import ReplicationLagSensor
+from kafka_dr.runbooks import runbook_doc_md
 
 with DAG(
     dag_id="dr_bringup",
@@ -31,7 +32,7 @@ with DAG(
     max_active_runs=1,
     render_template_as_native_obj=True,  # thresholds reach the lag gate as numbers (or None)
     tags=["kafka-dr"],
-    doc_md=__doc__,
+    doc_md=runbook_doc_md("dr_bringup", __doc__),
     params={
         "topology": topology_param(),
         "flows": flows_param("Flows to bring up"),

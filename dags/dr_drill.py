@@ -33,6 +33,7 @@ from kafka_dr.airflow.drill import (
 )
 from kafka_dr.airflow.notifications.dag_failed import DagFailedNotifier
 from kafka_dr.airflow.operators.approval import DrillApprovalOperator
+from kafka_dr.runbooks import runbook_doc_md
 
 CLUSTERS = form_clusters()
 FROM, TO = "{{ params.from_cluster }}", "{{ params.to_cluster }}"
@@ -44,7 +45,7 @@ with DAG(
     catchup=False,
     max_active_runs=1,
     tags=["kafka-dr"],
-    doc_md=__doc__,
+    doc_md=runbook_doc_md("dr_drill", __doc__),
     params={
         "topology": topology_param(),
         "scenario": Param(

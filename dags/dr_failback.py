@@ -44,6 +44,7 @@ from kafka_dr.airflow.operators.translation import TranslateOffsetsOperator
 from kafka_dr.airflow.operators.verify import VerifyFlowOperator
 from kafka_dr.airflow.sensors.replication_lag import ReplicationLagSensor
 from kafka_dr.failback.switch_back import CATCH_UP_QUIET_S
+from kafka_dr.runbooks import runbook_doc_md
 
 CLUSTERS = form_clusters()
 
@@ -54,7 +55,7 @@ with DAG(
     catchup=False,
     max_active_runs=1,
     tags=["kafka-dr"],
-    doc_md=__doc__,
+    doc_md=runbook_doc_md("dr_failback", __doc__),
     params={
         "topology": topology_param(),
         "restored_cluster": cluster_param(

@@ -35,6 +35,7 @@ from kafka_dr.airflow.notifications.dag_failed import DagFailedNotifier
 from kafka_dr.airflow.operators.approval import DrApprovalOperator
 from kafka_dr.airflow.operators.translation import TranslateOffsetsOperator
 from kafka_dr.airflow.sensors.replication_lag import ReplicationLagSensor
+from kafka_dr.runbooks import runbook_doc_md
 
 CLUSTERS = form_clusters()
 
@@ -45,7 +46,7 @@ with DAG(
     catchup=False,
     max_active_runs=1,
     tags=["kafka-dr"],
-    doc_md=__doc__,
+    doc_md=runbook_doc_md("dr_failover", __doc__),
     params={
         "topology": topology_param(),
         "failed_cluster": cluster_param(

@@ -23,6 +23,7 @@ from airflow.sdk import DAG, chain
 from kafka_dr.airflow.common import flows_param, topology_param
 from kafka_dr.airflow.health import check, count_outages, report, self_heal, validate_flows
 from kafka_dr.airflow.notifications.dag_failed import DagFailedNotifier
+from kafka_dr.runbooks import runbook_doc_md
 
 with DAG(
     dag_id="dr_replication_health",
@@ -32,7 +33,7 @@ with DAG(
     catchup=False,
     max_active_runs=1,
     tags=["kafka-dr"],
-    doc_md=__doc__,
+    doc_md=runbook_doc_md("dr_replication_health", __doc__),
     params={
         "topology": topology_param(),
         "flows": flows_param("Flows to check"),

@@ -11,6 +11,7 @@ from airflow.sdk import DAG, Param, chain
 from kafka_dr.airflow.common import cluster_param, form_clusters, topology_param
 from kafka_dr.airflow.notifications.dag_failed import DagFailedNotifier
 from kafka_dr.airflow.schema_redirect import redirect_registry, validate_redirect
+from kafka_dr.runbooks import runbook_doc_md
 
 CLUSTERS = form_clusters()
 
@@ -21,7 +22,7 @@ with DAG(
     catchup=False,
     max_active_runs=1,
     tags=["kafka-dr"],
-    doc_md=__doc__,
+    doc_md=runbook_doc_md("dr_schema_redirect", __doc__),
     params={
         "topology": topology_param(),
         "registry_cluster": cluster_param(

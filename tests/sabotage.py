@@ -122,6 +122,23 @@ SABOTAGES = (
             "tests/airflow/test_following_clients.py::test_an_application_follows_a_disaster_failover_and_a_failback_without_a_restart",
         ),
     ),
+    Sabotage(
+        "reference-drifts",
+        "the topology validator accepts a key the configuration reference does not list, and the CLI a flag the "
+        "command-line reference does not",
+        (
+            ("include/kafka_dr/topology.py", '"rpo_records", "rto_seconds",', '"rpo_records", "rto_seconds", "rto_p",'),
+            (
+                "include/kafka_dr/cli.py",
+                'clients.add_argument("--json", action="store_true", help="print JSON")',
+                'clients.add_argument("--json", "--as-json", action="store_true", help="print JSON")',
+            ),
+        ),
+        (
+            "tests/docs/test_reference.py::test_every_accepted_topology_key_is_documented",
+            "tests/docs/test_reference.py::test_every_command_has_its_section_listing_its_flags",
+        ),
+    ),
 )
 
 

@@ -532,6 +532,7 @@ def _demo(args: argparse.Namespace) -> int:
 def _drill(args: argparse.Namespace) -> int:
     """Exit 0 when no drill record is open (or `resolve` closed it), 1 while one stays open."""
     from kafka_dr.drill import ledger
+    from kafka_dr.runbooks import see_runbook
 
     topology = load_topology(args.topology)
     if args.action == "status":
@@ -549,9 +550,15 @@ def _drill(args: argparse.Namespace) -> int:
         print("closed" + (": the state now accepted" if changed else ": nothing left changed"))
         return 0
     if not changed:
-        print("  nothing left changed: the next drill closes it, or `kafka-dr drill resolve`")
+        print(
+            "  nothing left changed: the next drill closes it, or `kafka-dr drill resolve`; "
+            + see_runbook("dr_drill", "a-drill-left-production-changed")
+        )
     else:
-        print("  put these back (a failback, `kafka-dr replicators`), or `kafka-dr drill resolve --accept`")
+        print(
+            "  put these back (a failback, `kafka-dr replicators`), or `kafka-dr drill resolve --accept`; "
+            + see_runbook("dr_drill", "a-drill-left-production-changed")
+        )
     return 1
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_TOPOLOGY = PROJECT_ROOT / "include" / "topology.yaml"
 SPARK_JOBS = PROJECT_ROOT / "spark_jobs"
+DOCS_SITE = PROJECT_ROOT / "site"  # mkdocs.yml's site_dir: where `make docs` builds the documentation site
 TOPOLOGY_ENV = "KDR_TOPOLOGY"
 STATE_DIR_ENV = "KDR_STATE_DIR"
 _STATE_DIR_NAME = ".kafka-dr"

@@ -50,6 +50,14 @@ def test_dag_ids_are_the_designed_ones(dagbag: DagBag) -> None:
         assert Path(dagbag.dags[dag_id].fileloc).name == f"{dag_id}.py", "one DAG per file, named by its id"
 
 
+def test_every_dag_links_its_runbook(dagbag: DagBag) -> None:
+    """The DAG's docs in the UI open its runbook on the DR page's copy of the site (docs/runbooks/<dag_id>.md)."""
+    docs = Path(__file__).resolve().parents[2] / "docs" / "runbooks"
+    for dag_id, dag in dagbag.dags.items():
+        assert f"](/kafka-dr/docs/runbooks/{dag_id}/)" in dag.doc_md, dag_id
+        assert (docs / f"{dag_id}.md").exists(), dag_id
+
+
 def test_dr_bringup_runs_the_designed_steps_in_order(dagbag: DagBag) -> None:
     dag = dagbag.dags["dr_bringup"]
     assert dag.schedule is None

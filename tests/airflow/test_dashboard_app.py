@@ -212,3 +212,30 @@ def test_a_drills_evidence_is_served_behind_the_login_from_the_drills_folder_onl
     monkeypatch.setenv("KDR_TOPOLOGY", str(state / "missing.yaml"))  # no cluster to ask
     (drill,) = client.get("/kafka-dr/api/state", headers=login).json()["drills"]
     assert (drill["run_id"], drill["html"], drill["pdf"]) == (drill_evidence()["run_id"], html.name, f"{html.stem}.pdf")
+
+
+def test_the_docs_site_is_served_behind_the_login_from_its_folder_only(
+    client: Any, token: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every DAG's doc_md links its runbook at /kafka-dr/docs/runbooks/<dag>/: the site `make docs` built, a folder's
+    index.html, behind the login; nothing outside the site, and a line saying so when it is not built."""
+    import kafka_dr.dashboard.app as app_module
+
+    site = tmp_path / "site"
+    monkeypatch.setattr(app_module, "DOCS_SITE", site)
+    login = {"Authorization": f"Bearer {token}"}
+    missing = client.get("/kafka-dr/docs/", headers=login)
+    assert missing.status_code == 404 and "run make docs" in missing.json()["detail"]
+
+    (site / "runbooks" / "dr_failover").mkdir(parents=True)
+    (site / "index.html").write_text("home")
+    (site / "runbooks" / "dr_failover" / "index.html").write_text("the failover runbook")
+    (tmp_path / "outside.html").write_text("not docs")
+    assert client.get("/kafka-dr/docs/", headers=login).text == "home"
+    assert client.get("/kafka-dr/docs/runbooks/dr_failover/", headers=login).text == "the failover runbook"
+    slashless = client.get("/kafka-dr/docs/runbooks/dr_failover", headers=login, follow_redirects=False)
+    assert (slashless.status_code, slashless.headers["location"]) == (307, "dr_failover/")
+    for name in ("../outside.html", "..%2Foutside.html", "%2E%2E/outside.html", "runbooks/missing/"):
+        assert client.get(f"/kafka-dr/docs/{name}", headers=login).status_code == 404, name
+    away = client.get("/kafka-dr/docs/runbooks/dr_failover/", follow_redirects=False)
+    assert away.status_code == 307 and away.headers["location"].startswith("/auth/login?next=")

@@ -130,6 +130,13 @@ def test_bad_params_fail_the_first_task_with_one_line_and_change_nothing(dag: An
     assert str(excinfo.value) == "unknown flow 'dc1-to-dc3' (known: dc1-to-dc2, dc2-to-dc1)"
     with pytest.raises(AirflowFailException, match=r"^.*missing\.yaml: file not found$"):
         validate_topology.function(params={"topology": str(path.with_name("missing.yaml")), "flows": []})
+    no_gate = {"topology": str(path), "flows": [], "max_lag_records": None, "max_lag_seconds": None}
+    with pytest.raises(AirflowFailException) as excinfo:
+        validate_topology.function(params=no_gate)
+    assert str(excinfo.value) == (
+        "params max_lag_records and max_lag_seconds: give at least one; "
+        "see docs/runbooks/dr_bringup.md#a-param-is-refused"
+    )
 
     before = sorted(p.name for p in (state_dir() / "replicators").glob("*.json"))
     run = dag.test(run_conf={"topology": str(path), "flows": ["dc1-to-dc3"]})

@@ -1,21 +1,30 @@
-"""The helpers the DR DAGs' tasks share (kafka_dr.airflow.common): step timing and report files. No stack needed."""
+"""The helpers the DR DAGs' tasks share (kafka_dr.airflow.common): step timing and report files; and the failure
+messages that ask the operator to act, naming their runbook section. No stack needed."""
 
 from __future__ import annotations
 
 import inspect
 import json
 import time
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from airflow.sdk import DAG, task
+from airflow.sdk.exceptions import AirflowFailException
 from support.topology import write_topology
 
+from kafka_dr.airflow import failback as failback_tasks
 from kafka_dr.airflow.common import timed, write_report
+from kafka_dr.airflow.failback import registry_back, stop_message
 from kafka_dr.airflow.failover import stop_replication
+from kafka_dr.airflow.operators.backfill import ORDER_REFUSED, with_runbook
+from kafka_dr.backfill import window
+from kafka_dr.failback.plan import FailbackPlan
 from kafka_dr.failover.plan import FailoverPlan
+from kafka_dr.schema_registry import RegistryError
 
 
 def move(plan: dict[str, Any], roles: tuple[str, ...] = ("consumer",)) -> dict[str, Any]:
@@ -58,3 +67,58 @@ def test_write_report_puts_json_and_page_under_reports(tmp_path: Path, monkeypat
     assert json.loads(path.read_text()) == {"rto_seconds": 9.5} and written["rto_seconds"] == 9.5
     assert path.with_suffix(".md").read_text() == "# page\n"
     assert not Path(write_report("dr_bringup", "r", {})["report_file"]).with_suffix(".md").exists()
+
+
+# --- failure messages that ask the operator to act name their runbook section (kafka_dr.runbooks) ------------------
+
+FAILBACK = FailbackPlan(
+    topology="t.yaml",
+    restored="dc1",
+    restored_cluster_id="dc1-id",
+    serving="dc2",
+    mode="data_kept",
+    unreplicated="report",
+    groups=".*",
+    dry_run=False,
+    flows_out=("f",),
+    flows_back=(),
+)
+
+
+def test_a_failback_stopped_by_records_that_never_left_names_its_runbook_section() -> None:
+    unreplicated = {"records": 2, "per_topic": {"orders": 2}}
+    line = stop_message(FAILBACK, unreplicated, "/r/dr_failback-fb1.json")
+    assert line == (
+        f"{FAILBACK.stop_line(unreplicated, '/r/dr_failback-fb1.json')}; "
+        "see docs/runbooks/dr_failback.md#records-never-left-the-restored-cluster"
+    )
+    assert stop_message(replace(FAILBACK, unreplicated="republish"), unreplicated, "r") is None
+    assert stop_message(FAILBACK, {"records": 0, "per_topic": {}}, "r") is None
+
+
+def test_a_registry_not_handed_back_names_its_runbook_section(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    topology = write_topology(tmp_path / "t.yaml", {"dc1": "127.0.0.1:1", "dc2": "127.0.0.1:2"})
+
+    line = "the `_schemas` of dc1 knows ids up to 3 but the dc1 registry served ids up to 5: replicate `_schemas` first"
+
+    def refused(*args: Any) -> dict[str, Any]:
+        raise RegistryError(line)
+
+    monkeypatch.setattr(failback_tasks, "hand_back", refused)
+    monkeypatch.setattr(failback_tasks, "_config", lambda topo, cluster: {})
+    with pytest.raises(AirflowFailException) as failed:
+        registry_back.function(replace(FAILBACK, topology=str(topology)).to_dict())
+    # As dr_failover's redirect: the section of dr_schema_redirect's runbook on that registry failure.
+    assert str(failed.value).startswith(f"{line}; see docs/runbooks/dr_schema_redirect.md#"), str(failed.value)
+
+
+def test_a_backfill_target_refused_for_its_order_names_its_runbook_section() -> None:
+    refused = (
+        "the window's copies would land after newer ones in flow f's destination (orders[0] holds copies of offsets "
+        "past 3): backfill into a separate topic, e.g. target_topic '{topic}.backfill'"
+    )
+    assert ORDER_REFUSED in inspect.getsource(window.prepare), "the refusal's words, as prepare writes them"
+    assert with_runbook(refused) == (
+        f"{refused}; see docs/runbooks/dr_backfill.md#the-target-would-take-copies-out-of-order"
+    )
+    assert with_runbook("window_end 2999-01-01 is in the future: records of it may still come").endswith("come")

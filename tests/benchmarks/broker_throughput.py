@@ -1,8 +1,8 @@
 """Embedded broker produce and fetch throughput with 1 KB records.
 
 Prints records/s and MB/s for produce (acks=all) and fetch with confluent-kafka, and each as a
-ratio to a baseline measured in the same run: the same client pushing the same bytes into an
-asyncio socket sink that only discards them (what a Python server costs before any Kafka work).
+ratio to a baseline measured in the same run: the same bytes sent over a plain loopback socket into a
+Python thread that only discards them (what a Python server costs before any Kafka work).
 
     make bench-broker
     PYTHONPATH=tests .venv/bin/python tests/benchmarks/broker_throughput.py [--records N] [--json]

@@ -17,6 +17,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from ..bringup import checks
 from ..bringup.plan import BringupPlan
 from ..clients import ClientConfigError
+from ..runbooks import see_runbook
 from ..state import now_iso
 from ..topology import Topology, TopologyError
 from .common import flow_clusters, selected_flows, write_report
@@ -36,7 +37,10 @@ def validate_topology(params: dict[str, Any] | None = None) -> list[dict[str, st
             if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value < 0):
                 raise ValueError(f"param {name}: must be a number >= 0 or null, got {value!r}")
         if all(value is None for value in thresholds.values()):
-            raise ValueError("params max_lag_records and max_lag_seconds: give at least one")
+            raise ValueError(
+                "params max_lag_records and max_lag_seconds: give at least one; "
+                + see_runbook("dr_bringup", "a-param-is-refused")
+            )
     except (TopologyError, ClientConfigError, ValueError) as exc:
         raise AirflowFailException(str(exc)) from None
     return BringupPlan(str(path), tuple(flow.name for flow in selected)).to_kwargs()
@@ -74,8 +78,10 @@ def destination_topics_synced(plan: list[dict[str, str]]) -> dict[str, dict[str,
     topo, flows = BringupPlan.from_kwargs(plan).load()
     try:
         return checks.sync_destination_topics(flows, _client_config(topo))
-    except checks.BringupError as exc:
-        raise AirflowFailException(str(exc)) from None
+    except checks.BringupError as exc:  # a refusal asks to add partitions or change the rename
+        raise AirflowFailException(
+            f"{exc}; {see_runbook('dr_bringup', 'a-destination-topic-cannot-be-synced')}"
+        ) from None
 
 
 @task
@@ -97,8 +103,8 @@ def heartbeat_round_trip(plan: list[dict[str, str]], timeout: float = 60.0) -> d
     topo, flows = BringupPlan.from_kwargs(plan).load()
     try:
         return checks.heartbeat_round_trips(flows, _client_config(topo), timeout)
-    except checks.BringupError as exc:
-        raise AirflowFailException(str(exc)) from None
+    except checks.BringupError as exc:  # "is the replicator running?": the operator looks
+        raise AirflowFailException(f"{exc}; {see_runbook('dr_bringup', 'no-heartbeat-came-through')}") from None
 
 
 @task

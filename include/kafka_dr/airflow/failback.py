@@ -24,6 +24,7 @@ from ..clients import ClientConfigError
 from ..failback import report, republish, switch_back, verify
 from ..failback.plan import FailbackPlan, FailbackRun, SwitchBack
 from ..failback.unreplicated import MeasureError, unreplicated_of
+from ..runbooks import see_runbook
 from ..schema_redirect.steps import hand_back
 from ..schema_registry import RegistryError
 from ..state import subdir
@@ -35,6 +36,7 @@ from .hooks.alerts import alert_targets, send_report_alert
 from .hooks.kafka_cluster import ClusterUnreachable, KafkaClusterHook
 from .hooks.schema_registry import load_registry_credentials
 from .operators.approval import offer_for_approval
+from .schema_redirect import registry_failed
 
 VERIFY_SETTLE_S = 60.0  # the flows run again while they are verified: time for a record produced meanwhile
 
@@ -108,7 +110,7 @@ def decide(plan: dict[str, Any], measured: dict[str, Any]) -> dict[str, Any] | b
     written = write_report(dag_id, run_id, body, page)
     if body["unreplicated"]["records"] is not None:
         report.add_exact_rpo(failback.restored, failback.serving, body["unreplicated"], run_id)
-    line = failback.stop_line(body["unreplicated"], written["report_file"])
+    line = stop_message(failback, body["unreplicated"], written["report_file"])
     if line is not None:
         raise AirflowFailException(line)
     what = f"failback {failback.serving} -> {failback.restored} ({failback.mode})"
@@ -188,8 +190,8 @@ def registry_back(plan: dict[str, Any]) -> dict[str, Any]:
         load_registry_credentials([failback.restored, failback.serving])
     try:
         return hand_back(topo, failback.restored, failback.serving, _config(topo, failback.restored))
-    except RegistryError as exc:
-        raise AirflowFailException(str(exc)) from None
+    except RegistryError as exc:  # its line ends with dr_schema_redirect's section on it, as dr_failover's redirect
+        raise registry_failed(exc) from None
 
 
 @task
@@ -252,6 +254,15 @@ def failback_report(plan: dict[str, Any], results: dict[str, Any]) -> dict[str, 
     written = write_report(dag_id, run_id, body, report.failback_page(body))
     send_report_alert(load_topology(failback.topology), dag_id, run_id, written)
     return written
+
+
+def stop_message(failback: FailbackPlan, unreplicated: dict[str, Any], report_file: str) -> str | None:
+    """The line `decide` stops the run with (FailbackPlan.stop_line: records never left and the action is `report`),
+    naming the runbook section on choosing republish or discard; None when the failback goes on."""
+    line = failback.stop_line(unreplicated, report_file)
+    if line is None:
+        return None
+    return f"{line}; {see_runbook('dr_failback', 'records-never-left-the-restored-cluster')}"
 
 
 def _config(topo: Topology, cluster: str) -> dict[str, Any]:

@@ -24,15 +24,17 @@ from ..failover.plan import FailoverPlan, FailoverRun
 from ..failover.rpo import lag_readings
 from ..failover.switch import EVERY_ROLE, PRODUCERS, move_reason, moved_by, switch_clients, writers
 from ..replication.replicators import ReplicatorError
+from ..runbooks import see_runbook
 from ..schema_redirect.steps import take_over
 from ..schema_registry import RegistryError
 from ..topology import Topology, TopologyError, load_topology
 from . import topology_path
 from .common import groups_param, timed, write_report
-from .hooks.alerts import alert_targets, send_report_alert
+from .hooks.alerts import send_report_alert, topology_targets
 from .hooks.kafka_cluster import ClusterUnreachable, KafkaClusterHook, flows_environ
 from .hooks.schema_registry import load_registry_credentials
 from .operators.approval import offer_for_approval
+from .schema_redirect import registry_failed
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +47,7 @@ def validate_failover(params: dict[str, Any] | None = None) -> dict[str, Any]:
     try:
         path = topology_path(params.get("topology"))
         topo = load_topology(path)
-        alert_targets(topo)  # a bad alert URL or a missing ${VAR}: one line, before anything changes
+        topology_targets(topo)  # a bad alert URL or a missing ${VAR}: one line, before anything changes
         plan = FailoverPlan.build(
             topo,
             str(path),
@@ -58,15 +60,17 @@ def validate_failover(params: dict[str, Any] | None = None) -> dict[str, Any]:
         )
         for cluster in (plan.failed, plan.target):
             KafkaClusterHook(cluster, topology=topo).security_settings()
-        if plan.mode == "planned":
-            try:
-                KafkaClusterHook(plan.failed, topology=topo).check_reachable(10)
-            except ClusterUnreachable as exc:
-                raise ValueError(
-                    f"a planned failover needs {plan.failed} reachable ({exc}); use mode disaster"
-                ) from None
-    except (TopologyError, ClientConfigError, ValueError) as exc:
-        raise AirflowFailException(str(exc)) from None
+    except (TopologyError, ClientConfigError, ValueError) as exc:  # a bad alert target's AlertConfigError too
+        see = see_runbook("dr_failover", "a-param-or-the-topology-is-wrong")
+        raise AirflowFailException(f"{exc}; {see}") from None
+    if plan.mode == "planned":
+        try:
+            KafkaClusterHook(plan.failed, topology=topo).check_reachable(10)
+        except ClusterUnreachable as exc:
+            raise AirflowFailException(
+                f"a planned failover needs {plan.failed} reachable ({exc}); use mode disaster; "
+                + see_runbook("dr_failover", "planned-needs-the-failed-cluster-reachable")
+            ) from None
     return plan.to_dict()
 
 
@@ -82,7 +86,7 @@ def preview_failover(plan: dict[str, Any]) -> dict[str, Any]:
             failover, topo, lambda cluster: _config(topo, cluster), flows_environ(topo, failover.flows)
         )
     except ValueError as exc:
-        raise AirflowFailException(str(exc)) from None
+        raise AirflowFailException(f"{exc}; {see_runbook('dr_failover', 'group-offsets-not-read')}") from None
     page = preview.preview_page(previewed)
     log.info("preview:\n%s", page)
     context = get_current_context()
@@ -160,7 +164,7 @@ def _stop(failover: FailoverPlan, topo: Topology, flows: Sequence[str]) -> dict[
     try:
         return {"replicators": stop.stop_replication(failover, topo, {c: _config(topo, c) for c in asked}, flows)}
     except ReplicatorError as exc:
-        raise AirflowFailException(str(exc)) from None
+        raise AirflowFailException(f"{exc}; {see_runbook('dr_failover', 'replication-did-not-stop')}") from None
 
 
 @task(multiple_outputs=False)
@@ -173,7 +177,7 @@ def redirect_schema_registry(plan: dict[str, Any]) -> dict[str, Any]:
         topo = load_topology(failover.topology)
         return take_over(topo, failover.failed, failover.target, _config(topo, failover.target))
     except RegistryError as exc:
-        raise AirflowFailException(str(exc)) from None
+        raise registry_failed(exc) from None
 
 
 @task(multiple_outputs=False)
@@ -200,7 +204,8 @@ def verify_failover(plan: dict[str, Any], translations: list[dict[str, Any]]) ->
     configs = {t: _config(topo, t) for t in verify.stopped_flows_by_target(topo, failover)}
     verified = verify.verify_failover(topo, failover, list(translations or []), _config(topo, failover.target), configs)
     if verified.problems:
-        raise AirflowFailException("; ".join(verified.problems))
+        see = see_runbook("dr_failover", "verify-found-a-problem")
+        raise AirflowFailException("; ".join([*verified.problems, see]))
     return {"groups_checked": verified.groups_checked, "replication": verified.replication}
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from airflow.sdk import task
 from airflow.sdk.exceptions import AirflowFailException
 
+from ..runbooks import see_runbook
 from ..schema_redirect import steps
 from ..schema_redirect.plan import RedirectPlan
 from ..schema_registry import RegistryError
@@ -20,6 +21,31 @@ from . import topology_path
 from .common import boolean_param
 from .hooks.kafka_cluster import KafkaClusterHook
 from .hooks.schema_registry import load_registry_credentials
+
+BAD_PARAMS = see_runbook("dr_schema_redirect", "a-param-or-the-topology-is-wrong")  # validation failure's end
+
+# The runbook section of a redirect's RegistryError (kafka_dr.schema_registry), by a phrase of its one line: the first
+# entry whose phrase the line holds wins, so a wrapped reason ("... after its restart: <reason>") is told by the reason.
+REGISTRY_SECTIONS = (
+    ("replicate `_schemas`", see_runbook("dr_schema_redirect", "the-store-lacks-schema-ids")),
+    ("one registry leader not shown", see_runbook("dr_failover", "two-registry-leaders-or-none-shown")),
+    ("schema_registry.restart_command", see_runbook("dr_schema_redirect", "no-restart-command")),
+    ("restart of the", see_runbook("dr_schema_redirect", "the-restart-command-failed")),
+    ("store cluster does not answer", see_runbook("dr_schema_redirect", "the-store-cluster-does-not-answer")),
+    ("refused the request", see_runbook("dr_schema_redirect", "the-registry-refused-the-credentials")),
+    ("must be user:password", see_runbook("dr_schema_redirect", "the-registry-refused-the-credentials")),
+    ("not above the ids it knew", see_runbook("dr_schema_redirect", "the-new-id-is-not-above-the-old-ones")),
+    ("after its restart", see_runbook("dr_schema_redirect", "the-registry-did-not-come-back-in-time")),
+)
+REGISTRY_FAILED = see_runbook("dr_schema_redirect", "failure-messages")  # a line none of the phrases names
+
+
+def registry_failed(exc: RegistryError) -> AirflowFailException:
+    """A registry redirect's failure as the task's one line, ending with the runbook section that says what to do
+    (dr_schema_redirect's failure messages, whichever DAG redirected)."""
+    message = str(exc)
+    see = next((see for phrase, see in REGISTRY_SECTIONS if phrase in message), REGISTRY_FAILED)
+    return AirflowFailException(f"{message}; {see}")
 
 
 @task
@@ -36,7 +62,7 @@ def validate_redirect(params: dict[str, Any] | None = None) -> dict[str, Any]:
             boolean_param(params, "leader_eligible"),
         )
     except (TopologyError, ValueError) as exc:
-        raise AirflowFailException(str(exc)) from None
+        raise AirflowFailException(f"{exc}; {BAD_PARAMS}") from None
     return plan.to_dict()
 
 
@@ -51,5 +77,5 @@ def redirect_registry(plan: dict[str, Any]) -> dict[str, Any]:
         topo = load_topology(redirect.topology)
         result = steps.redirect_registry(redirect, KafkaClusterHook(redirect.store, topology=topo).client_config())
     except RegistryError as exc:
-        raise AirflowFailException(str(exc)) from None
+        raise registry_failed(exc) from None
     return {**result.to_dict(), "task_seconds": round(time.monotonic() - started, 3)}

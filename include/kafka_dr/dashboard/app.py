@@ -1,9 +1,10 @@
 """The dashboard as a FastAPI app that Airflow's api-server mounts under /kafka-dr/ (plugins/kafka_dr_plugin.py,
 through asgi.py).
 
-The page, its JSON and the drills' evidence pages are behind Airflow's own authentication: `requires_authenticated`
-resolves the user as the api-server's own routes do, from the `Authorization: Bearer` JWT or else the `_token` cookie
-that Airflow's login sets (scoped to the api-server's root path, so the browser sends it here too). A browser without
+The page, its JSON, the drills' evidence pages and the documentation site (as `make docs` built it) are behind
+Airflow's own authentication: `requires_authenticated` resolves the user as the api-server's own routes do, from the
+`Authorization: Bearer` JWT or else the `_token` cookie that Airflow's login sets (scoped to the api-server's root
+path, so the browser sends it here too). A browser without
 a valid login is sent to the auth manager's login page and comes back after it; the JSON answers 401 or 403 as
 Airflow's API does.
 /kafka-dr/metrics is for Prometheus, which cannot log in: it takes a bearer token of its own.
@@ -26,6 +27,7 @@ from ..airflow.hooks.kafka_cluster import clusters_env
 from ..airflow.hooks.schema_registry import registry_env
 from ..clients import ClientConfigError
 from ..drill.history import evidence_file
+from ..paths import DOCS_SITE
 from ..topology import TopologyError, load_topology
 from .page import render_page
 from .state import collect_state
@@ -55,6 +57,30 @@ def drill_evidence(name: str) -> FileResponse:
     if path is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, "no such drill evidence")
     return FileResponse(path)  # its type from its suffix: text/html or application/pdf
+
+
+@app.get("/docs", include_in_schema=False)
+def docs_root() -> RedirectResponse:
+    return RedirectResponse("docs/")  # the site's relative links need the trailing slash
+
+
+@app.get("/docs/{path:path}", dependencies=[Depends(requires_authenticated())])
+def docs_page(path: str) -> Response:
+    """The documentation site built into DOCS_SITE by `make docs` (every DAG's doc_md links its runbook here): a file
+    of the site, a folder's index.html, 404 for anything outside it."""
+    site = DOCS_SITE.resolve()
+    if not (site / "index.html").is_file():
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"the documentation site is not built: run make docs ({site})")
+    target = (site / path).resolve()
+    if not target.is_relative_to(site):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such page")
+    if target.is_dir():
+        if path and not path.endswith("/"):
+            return RedirectResponse(f"{path.rsplit('/', 1)[-1]}/")
+        target = target / "index.html"
+    if not target.is_file():
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such page")
+    return FileResponse(target)
 
 
 @app.get("/metrics")
@@ -88,9 +114,9 @@ def _state() -> dict[str, Any]:
 
 @app.exception_handler(HTTPException)
 async def _login_for_the_page(request: Request, exc: HTTPException) -> Response:
-    """The page or a drill's evidence without a valid login goes to the login page (and back after it); anything
-    else answers as FastAPI does."""
+    """The page, a drill's evidence or a docs page without a valid login goes to the login page (and back after it);
+    anything else answers as FastAPI does."""
     unauthenticated = exc.status_code in (status.HTTP_401_UNAUTHORIZED, status.HTTP_403_FORBIDDEN)
-    if unauthenticated and request.scope.get("endpoint") in (page, drill_evidence):
+    if unauthenticated and request.scope.get("endpoint") in (page, drill_evidence, docs_page):
         return RedirectResponse(get_auth_manager().get_url_login(next_url=str(request.url)))
     return await http_exception_handler(request, exc)

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..runbooks import see_runbook
 from ..topology import DrPolicy
 
 
@@ -115,7 +116,8 @@ def drill_checks(
     detail = ", ".join(f"{name} {status}" for name, status in sorted(flows.items())) or "not checked"
     checks.append(Check("flows healthy after", healthy, detail, f"flows not healthy after the drill: {detail}"))
     checks.append(Check("put back as found", not left, "; ".join(left) or "aliases, replicators, registries as before",
-                        f"the drill left production changed: {'; '.join(left)}"))  # fmt: skip
+                        f"the drill left production changed: {'; '.join(left)}; "
+                        + see_runbook("dr_drill", "a-drill-left-production-changed")))  # fmt: skip
     return checks
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import shlex
 import subprocess
 
+from ..runbooks import see_runbook
 from ..schema_registry import first_url
 from ..topology import Topology
 from .plan import DrillError
@@ -23,7 +24,8 @@ def check_commands(topology: Topology, cluster: str) -> None:
     if topology.dr.cut_off_command is None:
         raise DrillError(
             f"disaster_round_trip cuts {cluster} off, and the topology says not how: set dr.cut_off_command and "
-            "dr.bring_back_command, or run planned_round_trip"
+            "dr.bring_back_command, or run planned_round_trip; "
+            + see_runbook("dr_drill", "the-topology-cannot-run-this-drill")
         )
 
 
@@ -48,11 +50,17 @@ def _run(topology: Topology, template: str, cluster: str, key: str) -> str:
         "bootstrap_servers": topology.cluster(cluster).bootstrap_servers,
     }
     command = [part.format(**values) for part in shlex.split(template)]  # no shell: values cannot inject
+    # Either way the DC may be left down: the operator looks, and brings it back by hand.
+    see = (
+        see_runbook("dr_drill", "the-cluster-was-not-cut-off")
+        if key == "dr.cut_off_command"
+        else see_runbook("dr_drill", "the-cluster-did-not-come-back")
+    )
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise DrillError(f"{key} for {cluster} ({shlex.join(command)}): {exc}") from None
+        raise DrillError(f"{key} for {cluster} ({shlex.join(command)}): {exc}; {see}") from None
     lines = (done.stdout + done.stderr).strip().splitlines()
     if done.returncode != 0:
-        raise DrillError(f"{key} for {cluster} exited {done.returncode}: {lines[-1] if lines else 'no output'}")
+        raise DrillError(f"{key} for {cluster} exited {done.returncode}: {lines[-1] if lines else 'no output'}; {see}")
     return lines[0] if lines else "done"  # `kafka-dr local stop|start`: "stopped: dc1 registry, dc1 broker"

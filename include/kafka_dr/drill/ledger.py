@@ -21,6 +21,7 @@ from confluent_kafka import KafkaException
 from .. import client_switch
 from ..clients import client_config
 from ..replication.liveness import liveness
+from ..runbooks import see_runbook
 from ..schema_registry import registry_role
 from ..state import locked, now_iso, subdir, write_json
 from ..topology import Topology
@@ -100,7 +101,8 @@ def begin(
                 raise DrillRefused(
                     f"drill {earlier['run_id']} (started {earlier['started']}) left production changed: "
                     f"{'; '.join(changed)}. Put them back, or accept the state now with `kafka-dr drill resolve "
-                    "--accept`, then start the drill again"
+                    "--accept`, then start the drill again; "
+                    + see_runbook("dr_drill", "a-drill-left-production-changed")
                 )
             note = f"drill {earlier['run_id']} ended without closing; it left nothing changed"
         record = {"run_id": run_id, "scenario": scenario, "started": now_iso(), "before": now, "left": []}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..runbooks import see_runbook
 from ..topology import DRILL_TOPIC, Topology
 
 SCENARIOS = ("planned_round_trip", "disaster_round_trip")
@@ -64,7 +65,10 @@ def plan_drill(topology: Topology, params: dict[str, Any]) -> DrillPlan:
     back = [f for f in topology.flows if f.source == target and f.target == source and f.copies_data(topic)]
     if not out or not back:
         missing = f"{source} -> {target}" if not out else f"{target} -> {source}"
-        raise DrillError(f"no flow {missing} copies the probe topic {topic!r}: a round trip needs one each way")
+        raise DrillError(
+            f"no flow {missing} copies the probe topic {topic!r}: a round trip needs one each way; "
+            + see_runbook("dr_drill", "the-topology-cannot-run-this-drill")
+        )
     rate = params.get("rate", 20)
     if isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 < rate <= MAX_RATE:
         raise DrillError(f"rate must be records per second in (0, {MAX_RATE:g}], got {rate!r}")
@@ -76,6 +80,9 @@ def plan_drill(topology: Topology, params: dict[str, Any]) -> DrillPlan:
     consumer = next((n for n, a in sorted(homed.items()) if a.role in ("consumer", "both")), None)
     if producer is None or consumer is None:
         role = "producer" if producer is None else "consumer"
-        raise DrillError(f"no client alias with role {role} (or both) on {source} for the probe: add one to clients:")
+        raise DrillError(
+            f"no client alias with role {role} (or both) on {source} for the probe: add one to clients:; "
+            + see_runbook("dr_drill", "the-topology-cannot-run-this-drill")
+        )
     names = tuple(f.name for f in out)
     return DrillPlan(scenario, source, target, topic, float(rate), approval, producer, consumer, names)

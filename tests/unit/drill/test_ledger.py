@@ -45,6 +45,9 @@ def test_a_drill_that_left_changes_keeps_its_record_and_the_next_refuses_naming_
         ledger.begin("drill-2", TOPOLOGY, "planned_round_trip", idle)
     assert str(refused.value).startswith("drill drill-1 (started ")
     assert "left production changed: client alias orders-producer on dc2 (was dc1); flow out:" in str(refused.value)
+    assert str(refused.value).endswith(
+        "then start the drill again; see docs/runbooks/dr_drill.md#a-drill-left-production-changed"
+    )
     assert ledger.open_record()["run_id"] == "drill-1"  # the refusal changed nothing
     # Once put back, the next drill goes on and says what it closed.
     state["state"] = HOME

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from kafka_dr.drill import cutoff
 from kafka_dr.drill.checks import drill_checks, drill_rpo, first_failure, objectives, probe_counts
 from kafka_dr.drill.ledger import left
 from kafka_dr.drill.plan import DrillError, plan_drill
@@ -60,6 +61,42 @@ def test_a_bad_drill_param_is_refused_with_one_line(
         plan_drill(topology(**changes), {**PARAMS, **params})
     assert str(info.value).startswith(error), info.value
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "params, changes",
+    [
+        ({"probe_topic": "payments"}, {}),
+        ({}, {"clients": {"reader": {"cluster": "dc1", "role": "consumer"}}}),
+    ],
+)
+def test_a_topology_that_cannot_run_the_drill_names_the_runbook_section(
+    params: dict[str, Any], changes: dict[str, Any]
+) -> None:
+    with pytest.raises(DrillError) as info:
+        plan_drill(topology(**changes), {**PARAMS, **params})
+    assert str(info.value).endswith("; see docs/runbooks/dr_drill.md#the-topology-cannot-run-this-drill"), info.value
+
+
+def test_a_cut_off_command_that_fails_names_what_to_do_next() -> None:
+    """The DC may be left half cut off, or cut off for good: each failure names its runbook section."""
+    without = topology()
+    with pytest.raises(DrillError) as info:
+        cutoff.check_commands(without, "dc1")
+    assert str(info.value).endswith(
+        "or run planned_round_trip; see docs/runbooks/dr_drill.md#the-topology-cannot-run-this-drill"
+    )
+    failing = topology(dr={"cut_off_command": "false {cluster}", "bring_back_command": "false {cluster}"})
+    with pytest.raises(DrillError) as info:
+        cutoff.cut_off(failing, "dc1")
+    assert str(info.value) == (
+        "dr.cut_off_command for dc1 exited 1: no output; see docs/runbooks/dr_drill.md#the-cluster-was-not-cut-off"
+    )
+    with pytest.raises(DrillError) as info:
+        cutoff.bring_back(failing, "dc1")
+    assert str(info.value) == (
+        "dr.bring_back_command for dc1 exited 1: no output; see docs/runbooks/dr_drill.md#the-cluster-did-not-come-back"
+    )
 
 
 def test_the_embedded_topology_can_be_drilled_with_its_objectives_and_cut_off_commands() -> None:
@@ -129,7 +166,8 @@ def test_no_objective_reports_the_figure_without_a_verdict() -> None:
         (RUNS, COUNTS, True, {"flows": {"out": "ERR"}}, [], "flows not healthy after the drill: out ERR"),
         (RUNS, COUNTS, True, None, [], "flows not healthy after the drill: not checked"),
         (RUNS, COUNTS, True, HEALTHY, ["client alias orders-producer on dc2 (was dc1)"],
-         "the drill left production changed: client alias orders-producer on dc2 (was dc1)"),
+         "the drill left production changed: client alias orders-producer on dc2 (was dc1); "
+         "see docs/runbooks/dr_drill.md#a-drill-left-production-changed"),
     ],
 )  # fmt: skip
 def test_each_failed_check_names_what_failed(

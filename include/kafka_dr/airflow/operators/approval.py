@@ -26,6 +26,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException, T
 from airflow.sdk.timezone import utcnow
 
 from ...alerts import approval_needed_alert
+from ...runbooks import see_runbook
 from ...state import now_iso
 from ...topology import Topology, load_topology
 from .. import topology_path
@@ -95,21 +96,28 @@ class DrApprovalOperator(ApprovalOperator):
         topo = _topology(context)
         if "error" in event:
             if event.get("error_type") == REACHABLE_AGAIN:
-                raise AirflowFailException(f"{event['error']}: the proposed failover ends, nothing changed")
+                raise AirflowFailException(
+                    f"{event['error']}: the proposed failover ends, nothing changed; "
+                    + see_runbook("dr_failover", "the-lost-cluster-answers-again")
+                )
             if event.get("error_type") == "timeout":
                 limit = topo.dr.approval_timeout_s
                 raise AirflowFailException(
-                    f"approval timed out after {limit:g} s (dr.approval_timeout): nothing changed"
+                    f"approval timed out after {limit:g} s (dr.approval_timeout): nothing changed; "
+                    + see_runbook("dr_failover", "approval-timed-out")
                 )
-            raise AirflowFailException(f"approval failed: {event['error']}: nothing changed")
+            see = see_runbook("dr_failover", "approval-failed")
+            raise AirflowFailException(f"approval failed: {event['error']}: nothing changed; {see}")
         answer = HITLOperator.execute_complete(self, context, event)  # checks the options chosen
         user = (answer["responded_by_user"] or {}).get("name") or "unknown user"
         if answer["chosen_options"] != [self.APPROVE]:
-            raise AirflowFailException(f"rejected by {user}: nothing changed")
+            see = see_runbook("dr_failover", "approval-rejected")
+            raise AirflowFailException(f"rejected by {user}: nothing changed; {see}")
         triggered_by = context["dag_run"].triggering_user_name
         if topo.dr.four_eyes and triggered_by and user == triggered_by:
             raise AirflowFailException(
-                f"{user} triggered this run and cannot approve it (dr.four_eyes): nothing changed"
+                f"{user} triggered this run and cannot approve it (dr.four_eyes): nothing changed; "
+                + see_runbook("dr_failover", "the-user-who-triggered-cannot-approve")
             )
         requested = datetime.fromisoformat(context["ti"].xcom_pull(task_ids=self.task_id, key=REQUESTED_AT))
         responded = answer["responded_at"]

@@ -1,0 +1,87 @@
+"""The documentation site builds with --strict (a broken link, a missing anchor or a page left out of the nav fails
+it), and every runbook section the code names for the operator exists."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from support.docs import DOCS, ROOT, anchors, code_of, markdown_files
+
+from kafka_dr.runbooks import RUNBOOKS_DIR
+
+DAG_IDS = sorted(path.stem for path in (ROOT / "dags").glob("dr_*.py"))
+SOURCES = [
+    *(ROOT / "include" / "kafka_dr").rglob("*.py"),
+    *(ROOT / "dags").glob("*.py"),
+    *(ROOT / "plugins").glob("*.py"),
+]
+
+
+def test_site_builds_strictly(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},  # mkdocs-material's banner about its end of life
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    for dag_id in DAG_IDS:
+        assert (tmp_path / "site" / "runbooks" / dag_id / "index.html").exists(), dag_id
+
+
+def test_every_dag_has_a_runbook() -> None:
+    pages = {path.stem for path in (DOCS / "runbooks").glob("dr_*.md")}
+    assert pages == set(DAG_IDS)
+
+
+def _runbook_calls() -> list[tuple[str, str, str]]:
+    """(where, dag_id, section) of every runbook()/see_runbook() call with literal arguments in the product code."""
+    found = []
+    for path in SOURCES:
+        if path.name == "runbooks.py" and path.parent.name == "kafka_dr":
+            continue  # the helpers themselves
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("runbook", "see_runbook"):
+                args = [arg.value for arg in node.args if isinstance(arg, ast.Constant)]
+                assert len(args) == len(node.args), f"{path}:{node.lineno}: name the runbook with literals"
+                found.append((f"{path.relative_to(ROOT)}:{node.lineno}", args[0], args[1] if len(args) > 1 else ""))
+    return found
+
+
+def test_the_runbook_sections_the_code_names_exist() -> None:
+    calls = _runbook_calls()
+    assert {dag_id for _, dag_id, _ in calls} >= {"dr_failover", "dr_failback", "dr_drill"}, "no message names a page"
+    for where, dag_id, section in calls:
+        page = DOCS / "runbooks" / f"{dag_id}.md"
+        assert page.exists(), f"{where}: no {page.relative_to(ROOT)}"
+        assert not section or section in anchors(page), f"{where}: {page.relative_to(ROOT)} has no #{section}"
+
+
+def test_every_alert_names_an_existing_page() -> None:
+    rules = yaml.safe_load((ROOT / "monitoring" / "prometheus" / "rules.yml").read_text())
+    alerts = [rule for group in rules["groups"] for rule in group["rules"] if "alert" in rule]
+    assert alerts
+    for rule in alerts:
+        page = rule["annotations"].get("runbook", "")
+        assert page.startswith("docs/") and (ROOT / page).is_file(), f"{rule['alert']}: runbook {page!r}"
+
+
+_RUNBOOK_PATH = re.compile(re.escape(RUNBOOKS_DIR) + r"/([\w-]+)\.md(?:#([\w-]+))?")
+
+
+@pytest.mark.parametrize("path", markdown_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_runbook_paths_written_out_exist(path: Path) -> None:
+    """A `docs/runbooks/<dag>.md#<section>` written in a page (as the messages print it) names a real section."""
+    for line in code_of(path.read_text()):
+        for dag_id, section in _RUNBOOK_PATH.findall(line):
+            page = DOCS / "runbooks" / f"{dag_id}.md"
+            assert page.exists() and (not section or section in anchors(page)), f"{line!r}"
