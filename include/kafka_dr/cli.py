@@ -556,7 +556,7 @@ def _drill(args: argparse.Namespace) -> int:
         )
     else:
         print(
-            "  put these back (a failback, `kafka-dr replicators`), or `kafka-dr drill resolve --accept`; "
+            "  put these back (a failback, dr_bringup for the replicators), or `kafka-dr drill resolve --accept`; "
             + see_runbook("dr_drill", "a-drill-left-production-changed")
         )
     return 1

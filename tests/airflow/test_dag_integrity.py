@@ -58,6 +58,17 @@ def test_every_dag_links_its_runbook(dagbag: DagBag) -> None:
         assert (docs / f"{dag_id}.md").exists(), dag_id
 
 
+def test_a_drill_brings_its_dc_back_after_any_failover_and_fails_back_only_after_a_good_one(dagbag: DagBag) -> None:
+    from kafka_dr.airflow.operators.trigger_or_wait import TriggerOrWaitDagRunOperator
+
+    dag = dagbag.dags["dr_drill"]
+    assert dag.task_dict["bring_back"].trigger_rule == "all_done"
+    assert dag.task_dict["failback"].upstream_task_ids == {"after_failover", "bring_back"}
+    assert dag.task_dict["failback"].trigger_rule == "none_failed"  # a planned drill skips bring_back
+    for step in ("failover", "failback"):  # a cleared step waits for its inner run
+        assert isinstance(dag.task_dict[step], TriggerOrWaitDagRunOperator), step
+
+
 def test_dr_bringup_runs_the_designed_steps_in_order(dagbag: DagBag) -> None:
     dag = dagbag.dags["dr_bringup"]
     assert dag.schedule is None

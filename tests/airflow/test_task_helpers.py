@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import time
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -122,3 +123,96 @@ def test_a_backfill_target_refused_for_its_order_names_its_runbook_section() -> 
         f"{refused}; see docs/runbooks/dr_backfill.md#the-target-would-take-copies-out-of-order"
     )
     assert with_runbook("window_end 2999-01-01 is in the future: records of it may still come").endswith("come")
+
+
+class _RunsSeen:
+    """A task instance's view of other DAG runs, as TriggerOrWaitDagRunOperator asks it: whether the run exists, then
+    its state at each look."""
+
+    def __init__(self, exists: bool, states: list[str]) -> None:
+        self.exists, self.states, self.pushed = exists, states, {}
+
+    def get_dr_count(self, dag_id: str, run_ids: list[str]) -> int:
+        return int(self.exists)
+
+    def get_dagrun_state(self, dag_id: str, run_id: str) -> str:
+        return self.states.pop(0)
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.pushed[key] = value
+
+
+def test_a_drill_step_run_again_waits_for_the_run_it_triggered_before() -> None:
+    """A cleared or retried drill `failover` finds its inner run and waits for it to end (Airflow 3.3's operator would
+    end skipped at once, and the drill would go on while its failover ran); a run not triggered yet is triggered."""
+    from airflow.sdk.exceptions import AirflowException, DagRunTriggerException
+
+    from kafka_dr.airflow.operators.trigger_or_wait import TriggerOrWaitDagRunOperator
+
+    def step() -> TriggerOrWaitDagRunOperator:
+        return TriggerOrWaitDagRunOperator(
+            task_id="failover", trigger_dag_id="dr_failover", trigger_run_id="drill__r__failover",
+            wait_for_completion=True, poke_interval=0.01,
+        )  # fmt: skip
+
+    ran = _RunsSeen(exists=True, states=["queued", "running", "success"])
+    assert step().execute({"ti": ran}) is None
+    assert ran.states == [] and ran.pushed == {"trigger_run_id": "drill__r__failover"}
+    with pytest.raises(AirflowException, match="dr_failover run drill__r__failover ended failed"):
+        step().execute({"ti": _RunsSeen(exists=True, states=["running", "failed"])})
+    with pytest.raises(DagRunTriggerException):  # the task runner's signal to trigger it, then wait
+        step().execute({"ti": _RunsSeen(exists=False, states=[])})
+
+
+def test_a_drill_brings_its_dc_back_only_when_a_cut_was_tried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """bring_back runs after a failed failover too (trigger rule all_done): it starts the DC when cut_off left its mark
+    in the run's folder, and is skipped when no cut was tried (a planned drill, a run that ended before the cut)."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from kafka_dr.airflow import drill as drill_tasks
+    from kafka_dr.drill.plan import plan_drill
+    from kafka_dr.paths import DEFAULT_TOPOLOGY
+    from kafka_dr.topology import load_topology
+
+    class Ti:
+        def __init__(self, plan: dict[str, Any] | None) -> None:
+            self.plan = plan
+
+        def xcom_pull(self, task_ids: str) -> Any:
+            assert task_ids == "validate_drill"
+            return self.plan
+
+    params = {"scenario": "disaster_round_trip", "from_cluster": "dc1", "to_cluster": "dc2"}
+    drill = plan_drill(load_topology(DEFAULT_TOPOLOGY), params)
+    plan = {"drill": drill.to_dict(), "topology": str(DEFAULT_TOPOLOGY), "folder": str(tmp_path / "run")}
+    started: list[str] = []
+    monkeypatch.setattr(drill_tasks.cutoff, "bring_back", lambda topo, cluster: started.append(cluster) or "started")
+    for xcom in (None, plan):  # validate_drill failed; the run ended before its cut
+        monkeypatch.setattr(drill_tasks, "get_current_context", lambda xcom=xcom: {"ti": Ti(xcom)})
+        with pytest.raises(AirflowSkipException, match="no cut-off was tried"):
+            drill_tasks.bring_back.function()
+    assert started == []
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / drill_tasks.CUT_MARK).touch()  # cut_off's mark, left before its command ran
+    assert drill_tasks.bring_back.function()["started"] == "started"
+    assert started == ["dc1"]
+
+
+def test_a_drills_steps_connect_with_the_clusters_airflow_connections(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A secured deployment keeps credentials in connections only: the drill's steps put them into their environment,
+    where kafka_dr.clients (and the probe process they start) read them, as every other DAG's tasks do."""
+    from kafka_dr.airflow import drill as drill_tasks
+    from kafka_dr.clients import client_config
+    from kafka_dr.paths import DEFAULT_TOPOLOGY
+
+    for name in ("KDR_CLUSTER_DC1_CONFIG", "KDR_CLUSTER_DC2_CONFIG", "KDR_REGISTRY_DC1_USER_INFO"):
+        monkeypatch.delenv(name, raising=False)  # gone again after the test
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KAFKA_DR_DC1", json.dumps({"conn_type": "generic", "extra": {"security.protocol": "SSL"}})
+    )
+    registry = {"conn_type": "http", "login": "drill", "password": "s3cret"}
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_DR_DC1_REGISTRY", json.dumps(registry))
+    topo = drill_tasks._topology(DEFAULT_TOPOLOGY)
+    assert client_config(topo.cluster("dc1"))["security.protocol"] == "SSL"
+    assert "security.protocol" not in client_config(topo.cluster("dc2"))
+    assert os.environ["KDR_REGISTRY_DC1_USER_INFO"] == "drill:s3cret"

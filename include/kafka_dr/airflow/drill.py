@@ -13,17 +13,17 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any, NoReturn
 
-from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
 from airflow.sdk import get_current_context, task
-from airflow.sdk.exceptions import AirflowFailException, AirflowRuntimeError
+from airflow.sdk.exceptions import AirflowFailException, AirflowRuntimeError, AirflowSkipException
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from ..clients import client_config
+from ..clients import ClientConfigError, client_config
 from ..drill import checks, cutoff, ledger, probe_process
 from ..drill.evidence import write_evidence
 from ..drill.plan import INNER_RUNS, DrillError, DrillPlan, inner_run_id, plan_drill
@@ -33,7 +33,10 @@ from ..translation.checkpoints import load_checkpoints
 from . import topology_path
 from .common import timed
 from .hooks.alerts import send_report_alert
+from .hooks.kafka_cluster import clusters_env
+from .hooks.schema_registry import load_registry_credentials
 from .operators.approval import offer_for_approval
+from .operators.trigger_or_wait import TriggerOrWaitDagRunOperator
 
 log = logging.getLogger(__name__)
 
@@ -44,13 +47,14 @@ CHECKPOINT_WAIT_S = 90.0
 HOLD_S = 5.0  # the probe's consumer stops reading this long before the cut: it is behind when the DC is lost
 CATCH_UP_S = 120.0
 PROBE_PARTITIONS = 3
+CUT_MARK = "cut_off_tried"  # in the run's folder: the cut was tried, so the way back must run
 
 
-def inner_run(step: str, **conf: str) -> TriggerDagRunOperator:
+def inner_run(step: str, **conf: str) -> TriggerOrWaitDagRunOperator:
     """The drill's `failover` or `failback` task: a real run of that DAG (run id `inner_run_id`, known in advance),
     with `conf` (Jinja over the drill's params) plus the topology and the drill's run and approval, waited for; a
-    retried task finds the run it triggered (skip_when_already_exists)."""
-    return TriggerDagRunOperator(
+    retried or cleared task waits for the run it triggered before."""
+    return TriggerOrWaitDagRunOperator(
         task_id=step,
         trigger_dag_id=INNER_RUNS[step],
         trigger_run_id=inner_run_id("{{ run_id }}", step),
@@ -62,7 +66,6 @@ def inner_run(step: str, **conf: str) -> TriggerDagRunOperator:
         },
         wait_for_completion=True,
         poke_interval=5,  # the inner runs take minutes; their own reports time them
-        skip_when_already_exists=True,
         trigger_rule="none_failed",  # after a disaster's cut-off or way back, skipped in a planned drill
     )
 
@@ -86,9 +89,20 @@ def _first_failure(folder: Path | None) -> str | None:
 def _plan(plan: dict[str, Any]) -> tuple[DrillPlan, Topology, Path]:
     return (
         DrillPlan(**{**plan["drill"], "flows": tuple(plan["drill"]["flows"])}),
-        load_topology(plan["topology"]),
+        _topology(plan["topology"]),
         Path(plan["folder"]),
     )
+
+
+def _topology(path: str | Path) -> Topology:
+    """The topology, its clusters' settings from their Airflow connections (`kafka_dr_<cluster>`,
+    `kafka_dr_<cluster>_registry`) put into this process's environment: the drill's steps connect as kafka_dr.clients
+    does, from $KDR_CLUSTER_<NAME>_CONFIG and $KDR_REGISTRY_<NAME>_USER_INFO, and so does the probe process they start
+    (it inherits them; never on its command line)."""
+    topo = load_topology(path)
+    os.environ.update(clusters_env(topo, topo.clusters))
+    load_registry_credentials(topo.clusters)
+    return topo
 
 
 @task(multiple_outputs=False)
@@ -99,11 +113,11 @@ def validate_drill(params: dict[str, Any] | None = None) -> dict[str, Any]:
     context = get_current_context()
     try:
         path = topology_path(params.get("topology"))
-        topo = load_topology(path)
+        topo = _topology(path)
         drill = plan_drill(topo, params)
         if drill.disaster:
             cutoff.check_commands(topo, drill.from_cluster)
-    except (TopologyError, DrillError) as exc:
+    except (TopologyError, ClientConfigError, DrillError) as exc:
         raise AirflowFailException(str(exc)) from None
     folder = subdir("drill-runs") / safe_name(context["run_id"])
     return {
@@ -248,6 +262,7 @@ def cut_off(plan: dict[str, Any]) -> dict[str, Any]:
     drill, topo, folder = _plan(plan)
     probe_process.steer(folder / "probe", consume=False)
     time.sleep(HOLD_S)
+    (folder / CUT_MARK).touch()  # from here on, bring_back runs whatever happens (a command may fail half-way)
     try:
         stopped = cutoff.cut_off(topo, drill.from_cluster)
     except DrillError as exc:
@@ -284,11 +299,15 @@ def after_failover(plan: dict[str, Any]) -> dict[str, Any]:
     return {"unread_after_failover": unread if drill.disaster else None}
 
 
-@task.run_if(_disaster, skip_message="planned")
-@task(multiple_outputs=False)
+@task(multiple_outputs=False, trigger_rule="all_done")
 @timed
-def bring_back(plan: dict[str, Any]) -> dict[str, Any]:
-    """The cut-off DC started again with its data, for the failback."""
+def bring_back() -> dict[str, Any]:
+    """The cut-off DC started again with its data, for the failback; also after a failover that failed (rejected, timed
+    out), so that a drill never leaves a DC cut off. Skipped when no cut was tried (a planned drill, or a run ended
+    before it); the plan is read here, not passed, as this task runs also when validate_drill failed."""
+    plan = _xcom(get_current_context(), "validate_drill")
+    if plan is None or not (Path(plan["folder"]) / CUT_MARK).exists():
+        raise AirflowSkipException("no cut-off was tried")
     drill, topo, _ = _plan(plan)
     try:
         started = cutoff.bring_back(topo, drill.from_cluster)
@@ -392,7 +411,7 @@ def drill_report(params: dict[str, Any] | None = None) -> dict[str, Any]:
     if folder is not None and probe_process.kill(folder / "probe"):
         log.warning("the probe still ran (an earlier task failed): killed")
     drill = plan["drill"] if plan else {}
-    topo = load_topology(plan["topology"]) if plan else None
+    topo = _topology(plan["topology"]) if plan else None
     runs = _inner_runs(context)
     by_dag = {run["dag_id"]: run["report"] or None for run in runs}
     disaster = params.get("scenario") == "disaster_round_trip"

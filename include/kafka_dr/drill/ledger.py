@@ -4,9 +4,9 @@ A drill records, before it changes anything, what it will change and must put ba
 alias points, which flows' replicators run, which schema registry leads. The record (STATE_DIR/drill-ledger/open.json)
 stays until the drill's last task finds everything as it was and removes it. A drill that failed half-way, or whose
 run was stopped, leaves it: the next drill compares the record with the state now and refuses, naming each alias,
-flow and registry still not as found (`left`); once an operator has put them back (a failback, `kafka-dr replicators
-start`), the next drill finds nothing left and goes on. `kafka-dr drill resolve --accept` closes the record when the
-state now is the one wanted.
+flow and registry still not as found (`left`); once an operator has put them back (a failback, a dr_bringup run
+that starts the replicators), the next drill finds nothing left and goes on. `kafka-dr drill resolve --accept`
+closes the record when the state now is the one wanted.
 """
 
 from __future__ import annotations

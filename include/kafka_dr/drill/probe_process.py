@@ -4,7 +4,8 @@ in a process of its own), and the drill's later tasks steer and read it through 
   STEER_S (holding the consumer before a disaster shows the group resumed where it was, not at the end);
 - `tally.json`, written by the probe every PUBLISH_S and as it ends: what its producer and consumer counted
   (`Tally`), whether its consumer has partitions, whether its producer has flushed, and whether it ended.
-The folder is the drill run's (STATE_DIR/drills/<run>/probe): tasks on other hosts steer it when STATE_DIR is shared.
+The folder is the drill run's (STATE_DIR/drill-runs/<run>/probe): tasks on other hosts steer it when STATE_DIR is
+shared.
 """
 
 from __future__ import annotations
