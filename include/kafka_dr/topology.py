@@ -67,7 +67,11 @@ class TopicFilter:
         """True if `name` is selected; `_kdr.` internal names never are, so they are never replicated."""
         if name.startswith(INTERNAL_TOPIC_PREFIX):
             return False
-        return any(p.fullmatch(name) for p in self.include) and not any(p.fullmatch(name) for p in self.exclude)
+        return any(p.fullmatch(name) for p in self.include) and not self.excludes(name)
+
+    def excludes(self, name: str) -> bool:
+        """True if an exclude regex names `name` (also how a flow leaves out the drill's probe topic)."""
+        return any(p.fullmatch(name) for p in self.exclude)
 
 
 ALL_GROUPS = TopicFilter(include=(re.compile(".*"),))
@@ -98,8 +102,9 @@ class Flow:
         return topic == HEARTBEATS_TOPIC or self.copies_data(topic)
 
     def copies_data(self, topic: str) -> bool:
-        """Whether `topic` is data the flow copies: its `topics:` and the DR drill's probe topic."""
-        return topic == DRILL_TOPIC or self.topics.matches(topic)
+        """Whether `topic` is data the flow copies: its `topics:`, and the DR drill's probe topic unless
+        `topics.exclude` names it (a failback's inverse flow does, beside a flow back that copies it: one copy each)."""
+        return (topic == DRILL_TOPIC and not self.topics.excludes(topic)) or self.topics.matches(topic)
 
     def destination_topic(self, topic: str) -> str:
         """Name of `topic` in the target: the first rename regex that fully matches wins, its format given the topic

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from ..topology import Flow, load_topology
+from ..topology import DRILL_TOPIC, Flow, load_topology
 
 
 def resync_flows(
@@ -38,7 +38,7 @@ def resync_flows(
             if origin is not None:
                 uncovered[topic] = origin
         if uncovered:
-            inverses.append(_inverse(flow, uncovered))
+            inverses.append(_inverse(flow, uncovered, drill_copied=any(b.copies_data(DRILL_TOPIC) for b in back)))
     names = [f.name for f in back] + [f["name"] for f in inverses]
     if not inverses:
         return topology_file, names, []
@@ -50,13 +50,18 @@ def resync_flows(
     return derived_file, names, [f["name"] for f in inverses]
 
 
-def _inverse(flow: Flow, topics: dict[str, str]) -> dict[str, Any]:
-    """`topics`: serving cluster's name -> restored cluster's name."""
+def _inverse(flow: Flow, topics: dict[str, str], drill_copied: bool) -> dict[str, Any]:
+    """`topics`: serving cluster's name -> restored cluster's name. `drill_copied`: a flow back copies the drill's
+    probe topic (every flow does unless it excludes it), so the inverse leaves it out: two flows into one cluster
+    would each copy every probe record."""
     return {
         "name": f"{flow.name}.failback",
         "source": flow.target,
         "target": flow.source,
-        "topics": {"include": [re.escape(t) for t in topics]},
+        "topics": {
+            "include": [re.escape(t) for t in topics],
+            "exclude": [re.escape(DRILL_TOPIC)] if drill_copied else [],
+        },
         "rename": {re.escape(t): origin for t, origin in topics.items() if origin != t},
         "provenance": flow.provenance,
         "sync_topic_configs": flow.sync_topic_configs,
