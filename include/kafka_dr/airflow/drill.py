@@ -202,10 +202,12 @@ def preview_drill(plan: dict[str, Any]) -> dict[str, Any]:
 
 
 def _ensure_probe_topic(plan: dict[str, Any], topo: Topology, drill: DrillPlan) -> None:
+    """The probe topic in both clusters, where missing, with the cluster's default replication factor (as the internal
+    topics: a production cluster's, not 1)."""
     for cluster in (drill.from_cluster, drill.to_cluster):
         admin = AdminClient(client_config(topo.cluster(cluster)))
         try:
-            admin.create_topics([NewTopic(drill.probe_topic, PROBE_PARTITIONS, 1)])[drill.probe_topic].result(30)
+            admin.create_topics([NewTopic(drill.probe_topic, PROBE_PARTITIONS)])[drill.probe_topic].result(30)
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 _fail(plan, f"cannot create {cluster}:{drill.probe_topic}: {exc.args[0].str()}")
