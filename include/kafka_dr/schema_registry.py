@@ -191,7 +191,10 @@ def redirect(
             raise _refused(registry, url, exc) from None
         before = None  # already down: the restart brings it up
     command = restart_command(topology, registry, store, leader_eligible)
-    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as exc:  # not found, not executable, or never returned
+        raise RegistryError(f"restart of the {registry} registry failed ({shlex.join(command)}): {exc}") from None
     if done.returncode != 0:
         reason = (done.stderr or done.stdout).strip().splitlines()[-1:] or [f"exit {done.returncode}"]
         raise RegistryError(f"restart of the {registry} registry failed ({shlex.join(command)}): {reason[0]}")

@@ -59,3 +59,23 @@ def test_a_malformed_value_is_one_line_without_the_value(monkeypatch):
 def test_a_cluster_without_registry_has_no_client_settings():
     with pytest.raises(RegistryError, match="cluster dc2 has no schema_registry URL"):
         client_settings(TOPOLOGY, "dc2")
+
+
+@pytest.mark.parametrize(
+    "command, reason",
+    [("sleep 5", "timed out after 0.3 seconds"), ("/nonexistent/restart-registry {cluster}", "No such file")],
+)
+def test_a_restart_command_that_never_returns_or_cannot_run_is_one_line(command, reason):
+    """The redirect's restart fails with its one line (the runbook's section names it by "restart of the"), not a
+    traceback: a command still running after the timeout, or one that is not there."""
+    from kafka_dr.schema_registry import redirect
+
+    topology = parse_topology(
+        {
+            "clusters": {"dc1": {"bootstrap_servers": "127.0.0.1:1", "schema_registry": "http://127.0.0.1:1"}},
+            "schema_registry": {"primary": "dc1", "restart_command": command},
+        }
+    )
+    with pytest.raises(RegistryError, match=f"^restart of the dc1 registry failed \\(.*\\): .*{reason}") as error:
+        redirect(topology, "dc1", "dc1", True, timeout=0.3)
+    assert "\n" not in str(error.value)
