@@ -20,10 +20,10 @@ from typing import Any, NoReturn
 
 from airflow.sdk import get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowRuntimeError, AirflowSkipException
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from ..clients import ClientConfigError, client_config
+from ..clients import ClientConfigError, client_config, end_offsets
 from ..drill import checks, cutoff, ledger, probe_process
 from ..drill.evidence import write_evidence
 from ..drill.plan import INNER_RUNS, DrillError, DrillPlan, inner_run_id, plan_drill
@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 DAG_ID = "dr_drill"
 HEALTH_WAIT_S = 180.0  # a fresh flow lacks its first checkpoint for a minute: health is asked again meanwhile
 HEALTH_EVERY_S = 10.0
-CHECKPOINT_WAIT_S = 90.0
+CHECKPOINT_WAIT_S = 150.0  # a running flow finds a new probe topic at its next epoch, checkpoints at the one after
 HOLD_S = 5.0  # the probe's consumer stops reading this long before the cut: it is behind when the DC is lost
 CATCH_UP_S = 120.0
 PROBE_PARTITIONS = 3
@@ -220,6 +220,8 @@ def start_probe(plan: dict[str, Any]) -> dict[str, Any]:
     has checkpointed its group in the target (the failover resumes it there from that checkpoint)."""
     drill, topo, folder = _plan(plan)
     _ensure_probe_topic(plan, topo, drill)
+    target = AdminClient(client_config(topo.cluster(drill.to_cluster)))
+    copies_before = _copies_in(target, drill.probe_topic)
     try:
         tally = probe_process.start(
             folder / "probe",
@@ -233,21 +235,39 @@ def start_probe(plan: dict[str, Any]) -> dict[str, Any]:
         _fail(plan, str(exc))
     print(f"probe {tally['run']}: {drill.rate:g} records/s to {drill.probe_topic}", flush=True)
     if drill.disaster:
-        target = client_config(topo.cluster(drill.to_cluster))
-        deadline = time.monotonic() + CHECKPOINT_WAIT_S
-        while True:
-            current = probe_process.read(folder / "probe")
-            groups, at_ms = load_checkpoints(target, drill.flows[0])
-            if (tally["group"] in groups and at_ms and current.get("consumed")) or time.monotonic() > deadline:
-                break
-            time.sleep(2)
-        if tally["group"] not in groups:
-            _fail(
-                plan,
-                f"flow {drill.flows[0]} did not checkpoint the probe's group in {drill.to_cluster} within "
-                f"{CHECKPOINT_WAIT_S:g} s: a disaster failover would have nothing to resume it from",
-            )
+        _wait_checkpointed(plan, drill, topo, folder, tally["group"], target, copies_before)
     return {"run": tally["run"], "group": tally["group"]}
+
+
+def _copies_in(admin: AdminClient, topic: str) -> int:
+    """Records in the target's probe topic (committed ends summed): before the failover only the flow writes there."""
+    partitions = admin.list_topics(topic, timeout=30).topics[topic].partitions
+    return sum(end_offsets(admin, [(topic, p) for p in partitions], IsolationLevel.READ_COMMITTED).values())
+
+
+def _wait_checkpointed(
+    plan: dict[str, Any], drill: DrillPlan, topo: Topology, folder: Path, group: str, target: AdminClient, before: int
+) -> None:
+    """A disaster resumes the probe's group from the flow's last checkpoint: wait until the flow copies the probe's
+    records into the target and has checkpointed the group since (a checkpoint made before the first copy, as a flow
+    that has just found the new probe topic makes, would put the group before every copy: the records the consumer
+    had not read at the cut would be read nowhere)."""
+    config = client_config(topo.cluster(drill.to_cluster))
+    copying_ms = None
+    deadline = time.monotonic() + CHECKPOINT_WAIT_S
+    while time.monotonic() < deadline:
+        if copying_ms is None and _copies_in(target, drill.probe_topic) > before:
+            copying_ms = int(time.time() * 1000)
+        groups, at_ms = load_checkpoints(config, drill.flows[0])
+        consumed = probe_process.read(folder / "probe").get("consumed")
+        if copying_ms is not None and group in groups and at_ms and at_ms >= copying_ms and consumed:
+            return
+        time.sleep(2)
+    _fail(
+        plan,
+        f"flow {drill.flows[0]} did not copy the probe's records into {drill.to_cluster} and checkpoint its group "
+        f"within {CHECKPOINT_WAIT_S:g} s: a disaster failover would have nothing to resume it from",
+    )
 
 
 def _disaster(context: Any) -> bool:
