@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from airflow.sdk import DAG, task
 from airflow.sdk.exceptions import AirflowFailException
+from support.steps import failback_plan
 from support.topology import write_topology
 
 from kafka_dr.airflow import failback as failback_tasks
@@ -23,7 +24,6 @@ from kafka_dr.airflow.failback import registry_back, stop_message
 from kafka_dr.airflow.failover import stop_replication
 from kafka_dr.airflow.operators.backfill import ORDER_REFUSED, with_runbook
 from kafka_dr.backfill import window
-from kafka_dr.failback.plan import FailbackPlan
 from kafka_dr.failover.plan import FailoverPlan
 from kafka_dr.schema_registry import RegistryError
 
@@ -72,18 +72,7 @@ def test_write_report_puts_json_and_page_under_reports(tmp_path: Path, monkeypat
 
 # --- failure messages that ask the operator to act name their runbook section (kafka_dr.runbooks) ------------------
 
-FAILBACK = FailbackPlan(
-    topology="t.yaml",
-    restored="dc1",
-    restored_cluster_id="dc1-id",
-    serving="dc2",
-    mode="data_kept",
-    unreplicated="report",
-    groups=".*",
-    dry_run=False,
-    flows_out=("f",),
-    flows_back=(),
-)
+FAILBACK = failback_plan()
 
 
 def test_a_failback_stopped_by_records_that_never_left_names_its_runbook_section() -> None:

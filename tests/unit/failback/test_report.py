@@ -10,25 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.steps import RUN_START, at
+from support.steps import RUN_START, at, failback_plan
 
-from kafka_dr.failback.plan import FailbackPlan, FailbackRun, SwitchBack
+from kafka_dr.failback.plan import FailbackRun, SwitchBack
 from kafka_dr.failback.report import add_exact_rpo, failback_page, failback_report, resync_records
 from kafka_dr.failover.plan import FailoverPlan
 
-FAILBACK_PLAN = FailbackPlan(
-    topology="t.yaml",
-    restored="dc1",
-    restored_cluster_id="dc1-id",
-    serving="dc2",
-    mode="data_kept",
-    unreplicated="report",
-    groups=".*",
-    dry_run=False,
-    flows_out=("f",),
-    flows_back=(),
-    step={"started": at(0.5), "ended": at(1.0)},
-)
+FAILBACK_PLAN = failback_plan(step={"started": at(0.5), "ended": at(1.0)})
 MEASURED = {
     "unreplicated": {
         "records": 2,
