@@ -609,7 +609,7 @@ def _replicators(args: argparse.Namespace) -> int:
 
 
 def _airflow_up(args: argparse.Namespace) -> int:
-    from kafka_dr.local.airflow import PASSWORD, USER, LocalAirflow
+    from kafka_dr.local.airflow import APPROVER, APPROVER_PASSWORD, PASSWORD, USER, LocalAirflow
 
     local_airflow = LocalAirflow(port=args.port, executor=args.executor)
     topology = load_topology(args.topology)  # before anything starts: a bad topology changes nothing
@@ -620,6 +620,7 @@ def _airflow_up(args: argparse.Namespace) -> int:
     # loaded machine kept one request 7.6 s, and five seconds made a healthy start exit 1).
     code = _print_airflow_status(local_airflow, timeout=60.0)
     print(f"Airflow UI: {local_airflow.url}  (user {USER}, password {PASSWORD}; local only)")
+    print(f"  a second user approves what {USER} triggers: {APPROVER}, password {APPROVER_PASSWORD}")
     print(f"Kafka DR dashboard: {local_airflow.url}/kafka-dr/")
     token = local_airflow.metrics_token_file()
     print(f"Prometheus metrics: {local_airflow.url}/kafka-dr/metrics (bearer token in {token})")
