@@ -217,11 +217,11 @@ def _ensure_probe_topic(plan: dict[str, Any], topo: Topology, drill: DrillPlan) 
 @timed
 def start_probe(plan: dict[str, Any]) -> dict[str, Any]:
     """The probe application, producing and consuming through the topology's aliases; for a disaster, until the flow
-    has checkpointed its group in the target (the failover resumes it there from that checkpoint)."""
+    has copied its records into the target and checkpointed its group since (the failover resumes it from there)."""
     drill, topo, folder = _plan(plan)
     _ensure_probe_topic(plan, topo, drill)
     target = AdminClient(client_config(topo.cluster(drill.to_cluster)))
-    copies_before = _copies_in(target, drill.probe_topic)
+    copies_before = _copies_in(target, drill.probe_topic) if drill.disaster else 0
     try:
         tally = probe_process.start(
             folder / "probe",
