@@ -22,8 +22,6 @@ from kafka_dr.airflow import failback as failback_tasks
 from kafka_dr.airflow.common import timed, write_report
 from kafka_dr.airflow.failback import registry_back, stop_message
 from kafka_dr.airflow.failover import stop_replication
-from kafka_dr.airflow.operators.backfill import ORDER_REFUSED, with_runbook
-from kafka_dr.backfill import window
 from kafka_dr.failover.plan import FailoverPlan
 from kafka_dr.schema_registry import RegistryError
 
@@ -100,18 +98,6 @@ def test_a_registry_not_handed_back_names_its_runbook_section(tmp_path: Path, mo
         registry_back.function(replace(FAILBACK, topology=str(topology)).to_dict())
     # As dr_failover's redirect: the section of dr_schema_redirect's runbook on that registry failure.
     assert str(failed.value).startswith(f"{line}; see docs/runbooks/dr_schema_redirect.md#"), str(failed.value)
-
-
-def test_a_backfill_target_refused_for_its_order_names_its_runbook_section() -> None:
-    refused = (
-        "the window's copies would land after newer ones in flow f's destination (orders[0] holds copies of offsets "
-        "past 3): backfill into a separate topic, e.g. target_topic '{topic}.backfill'"
-    )
-    assert ORDER_REFUSED in inspect.getsource(window.prepare), "the refusal's words, as prepare writes them"
-    assert with_runbook(refused) == (
-        f"{refused}; see docs/runbooks/dr_backfill.md#the-target-would-take-copies-out-of-order"
-    )
-    assert with_runbook("window_end 2999-01-01 is in the future: records of it may still come").endswith("come")
 
 
 class _RunsSeen:

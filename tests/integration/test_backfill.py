@@ -60,6 +60,7 @@ def test_a_flow_started_at_latest_gets_hour_2_backfilled_once_beside_its_destina
     code, refused, _ = backfill(topology, *hour2)
     assert code == 2 and "--target-topic '{topic}.backfill'" in refused["error"]
     assert "bf[0] holds copies of offsets past 50" in refused["error"]
+    assert refused["error"].endswith("; see docs/runbooks/dr_backfill.md#the-target-would-take-copies-out-of-order")
     assert high_watermarks(dc2.config) == before
 
     # A dry run plans the hour and changes nothing.

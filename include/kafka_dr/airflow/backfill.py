@@ -19,7 +19,6 @@ from . import topology_path
 from .common import boolean_param, timed, write_report
 from .hooks.alerts import alert_targets, send_report_alert
 from .hooks.kafka_cluster import KafkaClusterHook
-from .operators.backfill import with_runbook
 
 
 @task
@@ -58,7 +57,7 @@ def validate_backfill(params: dict[str, Any] | None = None) -> dict[str, Any]:
             boolean_param(params, "dry_run", default=False),
         )
     except (TopologyError, ClientConfigError, BackfillError, UnreachableError, ValueError) as exc:
-        raise AirflowFailException(with_runbook(str(exc))) from None
+        raise AirflowFailException(str(exc)) from None
     return plan.to_dict()
 
 

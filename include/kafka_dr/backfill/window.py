@@ -30,6 +30,7 @@ from ..replication.internal import HEARTBEATS
 from ..replication.planner import FlowContext
 from ..replication.provenance import copied_from
 from ..replication.resume import resume_offset
+from ..runbooks import see_runbook
 from ..times import epoch_ms
 from ..topology import INTERNAL_TOPIC_PREFIX, Flow, TopicFilter, Topology
 
@@ -297,6 +298,7 @@ def prepare(
         context.close()
         raise BackfillError(
             f"the window's copies would land after newer ones in flow {flow.name}'s destination ({'; '.join(refusals)})"
-            f": backfill into a separate topic, e.g. target_topic '{{topic}}.backfill'"
+            f": backfill into a separate topic, e.g. target_topic '{{topic}}.backfill'; "
+            + see_runbook("dr_backfill", "the-target-would-take-copies-out-of-order")
         )
     return Prepared(backfill, context, windows)

@@ -7,25 +7,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow.sdk import Context
-from airflow.sdk.exceptions import AirflowException
 
 from ...paths import SPARK_JOBS
-from ...runbooks import see_runbook
 from ...topology import load_topology
 from .. import topology_path
 from .spark_job import SparkJobOperator
 
 BACKFILL_JOB = SPARK_JOBS / "backfill.py"
-# The end of kafka_dr.backfill.window.prepare's refusal of a target that would take the copies out of order: the one
-# backfill failure that asks the operator to run again otherwise (with another target topic).
-ORDER_REFUSED = "backfill into a separate topic"
-
-
-def with_runbook(message: str) -> str:
-    """A backfill failure `message`, ending with its runbook section when it asks for another target topic."""
-    if ORDER_REFUSED not in message:
-        return message
-    return f"{message}; {see_runbook('dr_backfill', 'the-target-would-take-copies-out-of-order')}"
 
 
 class BackfillOperator(SparkJobOperator):
@@ -94,13 +82,7 @@ class BackfillOperator(SparkJobOperator):
         if dry_run:
             args.append("--dry-run")
         env = self.cluster_env(topology, (flow.source, flow.target))
-        try:
-            summary = self.run_job(f"kdr-backfill-{flow.name}", args, env, f"flow {flow.name}: backfill")
-        except AirflowException as exc:  # e.g. the flow copied past the window since validation: the same refusal
-            message = with_runbook(str(exc))
-            if message == str(exc):
-                raise
-            raise AirflowException(message) from None
+        summary = self.run_job(f"kdr-backfill-{flow.name}", args, env, f"flow {flow.name}: backfill")
         for gone in summary.get("unavailable", []):
             self.log.warning(
                 "%s[%s]: offsets %s-%s deleted by retention at the source before the backfill",
