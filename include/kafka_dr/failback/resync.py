@@ -28,6 +28,7 @@ def resync_flows(
     restored, and which of them are inverses made here."""
     topology = load_topology(topology_file)
     back = [f for f in topology.flows if f.source == serving and f.target == restored]
+    drill_copied = any(b.copies_data(DRILL_TOPIC) for b in back)
     inverses = []
     for flow in (f for f in topology.flows if f.source == restored and f.target == serving):
         uncovered = {}
@@ -38,7 +39,7 @@ def resync_flows(
             if origin is not None:
                 uncovered[topic] = origin
         if uncovered:
-            inverses.append(_inverse(flow, uncovered, drill_copied=any(b.copies_data(DRILL_TOPIC) for b in back)))
+            inverses.append(_inverse(flow, uncovered, drill_copied))
     names = [f.name for f in back] + [f["name"] for f in inverses]
     if not inverses:
         return topology_file, names, []
