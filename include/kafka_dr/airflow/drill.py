@@ -220,8 +220,10 @@ def start_probe(plan: dict[str, Any]) -> dict[str, Any]:
     has copied its records into the target and checkpointed its group since (the failover resumes it from there)."""
     drill, topo, folder = _plan(plan)
     _ensure_probe_topic(plan, topo, drill)
-    target = AdminClient(client_config(topo.cluster(drill.to_cluster)))
-    copies_before = _copies_in(target, drill.probe_topic) if drill.disaster else 0
+    target = client_config(topo.cluster(drill.to_cluster))
+    admin = AdminClient(target)
+    # A disaster counts the target's copies before the probe writes: what the flow copies after is the probe's.
+    copies_before = _copies_in(admin, drill.probe_topic) if drill.disaster else 0
     try:
         tally = probe_process.start(
             folder / "probe",
@@ -235,7 +237,7 @@ def start_probe(plan: dict[str, Any]) -> dict[str, Any]:
         _fail(plan, str(exc))
     print(f"probe {tally['run']}: {drill.rate:g} records/s to {drill.probe_topic}", flush=True)
     if drill.disaster:
-        _wait_checkpointed(plan, drill, topo, folder, tally["group"], target, copies_before)
+        _wait_checkpointed(plan, drill, folder, tally["group"], target, admin, copies_before)
     return {"run": tally["run"], "group": tally["group"]}
 
 
@@ -246,19 +248,24 @@ def _copies_in(admin: AdminClient, topic: str) -> int:
 
 
 def _wait_checkpointed(
-    plan: dict[str, Any], drill: DrillPlan, topo: Topology, folder: Path, group: str, target: AdminClient, before: int
+    plan: dict[str, Any],
+    drill: DrillPlan,
+    folder: Path,
+    group: str,
+    target: dict[str, Any],
+    admin: AdminClient,
+    before: int,
 ) -> None:
     """A disaster resumes the probe's group from the flow's last checkpoint: wait until the flow copies the probe's
     records into the target and has checkpointed the group since (a checkpoint made before the first copy, as a flow
     that has just found the new probe topic makes, would put the group before every copy: the records the consumer
     had not read at the cut would be read nowhere)."""
-    config = client_config(topo.cluster(drill.to_cluster))
     copying_ms = None
     deadline = time.monotonic() + CHECKPOINT_WAIT_S
     while time.monotonic() < deadline:
-        if copying_ms is None and _copies_in(target, drill.probe_topic) > before:
+        if copying_ms is None and _copies_in(admin, drill.probe_topic) > before:
             copying_ms = int(time.time() * 1000)
-        groups, at_ms = load_checkpoints(config, drill.flows[0])
+        groups, at_ms = load_checkpoints(target, drill.flows[0])
         consumed = probe_process.read(folder / "probe").get("consumed")
         if copying_ms is not None and group in groups and at_ms and at_ms >= copying_ms and consumed:
             return
