@@ -29,7 +29,15 @@ UV = $(UV_ENV) $(BIN)/uv pip
 
 .PHONY: venv constraints demo test durations lint format docs bench bench-broker bench-replication bench-translation bench-health bench-failback bench-backfill bench-spark-cluster bench-curves bench-failover bench-aged bench-metrics sabotage clean
 
-venv: $(STAMP)
+KAFKA_JARS := $(VENV)/.kafka-jars
+venv: $(STAMP) $(KAFKA_JARS)
+
+# Apache Kafka's broker and MirrorMaker 2 as jars from Maven Central (include/kafka/pom.xml), for the local stack, the
+# tests and the benchmarks: Maven's cache (~/.m2) makes a second fetch download nothing. A failed fetch is one line.
+$(KAFKA_JARS): include/kafka/pom.xml $(STAMP)
+	@command -v mvn >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q maven; }
+	$(BIN)/python -m kafka_dr.local.apache fetch
+	touch $(KAFKA_JARS)
 
 # requirements.txt says what the project asks for; constraints.txt pins every package of a working venv, so an
 # install resolves nothing afresh (Airflow's way).

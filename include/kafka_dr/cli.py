@@ -15,8 +15,17 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from kafka_dr.clients import LIBRDKAFKA_LOG, ClientConfigError
+from kafka_dr.local.apache import KAFKA_VERSION
 from kafka_dr.local.broker.security import SASL_MECHANISMS, SECURITY_PROTOCOLS, USERS_ENV
-from kafka_dr.local.config import SecurityConfig, StackConfig, StackInputError, check_bootstrap_servers
+from kafka_dr.local.config import (
+    APACHE,
+    BROKER_KINDS,
+    EMBEDDED,
+    SecurityConfig,
+    StackConfig,
+    StackInputError,
+    check_bootstrap_servers,
+)
 from kafka_dr.local.stack import LocalStack, StackError, recorded_data_dir
 from kafka_dr.paths import LOCAL_DATA_DIR, default_topology
 from kafka_dr.replication.replicators import ReplicatorError
@@ -75,12 +84,18 @@ def _parser() -> argparse.ArgumentParser:
 
     data_dir = _Parser(add_help=False)
     _data_dir_option(data_dir)
-    local = commands.add_parser("local", help="run the embedded two-DC stack (brokers and schema registries)")
+    local = commands.add_parser("local", help="run the local two-DC stack (brokers and schema registries)")
     actions = local.add_subparsers(dest="action", required=True, metavar="ACTION")
 
     up = actions.add_parser("up", parents=[data_dir], help="start every process not yet running")
     up.add_argument("--broker-ports", type=_ports, metavar="P1,P2", help="dc1,dc2 broker ports (default 9091,9092)")
     up.add_argument("--registry-ports", type=_ports, metavar="P1,P2", help="dc1,dc2 registry ports (default 8081,8082)")
+    up.add_argument(
+        "--kafka",
+        choices=BROKER_KINDS,
+        help=f"the brokers: {APACHE} (Apache Kafka {KAFKA_VERSION} from Maven Central, the default) or {EMBEDDED} "
+        "(kafka-dr's own Python broker); kept in stack.json",
+    )
     security = up.add_argument_group(
         "security (off by default; kept in stack.json, so `start DC` brings a broker back the same way)"
     )
@@ -295,7 +310,7 @@ def _bool(text: str) -> bool:
 def _up(args: argparse.Namespace) -> int:
     config = None
     security_given = args.security or args.users_file or args.sasl_mechanism or args.registry_auth is not None
-    if args.broker_ports or args.registry_ports or security_given:
+    if args.broker_ports or args.registry_ports or security_given or args.kafka:
         saved = LocalStack(args.data_dir).config
         config = saved
         if args.broker_ports or args.registry_ports:
@@ -303,12 +318,19 @@ def _up(args: argparse.Namespace) -> int:
                 broker_ports=args.broker_ports or [dc.broker_port for dc in saved.dcs],
                 registry_ports=args.registry_ports or [dc.registry_port for dc in saved.dcs],
             )
-        config = replace(config, security=_security_settings(args, saved.security))
+        config = replace(config, security=_security_settings(args, saved.security), kafka=args.kafka or saved.kafka)
         config.validate("--security")
     stack = LocalStack(args.data_dir, config)
     started = stack.up()
-    print(f"started: {', '.join(started)}" if started else "already running")
+    _print_started(stack, started, "already running")
     return _print_status(stack)
+
+
+def _print_started(stack: LocalStack, started: list[str], otherwise: str) -> None:
+    """What started, each with the seconds it took to answer: a JVM broker's start-up shows."""
+    times = stack.startup_seconds
+    names = [f"{name} ({times[name]:.1f} s)" if name in times else name for name in started]
+    print(f"started: {', '.join(names)}" if started else otherwise)
 
 
 def _security_settings(args: argparse.Namespace, saved: SecurityConfig) -> SecurityConfig:
@@ -369,7 +391,7 @@ def _dc_action(args: argparse.Namespace) -> int:
     stack = _stack_of(args)
     if args.action == "start":
         started = stack.start(args.dc)
-        print(f"started: {', '.join(started)}" if started else f"{args.dc} already running")
+        _print_started(stack, started, f"{args.dc} already running")
         return _print_status(stack)
     if args.action == "stop":
         stopped = stack.stop(args.dc)

@@ -118,6 +118,14 @@ def end_groups(procs: dict[int, int], grace: float) -> dict[int, int]:
     return wait_gone(left, grace)
 
 
+def kill_groups(procs: dict[int, int], timeout: float) -> dict[int, int]:
+    """SIGKILL to the process groups led by {pid: ticks} (a crash: nothing runs a shutdown hook); returns those
+    still alive `timeout` seconds later."""
+    for pid in procs:
+        send_group(pid, signal.SIGKILL)
+    return wait_gone(procs, timeout)
+
+
 def spawn(
     command: Sequence[str], log: Path, mark: str, env: Mapping[str, str] | None = None, cwd: Path | None = None
 ) -> subprocess.Popen[bytes]:

@@ -17,6 +17,9 @@ from ..processes import write_atomic
 from .broker.security import PLAINTEXT, SASL_MECHANISMS, SASL_PLAINTEXT, SASL_SSL, SCRAM_SHA_256, SECURITY_PROTOCOLS
 
 HOST = "127.0.0.1"
+APACHE = "apache"  # Apache Kafka from Maven Central (local.apache): the default
+EMBEDDED = "embedded"  # kafka-dr's own Python broker (local.broker)
+BROKER_KINDS = (APACHE, EMBEDDED)
 
 _DC_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 _CONFIG_VERSION = 1
@@ -93,14 +96,19 @@ class SecurityConfig:
 
 @dataclass(frozen=True)
 class StackConfig:
-    """All local datacenters; persisted as DATA_DIR/stack.json so every command agrees on it."""
+    """All local datacenters and the kind of broker they run; persisted as DATA_DIR/stack.json so every command
+    agrees on it."""
 
     dcs: tuple[DcConfig, ...]
     security: SecurityConfig = SecurityConfig()
+    kafka: str = APACHE
 
     @classmethod
     def default(
-        cls, broker_ports: Sequence[int] = (9091, 9092), registry_ports: Sequence[int] = (8081, 8082)
+        cls,
+        broker_ports: Sequence[int] = (9091, 9092),
+        registry_ports: Sequence[int] = (8081, 8082),
+        kafka: str = APACHE,
     ) -> StackConfig:
         """docs/design.md's layout: dc2's registry follows the store of dc1, which alone is leader-eligible."""
         if len(broker_ports) != 2 or len(registry_ports) != 2:
@@ -110,7 +118,8 @@ class StackConfig:
             dcs=(
                 DcConfig("dc1", broker_ports[0], registry_ports[0], primary_store, True),
                 DcConfig("dc2", broker_ports[1], registry_ports[1], primary_store, False),
-            )
+            ),
+            kafka=kafka,
         )
         config.validate("ports")
         return config
@@ -126,6 +135,8 @@ class StackConfig:
 
     def validate(self, source: str) -> None:
         """Refuse unusable settings with one line, before any process is touched."""
+        if self.kafka not in BROKER_KINDS:
+            raise StackInputError(f"{source}: kafka: {self.kafka!r} is not one of {', '.join(BROKER_KINDS)}")
         if not self.dcs:
             raise StackInputError(f"{source}: no DCs defined")
         seen_names: set[str] = set()
@@ -152,7 +163,11 @@ class StackConfig:
         self.security.validate(f"{source}: security")
 
     def to_json(self) -> str:
-        data: dict[str, Any] = {"version": _CONFIG_VERSION, "dcs": [asdict(dc) for dc in self.dcs]}
+        data: dict[str, Any] = {
+            "version": _CONFIG_VERSION,
+            "kafka": self.kafka,
+            "dcs": [asdict(dc) for dc in self.dcs],
+        }
         if self.security != SecurityConfig():  # a plaintext stack's file stays as it always was
             data["security"] = asdict(self.security)
         return json.dumps(data, indent=2) + "\n"
@@ -178,7 +193,8 @@ class StackConfig:
         keys = list(SecurityConfig.__dataclass_fields__)
         if not isinstance(raw_security, dict) or not set(raw_security) <= set(keys):
             raise StackInputError(f"{source}: security: must be a mapping with keys among {', '.join(keys)}")
-        config = cls(dcs=tuple(dcs), security=SecurityConfig(**raw_security))
+        # A stack.json from before the key existed belongs to a stack of embedded brokers.
+        config = cls(dcs=tuple(dcs), security=SecurityConfig(**raw_security), kafka=data.get("kafka", EMBEDDED))
         config.validate(source)
         return config
 

@@ -1,7 +1,8 @@
-"""Embedded two-datacenter stack: one broker and one schema registry process per DC.
+"""The local two-datacenter stack: one broker and one schema registry process per DC.
 
-No Kafka binary installs on the machines this project targets, so `kafka-dr local` runs the
-project's own wire-compatible broker and registry as detached background processes. They must
+The broker is Apache Kafka (`local.apache`: one KRaft node per DC, from the jars Maven fetched), or with
+`up --kafka embedded` the project's own wire-compatible Python broker; the registry is the project's own (Confluent's
+is not published where these machines can fetch it). All run as detached background processes. They must
 outlive the CLI that started them, so their identity lives on disk: DATA_DIR/stack.json holds the
 settings of `up` (later commands reuse them, see `local.config`), DATA_DIR/<dc>/<kind>.pid each
 process's pid and start time (`kafka_dr.processes`), so a recycled pid is never mistaken for ours.
@@ -34,8 +35,9 @@ from confluent_kafka.admin import AdminClient
 
 from .. import processes
 from ..paths import LOCAL_DATA_DIR, state_dir
-from .broker.security import SASL_MECHANISMS, USERS_ENV, SecurityError, ensure_certificates, load_users
-from .config import HOST, DcConfig, StackConfig, StackInputError, check_bootstrap_servers
+from . import apache
+from .broker.security import PLAIN, SASL_MECHANISMS, USERS_ENV, SecurityError, TlsFiles, ensure_certificates, load_users
+from .config import APACHE, HOST, DcConfig, StackConfig, StackInputError, check_bootstrap_servers
 from .registry import auth as registry_auth
 
 BROKER = "broker"
@@ -44,7 +46,7 @@ KINDS = (BROKER, REGISTRY)
 # A group's first member gets its assignment at once instead of after Kafka's 3 s wait for more members: a local
 # stack's consumers come one at a time (Confluent's single-broker compose files set the same).
 BROKER_CONFIGS = ("--config", "group.initial.rebalance.delay.ms=0")
-META_PROPERTIES = "meta.properties"  # the broker's cluster id, as Kafka keeps it
+META_PROPERTIES = apache.META_PROPERTIES  # the broker's cluster id, as Kafka keeps it (the embedded broker too)
 STARTUP_TIMEOUT = 30.0
 STOP_GRACE = 5.0
 
@@ -81,6 +83,8 @@ class LocalStack:
             config.validate("stack config")
         self.config = config or self._saved_config() or StackConfig.default()
         self._spawned: dict[tuple[str, str], subprocess.Popen[bytes]] = {}
+        self._spawn_times: dict[tuple[str, str], float] = {}
+        self.startup_seconds: dict[str, float] = {}  # "dc1 broker" -> seconds from its spawn until it answered
 
     # --- paths ----------------------------------------------------------------------------------
 
@@ -96,6 +100,18 @@ class LocalStack:
 
     def server_dir(self, dc: str, kind: str) -> Path:
         return self.data_dir / dc / kind
+
+    def broker_properties(self, dc: str) -> Path:
+        """An Apache Kafka node's server.properties (beside its log dir, not in it)."""
+        return self.data_dir / dc / "server.properties"
+
+    @property
+    def apache(self) -> bool:
+        return self.config.kafka == APACHE
+
+    def broker_version(self) -> str:
+        """What the brokers are, as `status` names them."""
+        return apache.version() if self.apache else "embedded broker"
 
     @property
     def tls_dir(self) -> Path:
@@ -149,9 +165,9 @@ class LocalStack:
         credentials = self.registry_credentials()
         return None if credentials is None else registry_auth.authorization_header(*credentials)
 
-    def client_settings(self, secrets: bool = True) -> dict[str, Any]:
-        """librdkafka security settings that reach this stack's brokers; without `secrets`, the password is a
-        placeholder (what `status` prints for a user to copy)."""
+    def client_settings(self, secrets: bool = True, mechanism: str | None = None) -> dict[str, Any]:
+        """librdkafka security settings that reach this stack's brokers (over `mechanism`, by default the stack's);
+        without `secrets`, the password is a placeholder (what `status` prints for a user to copy)."""
         security = self.config.security
         settings: dict[str, Any] = {}
         if security.protocol != "PLAINTEXT":
@@ -159,7 +175,7 @@ class LocalStack:
         if security.sasl:
             user = self.client_user()
             assert user is not None
-            settings["sasl.mechanism"] = security.sasl_mechanism
+            settings["sasl.mechanism"] = mechanism or security.sasl_mechanism
             settings["sasl.username"] = user
             settings["sasl.password"] = self._users()[user] if secrets else f"<password of {user}>"
         if security.tls:
@@ -215,11 +231,12 @@ class LocalStack:
             return self._stop([(dc.name, kind) for kind in reversed(KINDS) for dc in self.config.dcs])
 
     def stop(self, dc: str) -> list[str]:
-        """A disaster: kill the DC's registry and broker; returns what was running."""
+        """A disaster: SIGKILL the DC's registry and broker (no shutdown hook runs, as when a DC loses power); returns
+        what was running."""
         self.config.dc(dc)
         with self._locked():
             self._sync_settings(adopt=False)
-            return self._stop([(dc, REGISTRY), (dc, BROKER)])
+            return self._stop([(dc, REGISTRY), (dc, BROKER)], kill=True)
 
     def start(self, dc: str, timeout: float = STARTUP_TIMEOUT) -> list[str]:
         """Bring a stopped DC back (broker, then registry) with the data it had."""
@@ -240,7 +257,7 @@ class LocalStack:
         self.config.dc(dc)
         with self._locked():
             self._sync_settings(adopt=False)
-            stopped = self._stop([(dc, REGISTRY), (dc, BROKER)])
+            stopped = self._stop([(dc, REGISTRY), (dc, BROKER)], kill=True)
             meta = self.server_dir(dc, BROKER) / META_PROPERTIES
             kept = meta.read_bytes() if keep_cluster_id and meta.exists() else None
             for kind in KINDS:
@@ -323,7 +340,9 @@ class LocalStack:
                 healthy, cluster_id = self._probe(dc, kind, timeout, settings, authorization) if pid else (False, None)
                 if kind == BROKER:
                     address = dc.broker_address
-                    detail = f"cluster id {cluster_id}, {protocol}" if cluster_id else protocol
+                    detail = f"{self.broker_version()}, cluster id {cluster_id}, {protocol}"
+                    if not cluster_id:
+                        detail = f"{self.broker_version()}, {protocol}"
                 else:
                     eligible = "leader-eligible" if dc.registry_leader_eligible else "follower"
                     address, detail = dc.registry_url, f"store {dc.registry_kafkastore}, {eligible}"
@@ -359,6 +378,8 @@ class LocalStack:
         """The server command line; DESIGN's contract with the broker and registry modules."""
         cfg = self.config.dc(dc)
         data = str(self.server_dir(dc, kind))
+        if kind == BROKER and self.apache:
+            return apache.server_command(self.broker_properties(dc), self.data_dir / "log4j2.yaml")
         if kind == BROKER:
             args = ["--port", str(cfg.broker_port), "--data-dir", data, "--node-id", "1", *BROKER_CONFIGS]
             args += self._broker_security_args()
@@ -432,8 +453,11 @@ class LocalStack:
         return (pid, ticks) if processes.is_alive(pid, ticks) else None
 
     def _runs_server(self, pid: int, dc: str, kind: str) -> bool:
-        """Same module and same data dir: the process `pid` is this stack's server."""
+        """Same module and same data dir (an Apache Kafka node: its server.properties): the process `pid` is this
+        stack's server."""
         args = processes.cmdline(pid)
+        if kind == BROKER and self.apache:
+            return apache.SERVER_CLASS in args and str(self.broker_properties(dc)) in args
         if f"kafka_dr.local.{kind}" not in args or "--data-dir" not in args:
             return False
         i = args.index("--data-dir")
@@ -447,7 +471,8 @@ class LocalStack:
 
     def _sync_settings(self, adopt: bool) -> None:
         """stack.json is the truth every CLI call shares; explicit settings replace it only when
-        `adopt`ing them (up, start) and only while none of the old processes runs."""
+        `adopt`ing them (up, start) and only while none of the old processes runs, and another kind of broker only
+        on empty broker data (neither kind reads the other's)."""
         saved = self._saved_config()
         if saved is not None and saved != self.config:
             if not (adopt and self._explicit_config):
@@ -456,6 +481,13 @@ class LocalStack:
                 raise StackInputError(
                     f"the stack in {self.data_dir} runs with other settings ({self.config_file}; running: "
                     f"{', '.join(running)}); stop it with `kafka-dr local down --data-dir {self.data_dir}` first"
+                )
+            elif saved.kafka != self.config.kafka and (
+                kept := [dc.name for dc in saved.dcs if any(self.server_dir(dc.name, BROKER).glob("*"))]
+            ):
+                raise StackInputError(
+                    f"the stack in {self.data_dir} holds {saved.kafka} brokers' data ({', '.join(kept)}), which "
+                    f"{self.config.kafka} brokers cannot read: `kafka-dr local wipe DC` each, or use another --data-dir"
                 )
         if adopt:
             if self.config.security.needs_users:
@@ -479,9 +511,12 @@ class LocalStack:
             if not _port_freed(port):
                 raise StackError(f"cannot start {dc} {kind}: {HOST}:{port} is already used by another process")
             self.server_dir(dc, kind).mkdir(parents=True, exist_ok=True)
+            if kind == BROKER and self.apache:
+                self._prepare_apache(dc)
             cmd, log = self.command(dc, kind), self.log_file(dc, kind)
             env = {"PYTHONUNBUFFERED": "1", **(self._registry_env() if kind == REGISTRY else {})}
             proc = processes.spawn(cmd, log, _START_MARK, env, cwd=self.data_dir / dc)
+            self._spawn_times[(dc, kind)] = time.monotonic()
             self._spawned[(dc, kind)] = proc
             ticks = processes.start_ticks(proc.pid)
             if ticks is None:  # already ended: no server to record; _check_running reports its exit code
@@ -490,6 +525,30 @@ class LocalStack:
                 processes.write_atomic(self.pid_file(dc, kind), f"{proc.pid} {ticks}\n")
             started.append(f"{dc} {kind}")
         return started
+
+    def _prepare_apache(self, dc: str) -> None:
+        """An Apache Kafka node's files before each start: server.properties from the stack's settings (a controller
+        port free now), the PEM keystore with TLS, the log configuration, and the log dir formatted once."""
+        cfg = self.config.dc(dc)
+        security = self.config.security
+        tls = TlsFiles(self.tls_dir)
+        node = apache.KafkaNode(
+            log_dir=self.server_dir(dc, BROKER),
+            host=HOST,
+            port=cfg.broker_port,
+            controller_port=apache.free_port(HOST),
+            protocol=security.protocol,
+            users=self._users() if security.sasl else {},
+            tls_pem=apache.write_keystore(tls.cert, tls.key, self.data_dir / dc / "keystore.pem")
+            if security.tls
+            else None,
+            ca_file=tls.ca if security.tls else None,
+        )
+        try:
+            apache.write_log_config(self.data_dir / "log4j2.yaml")
+            apache.ensure_formatted(node.write(self.broker_properties(dc)), node.log_dir)
+        except (apache.KafkaJarsMissing, RuntimeError) as exc:
+            raise StackError(f"cannot start {dc} broker: {exc}") from None
 
     def _registry_env(self) -> dict[str, str]:
         """Registry auth with users from $KDR_BROKER_USERS: the registry's REST users are the same, handed over in its
@@ -516,14 +575,23 @@ class LocalStack:
         """Poll until every process answers; a crash or the deadline is one line pointing at the log."""
         deadline = time.monotonic() + timeout
         pending = list(procs)
-        settings = self.client_settings()
+        # An Apache Kafka node knows no SCRAM user until told (`apache.ensure_scram_users`): it is probed over PLAIN.
+        scram_later = self.apache and self.config.security.sasl
+        settings = self.client_settings(mechanism=PLAIN if scram_later else None)
         authorization = self.registry_authorization() if any(kind == REGISTRY for _, kind in procs) else None
         while pending:
             for dc, kind in list(pending):
                 self._check_running(dc, kind)
                 probe_timeout = min(2.0, max(0.5, deadline - time.monotonic()))
                 if self._probe(self.config.dc(dc), kind, probe_timeout, settings, authorization)[0]:
+                    if kind == BROKER and scram_later:
+                        bootstrap = {"bootstrap.servers": self.config.dc(dc).broker_address, **settings}
+                        try:
+                            apache.ensure_scram_users(bootstrap, self._users())
+                        except RuntimeError as exc:
+                            raise StackError(f"{dc} broker: {exc}; see {self.log_file(dc, kind)}") from None
                     pending.remove((dc, kind))
+                    self._answered(dc, kind)
             if not pending:
                 return
             if time.monotonic() >= deadline:
@@ -542,6 +610,12 @@ class LocalStack:
                 )
             time.sleep(0.1)  # a restarted registry is waited for by the schema redirect
 
+    def _answered(self, dc: str, kind: str) -> None:
+        """Note how long a process this stack spawned took to answer (`startup_seconds`)."""
+        started = self._spawn_times.pop((dc, kind), None)
+        if started is not None:
+            self.startup_seconds[f"{dc} {kind}"] = time.monotonic() - started
+
     def _check_running(self, dc: str, kind: str) -> None:
         """A server that ended during startup is one line: its exit code (known to the Popen of the process
         that spawned it) and the last line of its log, usually the exception that killed it."""
@@ -554,12 +628,14 @@ class LocalStack:
         last = "no log written" if output is None else output[-1] if output else "no output"
         raise StackError(f"{dc} {kind} exited during startup ({why}: {last}); see {log}")
 
-    def _stop(self, procs: list[tuple[str, str]]) -> list[str]:
-        """SIGTERM, then SIGKILL after STOP_GRACE seconds; the pid files go once the processes are gone.
+    def _stop(self, procs: list[tuple[str, str]], kill: bool = False) -> list[str]:
+        """SIGTERM, then SIGKILL after STOP_GRACE seconds (with `kill`, SIGKILL at once); the pid files go once the
+        processes are gone.
 
         Servers run in their own session (pgid == pid), so the whole group gets each signal."""
         running = {(dc, kind): found for dc, kind in procs if (found := self._running(dc, kind)) is not None}
-        left = processes.end_groups(dict(running.values()), STOP_GRACE)
+        end = processes.kill_groups if kill else processes.end_groups
+        left = end(dict(running.values()), STOP_GRACE)
         if left:
             names = ", ".join(f"{dc} {kind} (pid {pid})" for (dc, kind), (pid, _) in running.items() if pid in left)
             raise StackError(f"could not stop {names}")

@@ -1,0 +1,323 @@
+"""Apache Kafka as a local DC's broker: one KRaft node (broker and controller in one JVM) from the jars Maven fetched.
+
+The jars come from Maven Central through include/kafka/pom.xml (`python -m kafka_dr.local.apache fetch`, run by
+`make venv`; Maven's cache in ~/.m2 makes a second fetch download nothing) into the venv, never from a tarball. A node
+is a server.properties written from the stack's settings, its log dir formatted once by Kafka's StorageTool, and
+`java kafka.Kafka server.properties`. Passwords go into that file (mode 0600) and to the running broker through the
+Admin API, never onto a command line, which any local user can read.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..paths import PROJECT_ROOT
+
+KAFKA_VERSION = "4.2.0"  # include/kafka/pom.xml's kafka.version: what cp-kafka:8.2.0 ships
+POM = PROJECT_ROOT / "include" / "kafka" / "pom.xml"
+LIBS_ENV = "KDR_KAFKA_LIBS"  # a folder of Kafka's jars to use instead of the venv's
+SERVER_CLASS = "kafka.Kafka"
+STORAGE_TOOL = "kafka.tools.StorageTool"
+# A small heap and the serial collector: a local node holds little, and two of them share two cores with Spark.
+JVM_OPTIONS = ("-Xms64m", "-Xmx512m", "-XX:+UseSerialGC", "-Djava.awt.headless=true")
+SCRAM_ITERATIONS = 4096  # Kafka's minimum for both SCRAM mechanisms
+# Broker settings of a one-node cluster: internal topics with one replica, and a group's first member assigned at once
+# (Confluent's single-broker compose files set the same).
+SINGLE_NODE = {
+    "offsets.topic.replication.factor": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    "group.initial.rebalance.delay.ms": "0",
+    # A node killed and started again (`local stop`, then `start`) registers anew only once the controller has
+    # expired its old session: 9 s by default, 3 s here (the heartbeats never leave the JVM).
+    "broker.heartbeat.interval.ms": "500",
+    "broker.session.timeout.ms": "3000",
+}
+_LOG4J = """Configuration:
+  Appenders:
+    Console:
+      name: STDOUT
+      PatternLayout:
+        pattern: "[%d] %p %m (%c)%n"
+  Loggers:
+    Root:
+      level: INFO
+      AppenderRef:
+        - ref: STDOUT
+    Logger:
+      - name: kafka.request.logger
+        level: WARN
+      - name: org.apache.kafka.controller
+        level: WARN
+"""
+
+
+class KafkaJarsMissing(RuntimeError):
+    """Apache Kafka's jars are not there (or Maven could not fetch them): one line naming what is missing."""
+
+
+def libs_dir() -> Path:
+    """Where Kafka's jars are: $KDR_KAFKA_LIBS, else the venv's copy of this version."""
+    return Path(os.environ.get(LIBS_ENV) or PROJECT_ROOT / ".venv" / "kafka" / KAFKA_VERSION)
+
+
+def classpath(libs: Path | None = None) -> str:
+    """The JVM classpath of Kafka's jars; KafkaJarsMissing when they were never fetched."""
+    libs = libs or libs_dir()
+    if not (libs / f"kafka_2.13-{KAFKA_VERSION}.jar").is_file():
+        raise KafkaJarsMissing(
+            f"Apache Kafka {KAFKA_VERSION}'s jars are not in {libs}: run `make venv` "
+            f"(or `python -m kafka_dr.local.apache fetch`), which has Maven fetch them"
+        )
+    return f"{libs}/*"
+
+
+def fetch(libs: Path | None = None) -> Path:
+    """Have Maven copy the POM's jars into `libs`: offline first (everything in ~/.m2 already), online when something
+    is missing. A failure is a KafkaJarsMissing naming what Maven could not fetch."""
+    libs = libs or libs_dir()
+    if shutil.which("mvn") is None:
+        raise KafkaJarsMissing("cannot fetch Apache Kafka's jars: no `mvn` on PATH (Maven 3 is needed)")
+    partial = libs.with_name(f".{libs.name}.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    goal = ["dependency:copy-dependencies", f"-DoutputDirectory={partial}", "-DincludeScope=runtime"]
+    base = ["mvn", "-B", "-q", "-f", str(POM), *goal]
+    done = subprocess.run([*base, "-o"], capture_output=True, text=True)
+    if done.returncode != 0:
+        done = subprocess.run(base, capture_output=True, text=True)
+    if done.returncode != 0:
+        reason = _maven_reason(done.stdout)
+        raise KafkaJarsMissing(f"Maven could not fetch Apache Kafka {KAFKA_VERSION}'s jars: {reason}")
+    shutil.rmtree(libs, ignore_errors=True)
+    libs.parent.mkdir(parents=True, exist_ok=True)
+    partial.replace(libs)
+    return libs
+
+
+def _maven_reason(output: str) -> str:
+    """The line of Maven's output that names what failed, without its `[ERROR]` and advice."""
+    for line in output.splitlines():
+        text = line.replace("[ERROR]", "").strip()
+        if "Could not" in text or "not found" in text or "Failed to" in text:
+            return text[:400]
+    return (output.strip().splitlines() or ["mvn failed without output"])[-1][:400]
+
+
+def version() -> str:
+    return f"Apache Kafka {KAFKA_VERSION}"
+
+
+@dataclass(frozen=True)
+class KafkaNode:
+    """One local DC's node: what its server.properties say. `users` are the SASL users (PLAIN from the file, SCRAM
+    through the Admin API once it runs); `tls_pem` is the PEM file holding the server's key and certificate chain."""
+
+    log_dir: Path
+    host: str
+    port: int
+    controller_port: int
+    protocol: str = "PLAINTEXT"
+    users: Mapping[str, str] = field(default_factory=dict)
+    tls_pem: Path | None = None
+    ca_file: Path | None = None
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol.startswith("SASL_")
+
+    def properties(self) -> dict[str, str]:
+        listener = self.protocol  # the client listener is named after what it speaks
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@{self.host}:{self.controller_port}",
+            "controller.listener.names": "CONTROLLER",
+            "listeners": f"{listener}://{self.host}:{self.port},CONTROLLER://{self.host}:{self.controller_port}",
+            "advertised.listeners": f"{listener}://{self.host}:{self.port}",
+            "listener.security.protocol.map": f"{listener}:{self.protocol},CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": listener,
+            "log.dirs": str(self.log_dir),
+            **SINGLE_NODE,
+        }
+        if self.sasl:
+            user, password = next(iter(self.users.items()))
+            plain_users = " ".join(f"user_{name}={_quoted(secret)}" for name, secret in self.users.items())
+            prefix = f"listener.name.{listener.lower()}"
+            props |= {
+                "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+                # The node talks to itself (inter-broker) as the first user, over PLAIN: SCRAM credentials live in
+                # the cluster's metadata, which a starting node has not read yet.
+                "sasl.mechanism.inter.broker.protocol": "PLAIN",
+                f"{prefix}.plain.sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule "
+                f"required username={_quoted(user)} password={_quoted(password)} {plain_users};",
+                f"{prefix}.scram-sha-256.sasl.jaas.config": _SCRAM_MODULE,
+                f"{prefix}.scram-sha-512.sasl.jaas.config": _SCRAM_MODULE,
+            }
+        if self.tls_pem is not None:
+            props |= {
+                "ssl.keystore.type": "PEM",
+                "ssl.keystore.location": str(self.tls_pem),
+                "ssl.truststore.type": "PEM",
+                "ssl.truststore.location": str(self.ca_file),
+                "ssl.endpoint.identification.algorithm": "",
+            }
+        return props | dict(self.configs)
+
+    def write(self, path: Path) -> Path:
+        """server.properties at `path`, readable by its owner only (it holds the users' passwords)."""
+        text = "".join(f"{key}={_escaped(value)}\n" for key, value in self.properties().items())
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.unlink(missing_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        tmp.replace(path)
+        return path
+
+
+_SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+
+
+def _quoted(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _escaped(value: str) -> str:
+    """A java.util.Properties value: backslashes doubled, line breaks escaped."""
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+
+
+def write_keystore(cert: Path, key: Path, path: Path) -> Path:
+    """The PEM keystore Kafka reads (ssl.keystore.type=PEM): the server's PKCS#8 key, then its certificate."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(key.read_bytes() + cert.read_bytes())
+    tmp.replace(path)
+    return path
+
+
+def write_log_config(path: Path) -> Path:
+    """log4j2's configuration: INFO to standard output (the stack's log file), request and controller chatter off."""
+    if not path.exists() or path.read_text() != _LOG4J:
+        path.write_text(_LOG4J)
+    return path
+
+
+META_PROPERTIES = "meta.properties"
+BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"  # written by StorageTool format: the log dir is formatted
+
+
+def cluster_id_of(log_dir: Path) -> str | None:
+    """The cluster id in the log dir's meta.properties, None when there is none."""
+    try:
+        lines = (log_dir / META_PROPERTIES).read_text().splitlines()
+    except FileNotFoundError:
+        return None
+    for line in lines:
+        key, _, value = line.partition("=")
+        if key.strip() == "cluster.id":
+            return value.strip()
+    return None
+
+
+def new_cluster_id() -> str:
+    """A KRaft cluster id as `kafka-storage random-uuid` prints it (22 characters of URL-safe base64)."""
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def ensure_formatted(properties: Path, log_dir: Path, java: str = "java", libs: Path | None = None) -> str:
+    """Format the log dir once (StorageTool), keeping the cluster id a meta.properties left there (a cluster rebuilt
+    on empty disks with its old id); returns the cluster id. A formatted dir is left as it is."""
+    cluster_id = cluster_id_of(log_dir)
+    if (log_dir / BOOTSTRAP_CHECKPOINT).exists() and cluster_id:
+        return cluster_id
+    cluster_id = cluster_id or new_cluster_id()
+    (log_dir / META_PROPERTIES).unlink(missing_ok=True)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    tool = [java, "-Xmx128m", "-cp", classpath(libs), STORAGE_TOOL]
+    command = [*tool, "format", "--cluster-id", cluster_id, "--config", str(properties)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        last = (done.stdout + done.stderr).strip().splitlines() or [f"exit code {done.returncode}"]
+        raise RuntimeError(f"kafka-storage format of {log_dir} failed: {last[-1]}")
+    return cluster_id
+
+
+def server_command(properties: Path, log_config: Path, java: str = "java", libs: Path | None = None) -> list[str]:
+    """`java ... kafka.Kafka server.properties`: the command a node runs as."""
+    return [
+        java,
+        *JVM_OPTIONS,
+        f"-Dlog4j2.configurationFile={log_config}",
+        "-cp",
+        classpath(libs),
+        SERVER_CLASS,
+        str(properties),
+    ]
+
+
+def free_port(host: str) -> int:
+    """A port nothing listens on now: the controller's, chosen at each start (the quorum's one static voter is
+    named by configuration only, so it may move between starts)."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def ensure_scram_users(settings: dict[str, Any], users: Mapping[str, str], timeout: float = 10.0) -> None:
+    """Give every user SCRAM-SHA-256 and -512 credentials with its password (as `kafka-configs --alter
+    --add-config SCRAM-...` does), through the Admin API as `settings` connect (PLAIN): idempotent, so each start
+    makes the cluster's credentials those of the users file."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    admin = AdminClient({**settings, "log_level": 0})
+    # One request per mechanism: Kafka refuses two alterations of one user in a request.
+    for mechanism in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512):
+        upserts = [
+            UserScramCredentialUpsertion(user, ScramCredentialInfo(mechanism, SCRAM_ITERATIONS), password.encode())
+            for user, password in users.items()
+        ]
+        try:
+            for future in admin.alter_user_scram_credentials(upserts, request_timeout=timeout).values():
+                future.result()
+        except KafkaException as exc:
+            raise RuntimeError(f"cannot set the users' {mechanism.name} credentials: {exc.args[0].str()}") from None
+
+
+def main(argv: list[str]) -> int:
+    if argv != ["fetch"]:
+        print("usage: python -m kafka_dr.local.apache fetch", file=sys.stderr)
+        return 2
+    try:
+        libs = fetch()
+    except KafkaJarsMissing as exc:
+        print(f"kafka-dr: {exc}", file=sys.stderr)
+        return 1
+    print(f"{version()}: {len(list(libs.glob('*.jar')))} jars in {libs}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
