@@ -92,12 +92,40 @@ def redact(settings: dict[str, Any]) -> dict[str, Any]:
     return {k: ("***" if any(h in k.lower() for h in SECRET_HINTS) else v) for k, v in settings.items()}
 
 
+# A partition whose leader the client's metadata does not know yet: a topic just created or grown on Apache Kafka,
+# whose CreateTopics answers once the controller committed it, before the new leader reaches the broker's metadata
+# and the client's cache (which a list_offsets does not refresh). One refresh finds it.
+STALE_METADATA = (
+    KafkaError._UNKNOWN_PARTITION,
+    KafkaError._UNKNOWN_TOPIC,
+    KafkaError._NOENT,
+    KafkaError.UNKNOWN_LEADER_EPOCH,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+)
+
+
+def wait_for_leaders(admin: AdminClient, topics: list[str], timeout: float = 15.0) -> None:
+    """Until every partition of `topics` has a leader in fresh metadata (which also refreshes `admin`'s cache): what
+    a client can rely on after creating topics or partitions on Apache Kafka. TimeoutError names the first without."""
+    deadline = time.monotonic() + timeout
+    for topic in topics:
+        while True:
+            meta = admin.list_topics(topic=topic, timeout=max(1.0, deadline - time.monotonic())).topics.get(topic)
+            if meta is not None and meta.error is None and all(p.leader >= 0 for p in meta.partitions.values()):
+                break
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"topic {topic} has a partition without a leader after {timeout:g} s")
+            time.sleep(0.1)
+
+
 def end_offsets(
     admin: AdminClient, partitions: list[tuple[str, int]], isolation: IsolationLevel, timeout: float = 15.0
 ) -> dict[tuple[str, int], int]:
     """End offsets of many partitions in one request: high watermarks (read_uncommitted) or last stable
-    offsets (read_committed). Partitions added since the client last refreshed its metadata are found
-    after one refresh."""
+    offsets (read_committed). Partitions whose leader the client's metadata does not know yet (added since the
+    client last refreshed it) are found after one refresh."""
 
     def query() -> dict[tuple[str, int], int]:
         futures = admin.list_offsets(
@@ -110,9 +138,9 @@ def end_offsets(
     try:
         return query()
     except KafkaException as exc:
-        if exc.args[0].code() != KafkaError._UNKNOWN_PARTITION:
+        if exc.args[0].code() not in STALE_METADATA:
             raise
-    admin.list_topics(timeout=timeout)
+    wait_for_leaders(admin, sorted({t for t, _ in partitions}), timeout)
     return query()
 
 

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.servers import BrokerProcess, stop_all
+from support.servers import BrokerProcess, EmbeddedBroker, stop_all
 
 from .clients import CLIENT_NAMES, ClientAdapter, make_client
 
@@ -45,7 +45,9 @@ class BrokerFactory:
         """A new broker in a fresh data dir; ``configs`` are broker configs (``--config KEY=VALUE``)."""
         name = name or f"broker{len(self.brokers) + 1}"
         data_dir = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=self.root))
-        broker = BrokerProcess(f"broker-{data_dir.name}", data_dir, node_id=node_id, configs=configs, log_dir=self.root)
+        broker = EmbeddedBroker(
+            f"broker-{data_dir.name}", data_dir, node_id=node_id, configs=configs, log_dir=self.root
+        )
         self.brokers.append(broker)
         return broker.start()
 

@@ -24,7 +24,7 @@ from support.ports import free_ports
 from support.stack import free_stack_config, tear_down
 
 from kafka_dr import cli
-from kafka_dr.local.config import DcConfig, StackConfig, StackInputError
+from kafka_dr.local.config import EMBEDDED, DcConfig, StackConfig, StackInputError
 from kafka_dr.local.stack import BROKER, REGISTRY, LocalStack, ProcessStatus, StackError
 
 TOPIC = "kdr-stack-test"
@@ -57,7 +57,13 @@ def test_default_layout_is_designs() -> None:
 
 
 def test_commands_follow_the_server_contract(tmp_path: Path) -> None:
-    stack = LocalStack(tmp_path)  # paths without spaces: each command below is its words
+    """Apache Kafka: the JVM runs kafka.Kafka on the node's server.properties; the embedded broker and the registry:
+    their modules' options."""
+    apache_stack = LocalStack(tmp_path / "apache")
+    command = apache_stack.command("dc1", BROKER)
+    assert command[0] == "java" and command[-2:] == ["kafka.Kafka", str(tmp_path / "apache/dc1/server.properties")]
+    assert f"-Dlog4j2.configurationFile={tmp_path}/apache/log4j2.yaml" in command
+    stack = LocalStack(tmp_path, StackConfig.default(kafka=EMBEDDED))  # paths without spaces: each command its words
     broker = f"-m kafka_dr.local.broker --host 127.0.0.1 --port 9091 --data-dir {tmp_path}/dc1/broker --node-id 1"
     broker += " --config group.initial.rebalance.delay.ms=0"
     assert stack.command("dc1", BROKER) == [sys.executable, *broker.split()]
@@ -125,7 +131,7 @@ def test_unknown_dc_is_refused_before_anything_changes(tmp_path: Path) -> None:
 
 
 def test_pid_file_of_a_foreign_or_dead_process_is_not_ours(tmp_path: Path) -> None:
-    stack = LocalStack(tmp_path)
+    stack = LocalStack(tmp_path, StackConfig.default(kafka=EMBEDDED))
     pid_file = stack.pid_file("dc1", BROKER)
     pid_file.parent.mkdir(parents=True)
     assert stack.pid("dc1", BROKER) is None  # no pid file
@@ -145,9 +151,9 @@ def test_pid_file_of_a_foreign_or_dead_process_is_not_ours(tmp_path: Path) -> No
             assert stack.pid("dc2", BROKER) is None
             # ... but not another stack's (same module, other data dir).
             assert LocalStack(tmp_path / "other").pid("dc1", BROKER) is None
-            # stop() ends it (SIGTERM) and removes the pid file.
+            # stop() kills it (SIGKILL: a disaster, no shutdown hook) and removes the pid file.
             assert stack.stop("dc1") == ["dc1 broker"]
-            assert proc.wait(5) == -15
+            assert proc.wait(5) == -9
             assert not pid_file.exists()
         finally:
             proc.kill()

@@ -24,7 +24,7 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from support.ports import free_port, free_ports
 from support.retry import eventually
-from support.servers import BasicAuthRegistryProcess, BrokerProcess, ServerProcess, stop_all
+from support.servers import ApacheBroker, BasicAuthRegistryProcess, ServerProcess, stop_all
 from support.stack import tear_down
 
 from kafka_dr import cli
@@ -67,7 +67,7 @@ class Registries:
         users_file, follower_users = root / "users.json", root / "follower-users.json"
         users_file.write_text(json.dumps(USERS))
         follower_users.write_text(json.dumps({**USERS, **CAROL}))
-        self.broker = BrokerProcess("broker", root / "broker")
+        self.broker = ApacheBroker("broker", root / "broker")
         self.leader = BasicAuthRegistryProcess("leader", root, self.broker.bootstrap, True, users_file, "alice")
         self.follower = BasicAuthRegistryProcess(
             "follower", root, self.broker.bootstrap, False, follower_users, "alice"

@@ -36,7 +36,7 @@ from support.kafka import (
     produce,
     read_all,
 )
-from support.servers import FAST_GROUPS, BrokerProcess, start_brokers, stop_all
+from support.servers import FAST_GROUPS, ApacheBroker, BrokerProcess, start_brokers, stop_all
 from support.spark import close_cached_clients, run_in_process, submit_in_background, topic_total
 from support.topology import write_brokers_topology
 
@@ -353,7 +353,7 @@ def test_bad_inputs_fail_with_one_clear_line(clusters, tmp_path):
         code, summary, err = run_in_process(job, "--topology", str(bad), "--flow", "x")
         assert code == 2 and "flows[0].target: unknown cluster 'dc9'" in summary["error"], job
 
-    dead = {"dc1": BrokerProcess("dead", tmp_path / "dead"), "dc2": dc2}  # never started
+    dead = {"dc1": ApacheBroker("dead", tmp_path / "dead"), "dc2": dc2}  # never started
     topology = one_flow(tmp_path, dead, "dead-flow", "t")
     code, summary, err = run_in_process(
         "replicate", "--topology", str(topology), "--flow", "dead-flow", "--retries", "1"

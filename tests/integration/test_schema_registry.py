@@ -21,7 +21,7 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerialize
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
 from support.retry import eventually
-from support.servers import BrokerProcess, RegistryProcess, ServerProcess
+from support.servers import ApacheBroker, RegistryProcess, ServerProcess
 
 pytestmark = pytest.mark.integration
 
@@ -56,8 +56,8 @@ USER_V4 = avro(
 
 class Stack:
     def __init__(self, tmp: Path) -> None:
-        self.dc1 = BrokerProcess("dc1-broker", tmp / "dc1-broker")
-        self.dc2 = BrokerProcess("dc2-broker", tmp / "dc2-broker")
+        self.dc1 = ApacheBroker("dc1-broker", tmp / "dc1-broker")
+        self.dc2 = ApacheBroker("dc2-broker", tmp / "dc2-broker")
         self.leader = RegistryProcess("dc1-registry", tmp, self.dc1.bootstrap, eligible=True)
         self.follower = RegistryProcess("dc2-registry", tmp, self.dc1.bootstrap, eligible=False)
         self.servers: list[ServerProcess] = [self.dc1, self.dc2, self.leader, self.follower]
@@ -207,7 +207,7 @@ def test_redirected_follower_keeps_old_ids_and_registers_new_ones(stack: Stack) 
 
 
 def test_registry_started_before_its_kafkastore_waits_for_it(tmp_path: Path) -> None:
-    broker = BrokerProcess("late-broker", tmp_path / "late-broker")
+    broker = ApacheBroker("late-broker", tmp_path / "late-broker")
     registry = RegistryProcess("early-registry", tmp_path, broker.bootstrap, eligible=True)
     try:
         registry.start()  # no broker yet: the HTTP server still answers

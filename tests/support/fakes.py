@@ -241,12 +241,14 @@ class FakeGroupAdmin:
     `committed` holds what each group committed (TopicPartitions, with the offsets below 0 or errors a broker may
     answer); `members` each group's active members in this cluster (describing a group not there fails with
     GROUP_ID_NOT_FOUND, as for a group the cluster does not know); `refuse` makes a group's commit fail with that
-    error. `commits` records the commits made."""
+    error; `partition_errors` answers a group's next commits with that error on every partition, one answer per
+    commit, as a broker does whose coordinator loads or moves. `commits` records the commits made."""
 
     def __init__(self) -> None:
         self.committed: dict[str, list[Any]] = {}  # TopicPartition-like: topic, partition, offset, error
         self.members: dict[str, int] = {}
         self.refuse: dict[str, KafkaError] = {}
+        self.partition_errors: dict[str, list[KafkaError]] = {}
         self.commits: list[tuple[str, list[TopicPartition]]] = []
 
     def list_consumer_groups(self, request_timeout: float | None = None) -> Future:
@@ -278,6 +280,12 @@ class FakeGroupAdmin:
         group = request.group_id
         if group in self.refuse:
             return {group: _done(error=self.refuse[group])}
+        if self.partition_errors.get(group):
+            error = self.partition_errors[group].pop(0)
+            answered = [
+                SimpleNamespace(topic=tp.topic, partition=tp.partition, error=error) for tp in request.topic_partitions
+            ]
+            return {group: _done(SimpleNamespace(group_id=group, topic_partitions=answered))}
         self.commits.append((group, list(request.topic_partitions)))
         return {group: _done(request)}
 

@@ -12,6 +12,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, Message, Producer, Top
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from kafka_dr.clients import read_committed
+from kafka_dr.translation.groups import apply_offsets
 
 from .fleet import ground_truth
 
@@ -75,9 +76,11 @@ def create_topic(config: dict[str, str], topic: str, partitions: int = 1, **conf
 
 
 def commit_offsets(config: dict[str, str], group: str, offsets: Offsets) -> None:
-    admin = AdminClient(config)
+    """Commit a group's offsets as the translation applies them (every partition's answer checked, a loading
+    coordinator asked again); a commit not made fails the test."""
     tps = [TopicPartition(topic, partition, offset) for (topic, partition), offset in offsets.items()]
-    admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)])[group].result(TIMEOUT_S)
+    (applied,) = apply_offsets(AdminClient(config), {group: tps}, TIMEOUT_S)
+    assert applied.applied, f"group {group}: {applied.reason}"
 
 
 def committed_offsets(config: dict[str, str], group: str) -> Offsets:

@@ -1,7 +1,9 @@
-"""The embedded broker and schema registry as single processes the tests start, stop, kill and restart.
+"""Brokers and the embedded schema registry as single processes the tests start, stop, kill and restart.
 
-`BrokerProcess` is a one-broker cluster (`python -m kafka_dr.local.broker`) on a free port, `SecuredBrokerProcess`
-one whose port speaks SASL and/or TLS; `RegistryProcess` is a schema registry (`python -m kafka_dr.local.registry`)
+`BrokerProcess` is a one-broker cluster on a free port: `ApacheBroker`, one Apache Kafka KRaft node (the jars `make
+venv` fetched, `kafka_dr.local.apache`), which every test of the product runs on; `EmbeddedBroker` (`python -m
+kafka_dr.local.broker`) for the tests of the embedded broker itself; `SecuredBrokerProcess` an embedded one whose
+port speaks SASL and/or TLS; `RegistryProcess` is a schema registry (`python -m kafka_dr.local.registry`)
 over a broker's `_schemas` store (`BasicAuthRegistryProcess` one requiring HTTP Basic credentials). Tests that
 need the whole two-DC stack as `kafka-dr local` runs it use support.stack instead.
 """
@@ -26,6 +28,7 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
+from kafka_dr.local import apache
 from kafka_dr.paths import PROJECT_ROOT
 
 from .ports import free_port
@@ -116,7 +119,7 @@ class ServerProcess:
 
 
 class BrokerProcess(ServerProcess):
-    """One embedded broker: a single-broker cluster with its own data dir (and so its own cluster id)."""
+    """A single-broker cluster with its own data dir (and so its own cluster id); a kind of broker says how it runs."""
 
     def __init__(
         self,
@@ -158,14 +161,6 @@ class BrokerProcess(ServerProcess):
                 return value.strip()
         raise AssertionError(f"{self.data_dir}/meta.properties has no cluster.id")
 
-    def command(self) -> list[str]:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        options = f"--host 127.0.0.1 --port {self.port} --node-id {self.node_id}".split()
-        command = [sys.executable, "-m", "kafka_dr.local.broker", *options, "--data-dir", str(self.data_dir)]
-        for key, value in self.configs.items():
-            command += ["--config", f"{key}={value}"]
-        return command
-
     def ready(self) -> bool:
         return api_versions_ok("127.0.0.1", self.port)
 
@@ -174,7 +169,37 @@ class BrokerProcess(ServerProcess):
         return self
 
 
-class SecuredBrokerProcess(BrokerProcess):
+class EmbeddedBroker(BrokerProcess):
+    """kafka-dr's embedded Python broker (`python -m kafka_dr.local.broker`)."""
+
+    def command(self) -> list[str]:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        options = f"--host 127.0.0.1 --port {self.port} --node-id {self.node_id}".split()
+        command = [sys.executable, "-m", "kafka_dr.local.broker", *options, "--data-dir", str(self.data_dir)]
+        for key, value in self.configs.items():
+            command += ["--config", f"{key}={value}"]
+        return command
+
+
+class ApacheBroker(BrokerProcess):
+    """One Apache Kafka node (broker and controller in one JVM), as `kafka-dr local up` runs it: its server.properties
+    beside the data dir, the data dir formatted at the first start, a controller port free at each start."""
+
+    def command(self) -> list[str]:
+        node = apache.KafkaNode(
+            log_dir=self.data_dir,
+            host="127.0.0.1",
+            port=self.port,
+            controller_port=apache.free_port("127.0.0.1"),
+            configs=self.configs,
+        )
+        properties = node.write(self.data_dir.with_name(f"{self.data_dir.name}.properties"))
+        apache.ensure_formatted(properties, self.data_dir)
+        log_config = apache.write_log_config(self.data_dir.with_name(f"{self.data_dir.name}-log4j2.yaml"))
+        return apache.server_command(properties, log_config)
+
+
+class SecuredBrokerProcess(EmbeddedBroker):
     """A broker started with `--security-protocol` (SASL_PLAINTEXT, SSL or SASL_SSL): SASL users from `users_file`,
     the certificate generated into DATA_DIR/tls, whose CA the clients trust (`ca_file`)."""
 
@@ -317,12 +342,14 @@ class BrokerPair:
 
 
 def start_brokers(root: Path, *names: str, configs: dict[str, str] | None = None) -> dict[str, BrokerProcess]:
-    """One single-broker cluster per name, each with its own data dir (and cluster id) under `root`; none left
-    running if one fails to start."""
+    """One Apache Kafka cluster of one node per name, each with its own data dir (and cluster id) under `root`; all
+    spawned before the first is waited for (a JVM's start-up is mostly waiting); none left running if one fails."""
     brokers: dict[str, BrokerProcess] = {}
     try:
         for name in names:
-            brokers[name] = BrokerProcess(name, root / name, configs=configs).start()
+            brokers[name] = ApacheBroker(name, root / name, configs=configs).start(wait=False)
+        for broker in brokers.values():
+            broker.wait_until(broker.ready, "to serve")
     except BaseException:
         stop_all(brokers.values())
         raise

@@ -21,7 +21,7 @@ from typing import Any
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
-from ..clients import read_committed
+from ..clients import read_committed, wait_for_leaders
 from ..topology import DRILL_TOPIC, HEARTBEATS_TOPIC, INTERNAL_TOPIC_PREFIX
 
 PROGRESS = f"{INTERNAL_TOPIC_PREFIX}progress"
@@ -82,6 +82,7 @@ def ensure_internal_topics(
         except Exception as exc:  # noqa: BLE001 - a concurrent creator is fine, anything else is not
             if "already exists" not in str(exc).lower():
                 raise
+    wait_for_leaders(admin, missing, timeout)
     return created
 
 

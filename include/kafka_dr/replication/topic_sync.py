@@ -34,6 +34,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from ..clients import wait_for_leaders
 from ..topology import COPIED_INTERNAL_TOPICS, INTERNAL_TOPIC_PREFIX, Flow
 from .internal import PROGRESS, TOPIC_CONFIGS, latest_value, put_records
 
@@ -134,12 +135,14 @@ def sync_topics(
         ]
         _settle(flow, "create", target_admin.create_topics(new_topics, operation_timeout=timeout), timeout)
         report.created = [dests[t] for t in to_create]
+        wait_for_leaders(target_admin, report.created, timeout)
     if to_grow:
         futures = target_admin.create_partitions(
             [NewPartitions(d, n) for d, n in to_grow.items()], operation_timeout=timeout
         )
         _settle(flow, "add partitions to", futures, timeout)
         report.grown = dict(to_grow)
+        wait_for_leaders(target_admin, list(to_grow), timeout)
     if flow.sync_topic_configs:
         existing = {t: dests[t] for t in source_topics if t not in to_create}
         report.changed_configs = _sync_configs(flow, target_admin, existing, source_configs, timeout)

@@ -9,6 +9,7 @@ left alone and reported.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -114,34 +115,73 @@ class Applied:
     reason: str | None = None  # why not
 
 
+# What a group coordinator answers while it loads its partition of __consumer_offsets or moves (Apache Kafka, right
+# after a start or a failover): the commit is retried, not reported.
+_COORDINATOR_BUSY = (
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.NOT_COORDINATOR,
+)
+_RETRY_S = 0.2
+
+
 def apply_offsets(admin: AdminClient, groups: dict[str, list[TopicPartition]], timeout: float) -> list[Applied]:
-    """Commit each group's offsets in the target, unless the group has active members there."""
+    """Commit each group's offsets in the target, unless the group has active members there. A group is applied only
+    when every partition's commit was: the answer carries an error per partition, which a future's success hides."""
     if not groups:
         return []
+    deadline = time.monotonic() + timeout
     described = admin.describe_consumer_groups(list(groups), request_timeout=timeout)
     results: list[Applied] = []
-    commits: dict[str, Future] = {}
+    pending: dict[str, list[TopicPartition]] = {}
     for group, offsets in groups.items():
-        members = _members(described[group], timeout)
+        members = _members(admin, group, described[group], timeout, deadline)
         if members:
             results.append(Applied(group, False, f"{members} active member(s) in the target"))
-            continue
-        commits[group] = admin.alter_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(group, offsets)], request_timeout=timeout
-        )[group]
-    for group, future in commits.items():
-        try:
-            future.result(timeout)
-            results.append(Applied(group, True))
-        except KafkaException as exc:
-            results.append(Applied(group, False, f"commit refused: {exc.args[0].str()}"))
+        else:
+            pending[group] = offsets
+    while pending:
+        commits = {
+            group: admin.alter_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(group, offsets)], request_timeout=timeout
+            )[group]
+            for group, offsets in pending.items()
+        }
+        busy: dict[str, list[TopicPartition]] = {}
+        for group, future in commits.items():
+            error = _commit_error(future, timeout)
+            if error is None:
+                results.append(Applied(group, True))
+            elif error.code() in _COORDINATOR_BUSY and time.monotonic() < deadline:
+                busy[group] = pending[group]
+            else:
+                results.append(Applied(group, False, f"commit refused: {error.str()}"))
+        pending = busy
+        if pending:
+            time.sleep(_RETRY_S)
     return sorted(results, key=lambda a: a.group)
 
 
-def _members(future: Future, timeout: float) -> int:
+def _commit_error(future: Future, timeout: float) -> KafkaError | None:
+    """The first error of a group's commit, the request's or a partition's; None when every partition committed."""
     try:
-        return len(future.result(timeout).members)
+        result = future.result(timeout)
     except KafkaException as exc:
-        if exc.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:
-            return 0
-        raise
+        return exc.args[0]
+    return next((tp.error for tp in result.topic_partitions if tp.error is not None), None)
+
+
+def _members(admin: AdminClient, group: str, future: Future, timeout: float, deadline: float) -> int:
+    """The group's active members in the target (0 for a group it does not know), asked again while its coordinator
+    is busy, until `deadline`."""
+    while True:
+        try:
+            return len(future.result(timeout).members)
+        except KafkaException as exc:
+            code = exc.args[0].code()
+            if code == KafkaError.GROUP_ID_NOT_FOUND:
+                return 0
+            if code not in _COORDINATOR_BUSY or time.monotonic() >= deadline:
+                raise
+        time.sleep(_RETRY_S)
+        future = admin.describe_consumer_groups([group], request_timeout=timeout)[group]

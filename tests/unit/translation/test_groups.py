@@ -7,10 +7,12 @@ from __future__ import annotations
 import re
 from types import SimpleNamespace
 
+import pytest
 from confluent_kafka import KafkaError, TopicPartition
-from support.fakes import FakeGroupAdmin
+from support.fakes import FakeGroupAdmin, patch_sleep
 
 from kafka_dr.topology import parse_topology
+from kafka_dr.translation import groups as groups_module
 from kafka_dr.translation.groups import (
     Applied,
     apply_offsets,
@@ -126,6 +128,26 @@ def test_offsets_are_applied_only_to_groups_without_active_members() -> None:
     ]
     assert sorted(group for group, _ in admin.commits) == ["idle", "new"]
     assert [(tp.topic, tp.partition, tp.offset) for tp in admin.commits[0][1]] == [("orders", 0, 40)]
+
+
+def test_a_commit_refused_partition_by_partition_is_not_applied_and_a_busy_coordinator_is_asked_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Apache Kafka answers a commit's errors per partition, the future succeeding: NOT_COORDINATOR while the group's
+    coordinator loads (right after a start) is asked again; UNKNOWN_TOPIC_OR_PART is a group not applied."""
+    patch_sleep(monkeypatch, groups_module, lambda _: None)
+    admin = FakeGroupAdmin()
+    admin.members = {"loading": 0, "missing": 0}
+    admin.partition_errors = {
+        "loading": [KafkaError(KafkaError.NOT_COORDINATOR, "Broker: Not coordinator")] * 2,
+        "missing": [KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART, "Broker: Unknown topic or partition")],
+    }
+    offsets = {name: [TopicPartition("orders", 0, 40)] for name in ("loading", "missing")}
+    assert apply_offsets(admin, offsets, 5) == [
+        Applied("loading", True),
+        Applied("missing", False, "commit refused: Broker: Unknown topic or partition"),
+    ]
+    assert [group for group, _ in admin.commits] == ["loading"]
 
 
 def test_no_groups_to_apply_asks_nothing() -> None:
