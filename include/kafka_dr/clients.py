@@ -15,11 +15,13 @@ import re
 import threading
 import time
 from collections.abc import Iterator, Mapping
+from concurrent.futures import Future
 from typing import Any
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
+    ConsumerGroupTopicPartitions,
     IsolationLevel,
     KafkaError,
     KafkaException,
@@ -118,6 +120,45 @@ def wait_for_leaders(admin: AdminClient, topics: list[str], timeout: float = 15.
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"topic {topic} has a partition without a leader after {timeout:g} s")
             time.sleep(0.1)
+
+
+# What a group coordinator answers while it loads its partition of __consumer_offsets or moves (Apache Kafka, right
+# after a start or a failover).
+COORDINATOR_BUSY = (
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.NOT_COORDINATOR,
+)
+
+
+def wait_for_group_coordinators(admin: AdminClient, groups: list[str], timeout: float = 15.0) -> None:
+    """Until every group's coordinator answers DescribeGroups with something else than busy (GROUP_ID_NOT_FOUND is an
+    answer); TimeoutError names one still busy. Other errors are left to the call that follows."""
+    deadline = time.monotonic() + timeout
+    pending = list(dict.fromkeys(groups))
+    while pending:
+        busy = []
+        for group, future in admin.describe_consumer_groups(pending, request_timeout=timeout).items():
+            try:
+                future.result(timeout)
+            except KafkaException as exc:
+                if exc.args[0].code() in COORDINATOR_BUSY:
+                    busy.append(group)
+        if busy and time.monotonic() >= deadline:
+            raise TimeoutError(f"the coordinator of group {busy[0]} is still loading after {timeout:g} s")
+        pending = busy
+        if pending:
+            time.sleep(0.2)
+
+
+def list_group_offsets(
+    admin: AdminClient, requests: list[ConsumerGroupTopicPartitions], timeout: float = 15.0
+) -> dict[str, Future]:
+    """ListConsumerGroupOffsets for each request, all in flight, once every group's coordinator answers: confluent-kafka
+    2.16.1 crashes the process (a segfault in librdkafka) when a coordinator answers it NOT_COORDINATOR, as Apache
+    Kafka does while the coordinator loads."""
+    wait_for_group_coordinators(admin, [r.group_id for r in requests], timeout)
+    return {r.group_id: admin.list_consumer_group_offsets([r], request_timeout=timeout)[r.group_id] for r in requests}
 
 
 def end_offsets(

@@ -59,6 +59,7 @@ from support.topology import NO_APPROVAL
 from kafka_dr.airflow_rest import AirflowRest
 from kafka_dr.demo.drill import trigger_and_wait
 from kafka_dr.local.airflow import APPROVER, APPROVER_PASSWORD, PASSWORD, USER
+from kafka_dr.local.config import APACHE, BROKER_KINDS
 from kafka_dr.replication import activity, replicators
 from kafka_dr.reports import step_seconds
 from kafka_dr.spark.submit import spark_env, spark_submit_command
@@ -91,13 +92,14 @@ def drill(
     dag: Any | None,
     setup: Callable[[Stack], dict[str, Any]] | None = None,
     prepare: Callable[[Stack, Path], dict[str, Any]] | None = None,
+    kafka: str = APACHE,
 ) -> dict[str, Any]:
     """One failover of `mode` on a stack of its own under `root`: by `dag` (dag.test()) or, without one, by the
     real Airflow (`kafka-dr airflow up`, started beside the stack, triggered through its REST API). `setup`: run on
     the stack before the fleet is made; `prepare`: on the stack and its topology file once the fleet is checkpointed,
     before the replicator starts. What they return goes into the result."""
     os.environ["KDR_STATE_DIR"] = str(root / "state")
-    with running_stack(root) as stack:
+    with running_stack(root, kafka) as stack:
         local = stack.local
         dc1, dc2 = (local.config.dc(dc) for dc in ("dc1", "dc2"))
         topology = root / "topology.yaml"
@@ -318,6 +320,7 @@ def main() -> int:
     parser.add_argument("--groups", type=int, default=1000)
     parser.add_argument("--records", type=int, default=2000, help="records per partition replicated before")
     parser.add_argument("--scheduler", choices=["dag-test", "real", "both"], default="both")
+    parser.add_argument("--kafka", choices=BROKER_KINDS, default=APACHE, help="the brokers (default apache)")
     args = parser.parse_args()
     session = Path(tempfile.mkdtemp(prefix="kdr-failover-bench-"))
     configure_environment(session)
@@ -330,7 +333,10 @@ def main() -> int:
         for mode in ("disaster", "planned") if args.mode == "both" else (args.mode,):
             started = time.perf_counter()
             root = session / f"{scheduler}-{mode}"
-            result = drill(root, mode, args.groups, args.records, dag if scheduler == "dag-test" else None)
+            result = drill(
+                root, mode, args.groups, args.records, dag if scheduler == "dag-test" else None, kafka=args.kafka
+            )
+            result["kafka"] = args.kafka
             if scheduler == "dag-test":
                 result["warm_up_s"] = dag_test_warm_up  # once per process: the first drill's
             result["drill_wall_s"] = round(time.perf_counter() - started, 1)

@@ -39,6 +39,7 @@ from support.spark import standalone_spark, submit, submit_in_background
 from support.topology import write_topology as write_clusters_topology
 
 from kafka_dr.clients import next_batch
+from kafka_dr.local.config import APACHE, BROKER_KINDS
 
 PARTITIONS = 4
 
@@ -322,9 +323,10 @@ def main() -> int:
     parser.add_argument("--size", type=int, default=200, help="value bytes")
     parser.add_argument("--rate", type=int, default=2000)
     parser.add_argument("--seconds", type=int, default=30)
+    parser.add_argument("--kafka", choices=BROKER_KINDS, default=APACHE, help="the brokers (default apache)")
     args = parser.parse_args()
     results = {}
-    with temporary_brokers("dc1", "dc2") as (root, brokers):
+    with temporary_brokers("dc1", "dc2", kind=args.kafka) as (root, brokers):
         dc1, dc2 = brokers["dc1"], brokers["dc2"]
         if args.which in ("throughput", "all"):
             results["throughput"] = throughput(dc1, dc2, root, args.records, args.size)

@@ -162,7 +162,9 @@ def test_pid_file_of_a_foreign_or_dead_process_is_not_ours(tmp_path: Path) -> No
     assert stack.pid("dc1", BROKER) is None
 
 
-def test_stop_escalates_to_sigkill(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_down_escalates_to_sigkill(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`down` asks politely (SIGTERM) and kills what is still there after STOP_GRACE; `stop DC`, a disaster, kills at
+    once (test_pid_file_of_a_foreign_or_dead_process_is_not_ours)."""
     import kafka_dr.local.stack as stack_module
 
     monkeypatch.setattr(stack_module, "STOP_GRACE", 0.5)
@@ -178,7 +180,7 @@ def test_stop_escalates_to_sigkill(tmp_path: Path, monkeypatch: pytest.MonkeyPat
             assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
             stack.pid_file("dc2", REGISTRY).parent.mkdir(parents=True)
             stack.pid_file("dc2", REGISTRY).write_text(str(proc.pid))
-            assert stack.stop("dc2") == ["dc2 registry"]
+            assert stack.down() == ["dc2 registry"]
             assert proc.wait(5) == -9
         finally:
             proc.kill()

@@ -327,6 +327,8 @@ def test_sigkill_at_random_moments_loses_and_duplicates_nothing(clusters, tmp_pa
     assert code == 0, (report, err[-2000:])
     assert (report["missing"], report["duplicated"], report["mismatched"]) == (0, 0, 0), report
     assert (topic_total(report, "killed", "expected"), topic_total(report, "killed", "copied")) == (produced, produced)
+    copies = read_all(dc2.config, "killed")  # what a consumer of dc2 reads, not only verify's count
+    assert len(copies) == produced == len({(m.partition(), hops(m.headers())[-1].offset) for m in copies})
     assert kills == 6, f"only {kills} kills landed before the copy finished"
     assert any(0 < n < produced for n in copied_before_kill), copied_before_kill  # some kills hit mid-copy
 
@@ -492,6 +494,68 @@ def test_continuous_picks_up_new_topics_and_stops_cleanly(clusters, tmp_path, mo
         copies = read_all(dc2.config, topic)
         assert len(copies) == count
         assert len({(m.partition(), hops(m.headers())[-1].offset) for m in copies}) == count  # each origin once
+
+
+OUTAGE_S = 10.0
+
+
+def test_a_continuous_replicator_copies_every_record_once_through_a_target_and_then_a_source_outage(
+    clusters, tmp_path, monkeypatch
+):
+    """A continuous replicator on a 3-partition topic while an idempotent producer writes 30,000 records about 1 ms
+    apart into dc1: dc2 is killed for 10 s and started again, then dc1 likewise. Every record the producer had
+    acknowledged is in dc2 once, read from dc2 itself, and verify agrees."""
+    dc1, dc2 = clusters["dc1"], clusters["dc2"]
+    monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
+    topic, total = "outage", 30_000
+    create_topic(dc1.config, topic, 3)
+    create_topic(dc1.config, "outage.warmup", 1)
+    produce(dc1.config, "outage.warmup", [Record(b"first")])
+    topology = one_flow(tmp_path, clusters, "outage-flow", "outage.*")
+    args = ["--topology", str(topology), "--flow", "outage-flow", "--mode", "continuous"]
+    command = spark_submit_command("replicate", args)
+    replicator, started = replicators.start("outage-flow", command, env=spark_env())
+    assert started
+    acknowledged: list[int] = []
+    errors: list[str] = []
+
+    def write() -> None:
+        producer = Producer({**dc1.config, "enable.idempotence": True, "linger.ms": 5, "message.timeout.ms": 120_000})
+
+        def delivered(err, msg) -> None:  # noqa: ANN001 - confluent-kafka's callback
+            (errors.append(str(err)) if err else acknowledged.append(int(msg.value())))
+
+        for i in range(total):
+            producer.produce(topic, str(i).encode(), partition=i % 3, on_delivery=delivered)
+            producer.poll(0)
+            time.sleep(0.001)
+        producer.flush(150)
+
+    try:
+        wait_for_copies(dc2, "outage.warmup", 1, timeout=180)  # the job copies (JVM and Spark start-up)
+        writer = threading.Thread(target=write, daemon=True)
+        writer.start()
+        for broker in (dc2, dc1):  # the target's outage, then the source's
+            time.sleep(6)
+            broker.kill()
+            time.sleep(OUTAGE_S)
+            broker.start()
+        writer.join(240)
+        assert not writer.is_alive() and not errors, errors[:3]
+        assert sorted(acknowledged) == list(range(total))
+        wait_for_copies(dc2, topic, total, timeout=120)
+    finally:
+        final = replicators.stop("outage-flow")
+        for broker in (dc1, dc2):
+            if not broker.running():
+                broker.start()
+    assert final is not None and not final.running, final
+    copies = read_all(dc2.config, topic)
+    origins = [(m.partition(), hops(m.headers())[-1].offset) for m in copies]
+    assert len(copies) == total and len(set(origins)) == total, (len(copies), len(set(origins)))
+    assert sorted(int(m.value()) for m in copies) == list(range(total))
+    code, report, err = run_in_process("verify", "--topology", str(topology), "--flow", "outage-flow")
+    assert code == 0 and (report["missing"], report["duplicated"]) == (0, 0), (report, err[-2000:])
 
 
 def in_another_pid_namespace(*args: str) -> str:

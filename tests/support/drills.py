@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
 from kafka_dr import client_switch
-from kafka_dr.clients import read_committed
+from kafka_dr.clients import list_group_offsets, read_committed
 from kafka_dr.local.stack import LocalStack
 from kafka_dr.replication import replicators
 from kafka_dr.replication.copier import close_clients, copy_ranges
@@ -243,9 +243,7 @@ def checkpointed_fleet(local: LocalStack, path: Path, groups: int, records: int)
 def resumed_offsets(bootstrap: str, groups: list[str], topic: str) -> dict[str, dict[int, int]]:
     """Each group's committed offset per partition of `topic`, every request in flight at once."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = {
-        group: admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group] for group in groups
-    }
+    futures = list_group_offsets(admin, [ConsumerGroupTopicPartitions(group) for group in groups], 60)
     return {
         group: {tp.partition: tp.offset for tp in future.result(60).topic_partitions or [] if tp.topic == topic}
         for group, future in futures.items()

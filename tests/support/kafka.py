@@ -11,7 +11,7 @@ from typing import Any
 from confluent_kafka import ConsumerGroupTopicPartitions, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
-from kafka_dr.clients import read_committed
+from kafka_dr.clients import list_group_offsets, read_committed
 from kafka_dr.translation.groups import apply_offsets
 
 from .fleet import ground_truth
@@ -86,7 +86,7 @@ def commit_offsets(config: dict[str, str], group: str, offsets: Offsets) -> None
 def committed_offsets(config: dict[str, str], group: str) -> Offsets:
     """The group's committed offsets (partitions without one left out)."""
     admin = AdminClient(config)
-    result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(TIMEOUT_S)
+    result = list_group_offsets(admin, [ConsumerGroupTopicPartitions(group)], TIMEOUT_S)[group].result(TIMEOUT_S)
     return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}
 
 

@@ -29,6 +29,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
 from kafka_dr.local import apache
+from kafka_dr.local.config import APACHE, EMBEDDED
 from kafka_dr.paths import PROJECT_ROOT
 
 from .ports import free_port
@@ -341,13 +342,19 @@ class BrokerPair:
         return topology_text({"dc1": self.dc1.bootstrap, "dc2": self.dc2.bootstrap}, flows)
 
 
-def start_brokers(root: Path, *names: str, configs: dict[str, str] | None = None) -> dict[str, BrokerProcess]:
-    """One Apache Kafka cluster of one node per name, each with its own data dir (and cluster id) under `root`; all
-    spawned before the first is waited for (a JVM's start-up is mostly waiting); none left running if one fails."""
+BROKERS: dict[str, type[BrokerProcess]] = {APACHE: ApacheBroker, EMBEDDED: EmbeddedBroker}
+
+
+def start_brokers(
+    root: Path, *names: str, configs: dict[str, str] | None = None, kind: str = APACHE
+) -> dict[str, BrokerProcess]:
+    """One cluster of one node of `kind` (Apache Kafka unless told) per name, each with its own data dir (and cluster
+    id) under `root`; all spawned before the first is waited for (a JVM's start-up is mostly waiting); none left
+    running if one fails."""
     brokers: dict[str, BrokerProcess] = {}
     try:
         for name in names:
-            brokers[name] = ApacheBroker(name, root / name, configs=configs).start(wait=False)
+            brokers[name] = BROKERS[kind](name, root / name, configs=configs).start(wait=False)
         for broker in brokers.values():
             broker.wait_until(broker.ready, "to serve")
     except BaseException:
@@ -357,12 +364,12 @@ def start_brokers(root: Path, *names: str, configs: dict[str, str] | None = None
 
 
 @contextlib.contextmanager
-def temporary_brokers(*names: str) -> Iterator[tuple[Path, dict[str, BrokerProcess]]]:
-    """One-broker clusters in a temporary folder (also the caller's scratch folder), stopped and removed at the
-    end: what a benchmark script needs."""
+def temporary_brokers(*names: str, kind: str = APACHE) -> Iterator[tuple[Path, dict[str, BrokerProcess]]]:
+    """One-broker clusters of `kind` in a temporary folder (also the caller's scratch folder), stopped and removed at
+    the end: what a benchmark script needs."""
     with tempfile.TemporaryDirectory(prefix="kdr-brokers-") as tmp:
         root = Path(tmp)
-        brokers = start_brokers(root, *names)
+        brokers = start_brokers(root, *names, kind=kind)
         try:
             yield root, brokers
         finally:

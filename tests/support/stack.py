@@ -17,17 +17,17 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from kafka_dr.local.config import StackConfig
+from kafka_dr.local.config import APACHE, StackConfig
 from kafka_dr.local.stack import BROKER, REGISTRY, LocalStack
 
 from .ports import free_ports
 from .topology import restart_registry_command, write_topology
 
 
-def free_stack_config() -> StackConfig:
-    """DESIGN's two-DC layout (dc1 leads the registry store) on four free ports."""
+def free_stack_config(kafka: str = APACHE) -> StackConfig:
+    """DESIGN's two-DC layout (dc1 leads the registry store) on four free ports, brokers of kind `kafka`."""
     ports = free_ports(4)
-    return StackConfig.default(broker_ports=ports[:2], registry_ports=ports[2:])
+    return StackConfig.default(broker_ports=ports[:2], registry_ports=ports[2:], kafka=kafka)
 
 
 @dataclass(frozen=True)
@@ -60,10 +60,11 @@ class Stack:
 
 
 @contextlib.contextmanager
-def running_stack(root: Path) -> Iterator[Stack]:
-    """A stack up on free ports with its data under `root/data`; down (or killed) at the end."""
+def running_stack(root: Path, kafka: str = APACHE) -> Iterator[Stack]:
+    """A stack up on free ports with its data under `root/data` (Apache Kafka brokers unless told); down (or killed)
+    at the end."""
     root.mkdir(parents=True, exist_ok=True)
-    local = LocalStack(root / "data", free_stack_config())
+    local = LocalStack(root / "data", free_stack_config(kafka))
     try:
         local.up()
         yield Stack(local, root)

@@ -11,7 +11,7 @@ from typing import Any
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
 from confluent_kafka.admin import AdminClient
 
-from ..clients import error_text
+from ..clients import error_text, list_group_offsets
 from ..replication import activity
 from ..topology import Topology
 from ..translation.summary import applied_offsets
@@ -95,10 +95,7 @@ def check_groups_and_clients(
     problems, checked = [], 0
     for summary in translations:
         # Every group's request in flight at once: a thousand groups cost about one round trip, not a thousand.
-        reading = {
-            group: admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=30)[group]
-            for group in summary.get("applied", [])
-        }
+        reading = list_group_offsets(admin, [ConsumerGroupTopicPartitions(g) for g in summary.get("applied", [])], 30)
         for group, future in reading.items():
             expected = applied_offsets(summary, group)
             result = future.result(30)

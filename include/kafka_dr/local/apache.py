@@ -9,6 +9,7 @@ Admin API, never onto a command line, which any local user can read.
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 import socket
@@ -235,10 +236,12 @@ def cluster_id_of(log_dir: Path) -> str | None:
 
 
 def new_cluster_id() -> str:
-    """A KRaft cluster id as `kafka-storage random-uuid` prints it (22 characters of URL-safe base64)."""
-    import base64
-
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A KRaft cluster id as `kafka-storage random-uuid` prints it: 22 characters of URL-safe base64, never starting
+    with '-' (Kafka's Uuid.randomUuid draws again: a command line would read it as an option)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 def ensure_formatted(properties: Path, log_dir: Path, java: str = "java", libs: Path | None = None) -> str:
@@ -251,7 +254,7 @@ def ensure_formatted(properties: Path, log_dir: Path, java: str = "java", libs: 
     (log_dir / META_PROPERTIES).unlink(missing_ok=True)
     log_dir.mkdir(parents=True, exist_ok=True)
     tool = [java, "-Xmx128m", "-cp", classpath(libs), STORAGE_TOOL]
-    command = [*tool, "format", "--cluster-id", cluster_id, "--config", str(properties)]
+    command = [*tool, "format", f"--cluster-id={cluster_id}", "--config", str(properties)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     if done.returncode != 0:
         last = (done.stdout + done.stderr).strip().splitlines() or [f"exit code {done.returncode}"]

@@ -32,7 +32,14 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from ..clients import client_config, committed_reader, error_text, read_committed, read_committed_with
+from ..clients import (
+    client_config,
+    committed_reader,
+    error_text,
+    list_group_offsets,
+    read_committed,
+    read_committed_with,
+)
 from ..topology import Cluster, Flow, Topology
 from .internal import HEARTBEATS, PROGRESS, newest_value, put_records
 from .provenance import ProvenanceError, hops
@@ -321,9 +328,7 @@ class ClusterSide:
         if not partitions:
             return None
         request = [ConsumerGroupTopicPartitions(self.flow, partitions)]
-        futures = self.call(
-            "list group offsets", lambda: self.admin.list_consumer_group_offsets(request, request_timeout=self.timeout)
-        )
+        futures = self.call("list group offsets", lambda: list_group_offsets(self.admin, request, self.timeout))
         return futures[self.flow]
 
     def answered_offsets(self, futures: dict[TopicPartition, Future]) -> dict[tuple[str, int], int]:

@@ -18,6 +18,7 @@ from typing import Any
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from ..clients import COORDINATOR_BUSY, list_group_offsets
 from ..topology import INTERNAL_TOPIC_PREFIX, Flow, Topology
 from .offsets import PartitionRequest, Translated
 
@@ -50,10 +51,7 @@ def list_groups(admin: AdminClient, timeout: float) -> list[str]:
 
 def committed_offsets(admin: AdminClient, groups: list[str], flow: Flow, timeout: float) -> Committed:
     """Committed offsets of each group in the flow's source topics (one request per group, all in flight)."""
-    futures = {
-        group: admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=timeout)[group]
-        for group in groups
-    }
+    futures = list_group_offsets(admin, [ConsumerGroupTopicPartitions(group) for group in groups], timeout)
     committed: Committed = {}
     for group, future in futures.items():
         partitions = future.result(timeout).topic_partitions or []
@@ -115,14 +113,7 @@ class Applied:
     reason: str | None = None  # why not
 
 
-# What a group coordinator answers while it loads its partition of __consumer_offsets or moves (Apache Kafka, right
-# after a start or a failover): the commit is retried, not reported.
-_COORDINATOR_BUSY = (
-    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-    KafkaError.COORDINATOR_NOT_AVAILABLE,
-    KafkaError.NOT_COORDINATOR,
-)
-_RETRY_S = 0.2
+_RETRY_S = 0.2  # between two asks of a busy group coordinator (clients.COORDINATOR_BUSY): retried, not reported
 
 
 def apply_offsets(admin: AdminClient, groups: dict[str, list[TopicPartition]], timeout: float) -> list[Applied]:
@@ -152,7 +143,7 @@ def apply_offsets(admin: AdminClient, groups: dict[str, list[TopicPartition]], t
             error = _commit_error(future, timeout)
             if error is None:
                 results.append(Applied(group, True))
-            elif error.code() in _COORDINATOR_BUSY and time.monotonic() < deadline:
+            elif error.code() in COORDINATOR_BUSY and time.monotonic() < deadline:
                 busy[group] = pending[group]
             else:
                 results.append(Applied(group, False, f"commit refused: {error.str()}"))
@@ -181,7 +172,7 @@ def _members(admin: AdminClient, group: str, future: Future, timeout: float, dea
             code = exc.args[0].code()
             if code == KafkaError.GROUP_ID_NOT_FOUND:
                 return 0
-            if code not in _COORDINATOR_BUSY or time.monotonic() >= deadline:
+            if code not in COORDINATOR_BUSY or time.monotonic() >= deadline:
                 raise
         time.sleep(_RETRY_S)
         future = admin.describe_consumer_groups([group], request_timeout=timeout)[group]
