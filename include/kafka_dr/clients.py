@@ -96,8 +96,11 @@ def redact(settings: dict[str, Any]) -> dict[str, Any]:
 
 # A partition whose leader the client's metadata does not know yet: a topic just created or grown on Apache Kafka,
 # whose CreateTopics answers once the controller committed it, before the new leader reaches the broker's metadata
-# and the client's cache (which a list_offsets does not refresh). One refresh finds it.
+# and the client's cache (which a list_offsets does not refresh); or a broker just restarted, whose partitions have a
+# new leader epoch (FENCED_LEADER_EPOCH to a client with the old one) or are not led yet. A refresh finds it.
 STALE_METADATA = (
+    KafkaError.FENCED_LEADER_EPOCH,
+    KafkaError.OFFSET_NOT_AVAILABLE,
     KafkaError._UNKNOWN_PARTITION,
     KafkaError._UNKNOWN_TOPIC,
     KafkaError._NOENT,
@@ -161,28 +164,42 @@ def list_group_offsets(
     return {r.group_id: admin.list_consumer_group_offsets([r], request_timeout=timeout)[r.group_id] for r in requests}
 
 
+def offsets_of(
+    admin: AdminClient,
+    partitions: list[tuple[str, int]],
+    spec: OffsetSpec,
+    isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
+    timeout: float = 15.0,
+) -> dict[tuple[str, int], int]:
+    """ListOffsets of many partitions in one request. A partition whose leader the client or the broker does not
+    know yet (a topic just created; a broker just started, which answers NOT_LEADER_FOR_PARTITION until it has taken
+    over its partitions) is asked again after a metadata refresh, until `timeout`: librdkafka's admin call does not
+    retry."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            futures = admin.list_offsets(
+                {TopicPartition(t, p): spec for t, p in partitions}, isolation_level=isolation, request_timeout=timeout
+            )
+            return {(tp.topic, tp.partition): future.result(timeout).offset for tp, future in futures.items()}
+        except KafkaException as exc:
+            if exc.args[0].code() not in STALE_METADATA or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.1)
+        wait_for_leaders(admin, sorted({t for t, _ in partitions}), max(1.0, deadline - time.monotonic()))
+
+
 def end_offsets(
     admin: AdminClient, partitions: list[tuple[str, int]], isolation: IsolationLevel, timeout: float = 15.0
 ) -> dict[tuple[str, int], int]:
-    """End offsets of many partitions in one request: high watermarks (read_uncommitted) or last stable
-    offsets (read_committed). Partitions whose leader the client's metadata does not know yet (added since the
-    client last refreshed it) are found after one refresh."""
+    """End offsets of many partitions in one request: high watermarks (read_uncommitted) or last stable offsets
+    (read_committed)."""
+    return offsets_of(admin, partitions, OffsetSpec.latest(), isolation, timeout)
 
-    def query() -> dict[tuple[str, int], int]:
-        futures = admin.list_offsets(
-            {TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions},
-            isolation_level=isolation,
-            request_timeout=timeout,
-        )
-        return {(tp.topic, tp.partition): future.result().offset for tp, future in futures.items()}
 
-    try:
-        return query()
-    except KafkaException as exc:
-        if exc.args[0].code() not in STALE_METADATA:
-            raise
-    wait_for_leaders(admin, sorted({t for t, _ in partitions}), timeout)
-    return query()
+def start_offset(admin: AdminClient, topic: str, partition: int, timeout: float = 15.0) -> int:
+    """A partition's log start offset."""
+    return offsets_of(admin, [(topic, partition)], OffsetSpec.earliest(), timeout=timeout)[(topic, partition)]
 
 
 def answers(config: Mapping[str, Any], timeout: float) -> bool:

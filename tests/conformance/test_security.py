@@ -615,7 +615,8 @@ def test_local_up_with_sasl_ssl(tmp_path: Path, users_file: Path, capsys: pytest
         assert "cluster id" in capsys.readouterr().out
         pid = stack.pid("dc1", BROKER)
         assert pid is not None
-        assert "SASL_SSL" in Path(f"/proc/{pid}/cmdline").read_text().split("\0")
+        assert str(stack.broker_properties("dc1")) in Path(f"/proc/{pid}/cmdline").read_text().split("\0")
+        assert "listeners=SASL_SSL://" in stack.broker_properties("dc1").read_text()
         assert all(s.healthy for s in stack.status())
         with pytest.raises(KafkaException):  # and it still refuses a client without credentials
             AdminClient({"bootstrap.servers": stack.config.dc("dc1").broker_address, "log_level": 0}).list_topics(

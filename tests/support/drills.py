@@ -133,8 +133,11 @@ def fail_back(dags: dict[str, Any], topology: Path, **conf: Any) -> Any:
 
 def high_watermarks(bootstrap: str) -> dict[tuple[str, int], int]:
     """Every partition's high watermark but the running registries' own (their start-up makes `_schemas`, their leader
-    election writes on)."""
-    return partition_ends({"bootstrap.servers": bootstrap}, ignore=("_schemas_leader", "_schemas"))
+    election writes on) and Apache Kafka's own topics: a group's commit of the offsets it already has, a producer's
+    transaction, append to `__consumer_offsets` and `__transaction_state` what changes no state (the groups' offsets
+    are compared apart)."""
+    ignore = ("_schemas_leader", "_schemas", "__consumer_offsets", "__transaction_state")
+    return partition_ends({"bootstrap.servers": bootstrap}, ignore=ignore)
 
 
 def read_and_commit(bootstrap: str, group: str, topic: str, limit: int | None = None) -> list[bytes]:

@@ -242,13 +242,16 @@ class FakeGroupAdmin:
     answer); `members` each group's active members in this cluster (describing a group not there fails with
     GROUP_ID_NOT_FOUND, as for a group the cluster does not know); `refuse` makes a group's commit fail with that
     error; `partition_errors` answers a group's next commits with that error on every partition, one answer per
-    commit, as a broker does whose coordinator loads or moves. `commits` records the commits made."""
+    commit, as a broker does whose coordinator loads or moves; `loading` answers a group's next DescribeGroups that many
+    times with NOT_COORDINATOR. `commits` records the commits made, `asked` the calls in their order."""
 
     def __init__(self) -> None:
         self.committed: dict[str, list[Any]] = {}  # TopicPartition-like: topic, partition, offset, error
         self.members: dict[str, int] = {}
         self.refuse: dict[str, KafkaError] = {}
         self.partition_errors: dict[str, list[KafkaError]] = {}
+        self.loading: dict[str, int] = {}
+        self.asked: list[tuple[str, str]] = []
         self.commits: list[tuple[str, list[TopicPartition]]] = []
 
     def list_consumer_groups(self, request_timeout: float | None = None) -> Future:
@@ -259,6 +262,7 @@ class FakeGroupAdmin:
         self, requests: list[ConsumerGroupTopicPartitions], request_timeout: float | None = None
     ) -> dict[str, Future]:
         (request,) = requests  # as confluent-kafka: one group a call
+        self.asked.append(("list", request.group_id))
         return {
             request.group_id: _done(
                 ConsumerGroupTopicPartitions(request.group_id, self.committed.get(request.group_id, []))
@@ -266,11 +270,16 @@ class FakeGroupAdmin:
         }
 
     def describe_consumer_groups(self, groups: list[str], request_timeout: float | None = None) -> dict[str, Future]:
-        return {
+        self.asked += [("describe", group) for group in groups]
+        loading = {group for group in groups if self.loading.get(group, 0) > 0}
+        for group in loading:
+            self.loading[group] -= 1
+        return {group: _done(error=KafkaError(KafkaError.NOT_COORDINATOR)) for group in loading} | {
             group: _done(SimpleNamespace(group_id=group, members=[object()] * self.members[group]))
             if group in self.members
             else _done(error=KafkaError(KafkaError.GROUP_ID_NOT_FOUND))
             for group in groups
+            if group not in loading
         }
 
     def alter_consumer_group_offsets(

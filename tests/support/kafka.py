@@ -11,7 +11,7 @@ from typing import Any
 from confluent_kafka import ConsumerGroupTopicPartitions, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
-from kafka_dr.clients import list_group_offsets, read_committed
+from kafka_dr.clients import list_group_offsets, offsets_of, read_committed
 from kafka_dr.translation.groups import apply_offsets
 
 from .fleet import ground_truth
@@ -103,9 +103,8 @@ def high_watermarks(config: dict[str, str], ignore: tuple[str, ...] = ()) -> Off
     leaves as it was (no topic made, nothing written)."""
     admin = AdminClient(config)
     topics = admin.list_topics(timeout=TIMEOUT_S).topics
-    tps = [TopicPartition(t, p) for t, meta in topics.items() if t not in ignore for p in meta.partitions]
-    futures = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}, request_timeout=TIMEOUT_S)
-    return {(tp.topic, tp.partition): future.result(TIMEOUT_S).offset for tp, future in futures.items()}
+    partitions = [(t, p) for t, meta in topics.items() if t not in ignore for p in meta.partitions]
+    return offsets_of(admin, partitions, OffsetSpec.latest(), timeout=TIMEOUT_S)
 
 
 HOUR_MS = 3_600_000

@@ -6,9 +6,19 @@ from __future__ import annotations
 import json
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from support.fakes import FakeGroupAdmin, patch_sleep
 
-from kafka_dr.clients import LIBRDKAFKA_LOG, ClientConfigError, client_config, config_env_var, error_text, redact
+from kafka_dr import clients as clients_module
+from kafka_dr.clients import (
+    LIBRDKAFKA_LOG,
+    ClientConfigError,
+    client_config,
+    config_env_var,
+    error_text,
+    list_group_offsets,
+    redact,
+)
 from kafka_dr.topology import parse_topology
 
 CLUSTER = parse_topology({"clusters": {"us-east": {"bootstrap_servers": "10.0.0.1:9092"}}}).cluster("us-east")
@@ -51,3 +61,34 @@ def test_error_text_is_librdkafkas_own_line() -> None:
     error = KafkaException(KafkaError(KafkaError._TRANSPORT, "broker down:\n  connection refused"))
     assert error_text(error) == "broker down: connection refused"
     assert error_text(ValueError()) == "ValueError"
+
+
+def test_group_offsets_are_listed_only_once_every_coordinator_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """confluent-kafka 2.16.1 segfaults on a NOT_COORDINATOR answer to ListConsumerGroupOffsets, which a starting
+    Apache Kafka gives: the offsets are asked for only after DescribeGroups stops answering it."""
+    patch_sleep(monkeypatch, clients_module, lambda _: None)
+    admin = FakeGroupAdmin()
+    admin.loading = {"billing": 2}
+    admin.committed = {"billing": [TopicPartition("orders", 0, 7)], "audit": []}
+    requests = [ConsumerGroupTopicPartitions("billing"), ConsumerGroupTopicPartitions("audit")]
+    futures = list_group_offsets(admin, requests, 5)
+    assert [tp.offset for tp in futures["billing"].result().topic_partitions] == [7]
+    assert admin.asked == [
+        ("describe", "billing"),
+        ("describe", "audit"),
+        ("describe", "billing"),
+        ("describe", "billing"),
+        ("list", "billing"),
+        ("list", "audit"),
+    ]
+
+
+def test_a_coordinator_that_never_answers_is_a_timeout_and_nothing_is_listed(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = iter(range(0, 1000, 10))
+    patch_sleep(monkeypatch, clients_module, lambda _: None)
+    monkeypatch.setattr(clients_module.time, "monotonic", lambda: float(next(clock)))
+    admin = FakeGroupAdmin()
+    admin.loading = {"billing": 1000}
+    with pytest.raises(TimeoutError, match="the coordinator of group billing is still loading after 15 s"):
+        list_group_offsets(admin, [ConsumerGroupTopicPartitions("billing")], 15)
+    assert ("list", "billing") not in admin.asked

@@ -20,12 +20,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import IsolationLevel, KafkaException, Message, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka import IsolationLevel, KafkaException, Message
+from confluent_kafka.admin import AdminClient
 
 from .. import client_switch
 from ..alerts import sent_log
-from ..clients import client_config, end_offsets, error_text, read_committed
+from ..clients import client_config, end_offsets, error_text, read_committed, start_offset
 from ..drill.history import drill_history
 from ..health.sampler import evaluation_key
 from ..paths import default_topology, state_dir
@@ -126,8 +126,7 @@ def _read_history(admin: AdminClient, config: dict[str, Any], flows: list[str], 
         meta = admin.list_topics(timeout=timeout).topics.get(HEALTH)  # asking for it alone would create it
         if meta is None or meta.error is not None:
             return {}, None  # no health run has written here yet
-        tp = TopicPartition(HEALTH, 0)
-        start = admin.list_offsets({tp: OffsetSpec.earliest()}, request_timeout=timeout)[tp].result().offset
+        start = start_offset(admin, HEALTH, 0, timeout)
         end = end_offsets(admin, [(HEALTH, 0)], IsolationLevel.READ_COMMITTED, timeout)[(HEALTH, 0)]
         for message in read_committed(config, {(HEALTH, 0): (max(start, end - HISTORY_RECORDS), end)}, timeout):
             records.append(message)  # one by one: what arrived before a timeout is kept

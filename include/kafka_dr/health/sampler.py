@@ -23,7 +23,7 @@ from typing import Any
 from confluent_kafka import Consumer, IsolationLevel, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from ..clients import end_offsets, read_committed
+from ..clients import end_offsets, read_committed, start_offset
 from ..replication import replicators
 from ..replication.internal import CHECKPOINTS, HEALTH, HEARTBEATS, PROGRESS, ensure_internal_topics
 from ..replication.lag import (
@@ -259,8 +259,7 @@ def load_windows(
     if not partitions:
         return {}
     admin = admin or AdminClient(target_config)
-    tp = TopicPartition(HEALTH, 0)
-    start = admin.list_offsets({tp: OffsetSpec.earliest()}, request_timeout=TIMEOUT_S)[tp].result().offset
+    start = start_offset(admin, HEALTH, 0, TIMEOUT_S)
     end = end_offsets(admin, [(HEALTH, 0)], IsolationLevel.READ_COMMITTED, TIMEOUT_S)[(HEALTH, 0)]
     span = span or _health_span(len(partitions))
     while True:

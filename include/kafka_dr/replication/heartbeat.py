@@ -20,7 +20,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from ..clients import error_text
+from ..clients import error_text, offsets_of
 from .internal import HEARTBEATS, ensure_internal_topics
 from .provenance import ProvenanceError, hops
 
@@ -219,11 +219,9 @@ def _unread_partitions(admin: AdminClient, assigned: set[int], deadline: float) 
         tps = [TopicPartition(HEARTBEATS, p) for p in sorted(set(meta.partitions) - assigned)]
         if not tps:
             return []
-        ends = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}, request_timeout=timeout)
-        starts = admin.list_offsets({tp: OffsetSpec.earliest() for tp in tps}, request_timeout=timeout)
-        return [
-            TopicPartition(HEARTBEATS, tp.partition, max(starts[tp].result().offset, ends[tp].result().offset - WINDOW))
-            for tp in tps
-        ]
+        keys = [(tp.topic, tp.partition) for tp in tps]
+        ends = offsets_of(admin, keys, OffsetSpec.latest(), timeout=timeout)
+        starts = offsets_of(admin, keys, OffsetSpec.earliest(), timeout=timeout)
+        return [TopicPartition(HEARTBEATS, p, max(starts[(t, p)], ends[(t, p)] - WINDOW)) for t, p in keys]
     except KafkaException:
         return []  # not answering for now: the caller's deadline decides

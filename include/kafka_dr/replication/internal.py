@@ -18,10 +18,10 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from confluent_kafka import IsolationLevel, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
-from ..clients import read_committed, wait_for_leaders
+from ..clients import end_offsets, offsets_of, read_committed, start_offset, wait_for_leaders
 from ..topology import DRILL_TOPIC, HEARTBEATS_TOPIC, INTERNAL_TOPIC_PREFIX
 
 PROGRESS = f"{INTERNAL_TOPIC_PREFIX}progress"
@@ -138,15 +138,10 @@ def read_records(config: dict[str, Any], topic: str, timeout: float = 10.0) -> I
     meta = admin.list_topics(timeout=timeout).topics.get(topic)
     if meta is None or meta.error is not None or not meta.partitions:
         return
-    tps = [TopicPartition(topic, p) for p in meta.partitions]
-    starts = admin.list_offsets({tp: OffsetSpec.earliest() for tp in tps}, request_timeout=timeout)
-    ends = admin.list_offsets(
-        {tp: OffsetSpec.latest() for tp in tps}, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=timeout
-    )
-    ranges = {
-        (topic, tp.partition): (f.result(timeout).offset, ends[tp].result(timeout).offset) for tp, f in starts.items()
-    }
-    yield from read_committed(config, ranges, timeout)
+    partitions = [(topic, p) for p in meta.partitions]
+    starts = offsets_of(admin, partitions, OffsetSpec.earliest(), timeout=timeout)
+    ends = end_offsets(admin, partitions, IsolationLevel.READ_COMMITTED, timeout)
+    yield from read_committed(config, {key: (starts[key], ends[key]) for key in partitions}, timeout)
 
 
 def latest_value(config: dict[str, Any], topic: str, key: bytes, timeout: float = 10.0) -> bytes | None:
@@ -167,15 +162,8 @@ def newest_value(config: dict[str, Any], topic: str, key: bytes, timeout: float 
     meta = admin.list_topics(timeout=timeout).topics.get(topic)
     if meta is None or meta.error is not None:
         return None
-    tp = TopicPartition(topic, 0)
-    start = admin.list_offsets({tp: OffsetSpec.earliest()}, request_timeout=timeout)[tp].result(timeout).offset
-    end = (
-        admin.list_offsets(
-            {tp: OffsetSpec.latest()}, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=timeout
-        )[tp]
-        .result(timeout)
-        .offset
-    )
+    start = start_offset(admin, topic, 0, timeout)
+    end = end_offsets(admin, [(topic, 0)], IsolationLevel.READ_COMMITTED, timeout)[(topic, 0)]
     span = 64
     while True:
         first = max(start, end - span)

@@ -17,7 +17,7 @@ from typing import Any
 from confluent_kafka import Consumer, IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from ..clients import client_config, end_offsets, error_text
+from ..clients import client_config, end_offsets, error_text, offsets_of
 from ..topology import COPIED_INTERNAL_TOPICS, Flow, Topology
 from . import topic_sync
 from .copier import CopyTask
@@ -152,10 +152,8 @@ class FlowContext:
         return [(t, p) for t, p in partitions if t in topics and p in topics[t].partitions]
 
     def offsets(self, partitions: list[TopicPartition], spec: OffsetSpec) -> dict[tuple[str, int], int]:
-        futures = self.source_admin.list_offsets(
-            {tp: spec for tp in partitions}, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=15
-        )
-        return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+        keys = [(tp.topic, tp.partition) for tp in partitions]
+        return offsets_of(self.source_admin, keys, spec, IsolationLevel.READ_COMMITTED, 15)
 
     def plan(
         self,

@@ -21,10 +21,10 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from confluent_kafka import IsolationLevel, Message, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka import IsolationLevel, Message
+from confluent_kafka.admin import AdminClient
 
-from ..clients import client_config
+from ..clients import client_config, end_offsets
 from ..replication.internal import CHECKPOINTS, newest_value, put_records, read_records
 from ..replication.lag import LagError, flow_lag, save_snapshot
 from ..replication.planner import with_retries
@@ -266,13 +266,6 @@ def translate_from_source(
     names = with_retries(where, lambda: list_groups(admin, TIMEOUT_S), retries)
     committed = committed_offsets(admin, select_groups(names, flow, topology, pattern), flow, TIMEOUT_S)
     partitions = sorted({key for offsets in committed.values() for key in offsets})
-    ends = {}
-    if partitions:
-        futures = admin.list_offsets(
-            {TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions},
-            isolation_level=IsolationLevel.READ_COMMITTED,
-            request_timeout=TIMEOUT_S,
-        )
-        ends = {(tp.topic, tp.partition): f.result(TIMEOUT_S).offset for tp, f in futures.items()}
+    ends = end_offsets(admin, partitions, IsolationLevel.READ_COMMITTED, TIMEOUT_S) if partitions else {}
     requests = plan_requests(committed, flow, source_config, target_config, cluster_id, ends, unseen_from)
     return by_group(committed, translate(requests) if requests else [])
