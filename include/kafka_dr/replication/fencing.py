@@ -77,6 +77,10 @@ class FlowClaim:
         self.producer = Producer({**target_config, "transactional.id": f"_kdr.{flow}.claim"})
         init_transactions(self.producer, timeout)
         self.lost = False
+        # The transaction call a target outage left unfinished ("commit" or "abort"): librdkafka wants that same call
+        # again before anything else (a new transaction meanwhile fails with "Conflicting commit_transaction API call
+        # is already in progress", which ended a replicator whose target was down for 15 s).
+        self._unfinished: str | None = None
         self._lock = threading.Lock()  # the epoch loop and ClaimRenewal both commit through the one producer
 
     def holds(self) -> bool:
@@ -98,15 +102,29 @@ class FlowClaim:
             if self.lost:
                 return False
             try:
+                self._finish(timeout)
                 self.producer.begin_transaction()
                 self.producer.produce(PROGRESS, key=self.key, value=value)
+                self._unfinished = "commit"
                 self.producer.commit_transaction(timeout)
+                self._unfinished = None
                 return True
             except KafkaException as exc:
-                if not is_fenced(exc.args[0]):
-                    raise
-                self.lost = True
-                return False
+                error = exc.args[0]
+                if is_fenced(error):
+                    self.lost = True
+                    return False
+                if error.txn_requires_abort():
+                    self._unfinished = "abort"
+                raise
+
+    def _finish(self, timeout: float) -> None:
+        """The commit or abort an earlier call left unfinished, called again until it completes."""
+        if self._unfinished == "commit":
+            self.producer.commit_transaction(timeout)
+        elif self._unfinished == "abort":
+            self.producer.abort_transaction(timeout)
+        self._unfinished = None
 
 
 CLAIM_INTERVAL_S = 1.0  # a running driver's owner record at least this often, whatever its epoch's length

@@ -83,13 +83,17 @@ def test_no_more_groups_than_slots_and_none_for_no_tasks() -> None:
 
 
 class ClaimProducer:
-    """A transactional producer of a driver's claim: commits until a newer driver fences it (or the broker fails)."""
+    """A transactional producer of a driver's claim: commits until a newer driver fences it (or the broker fails).
+    As librdkafka's, a commit that failed leaves the transaction to be committed (or aborted) again before a new one
+    begins; `calls` lists the transaction calls made."""
 
     def __init__(self, config: dict) -> None:
         self.config = config
         self.commit_error: KafkaError | None = None
         self.produced: list[tuple[str, bytes, bytes]] = []
         self.initialised = False
+        self.open = False
+        self.calls: list[str] = []
 
     def list_topics(self, timeout: float) -> None:
         pass
@@ -98,14 +102,23 @@ class ClaimProducer:
         self.initialised = True
 
     def begin_transaction(self) -> None:
-        pass
+        self.calls.append("begin")
+        if self.open:
+            raise KafkaException(KafkaError(KafkaError._CONFLICT, "Conflicting commit_transaction API call"))
+        self.open = True
 
     def produce(self, topic: str, key: bytes, value: bytes) -> None:
         self.produced.append((topic, key, value))
 
     def commit_transaction(self, timeout: float) -> None:
+        self.calls.append("commit")
         if self.commit_error is not None:
             raise KafkaException(self.commit_error)
+        self.open = False
+
+    def abort_transaction(self, timeout: float) -> None:
+        self.calls.append("abort")
+        self.open = False
 
 
 @pytest.fixture
@@ -137,6 +150,30 @@ def test_any_other_commit_error_is_raised(claim: FlowClaim) -> None:
     assert not claim.lost
 
 
+def test_a_commit_the_target_did_not_answer_is_finished_before_the_next_begins(claim: FlowClaim) -> None:
+    """A target down for longer than the commit's timeout: the next renewal commits that transaction again, as
+    librdkafka requires, instead of beginning one (which failed every renewal after and ended the replicator)."""
+    producer = claim.producer
+    producer.commit_error = KafkaError(KafkaError._TIMED_OUT, retriable=True)
+    with pytest.raises(KafkaException):
+        claim.holds()
+    with pytest.raises(KafkaException):
+        claim.holds()  # still down: the same commit again, no new transaction
+    producer.commit_error = None
+    assert claim.holds()
+    assert producer.calls == ["begin", "commit", "commit", "commit", "begin", "commit"]
+
+
+def test_a_commit_that_requires_an_abort_is_aborted_before_the_next_begins(claim: FlowClaim) -> None:
+    producer = claim.producer
+    producer.commit_error = KafkaError(KafkaError.INVALID_TXN_STATE, txn_requires_abort=True)
+    with pytest.raises(KafkaException):
+        claim.holds()
+    producer.commit_error = None
+    assert claim.holds()
+    assert producer.calls == ["begin", "commit", "abort", "begin", "commit"]
+
+
 def renewed_until(claim: FlowClaim, lost: list[None], commits: int) -> None:
     """ClaimRenewal every 10 ms until `commits` owner records were committed or the claim was lost."""
     stop = threading.Event()
@@ -163,7 +200,14 @@ def test_a_renewal_commits_the_owner_record_every_interval_and_says_once_when_th
 
 def test_a_renewal_that_fails_otherwise_is_logged_and_tried_again(claim: FlowClaim, caplog) -> None:
     caplog.set_level(logging.WARNING, logger="kafka_dr.replication.fencing")
-    claim.producer.commit_error = KafkaError(KafkaError._TIMED_OUT)
-    lost: list[None] = []
-    renewed_until(claim, lost, commits=3)  # produced before each failed commit
+    claim.producer.commit_error = KafkaError(KafkaError._TIMED_OUT, retriable=True)
+    stop, lost = threading.Event(), []
+    renewal = ClaimRenewal(claim, stop, lambda: lost.append(None), interval=0.01)
+    renewal.start()
+    deadline = time.monotonic() + 5
+    while claim.producer.calls.count("commit") < 3:  # the one transaction's commit, asked again at each renewal
+        assert time.monotonic() < deadline, "no renewal"
+        time.sleep(0.01)
+    stop.set()
+    renewal.thread.join(5)
     assert not lost and caplog.text.count("claim not renewed: ") >= 2
