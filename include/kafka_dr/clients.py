@@ -134,24 +134,26 @@ COORDINATOR_BUSY = (
 )
 
 
-def wait_for_group_coordinators(admin: AdminClient, groups: list[str], timeout: float = 15.0) -> None:
-    """Until every group's coordinator answers DescribeGroups with something else than busy (GROUP_ID_NOT_FOUND is an
-    answer); TimeoutError names one still busy. Other errors are left to the call that follows."""
+def describe_groups(admin: AdminClient, groups: list[str], timeout: float = 15.0) -> dict[str, Any]:
+    """Each group's DescribeGroups answer: its description, or the KafkaException its coordinator answered
+    (GROUP_ID_NOT_FOUND for a group it does not know). A group whose coordinator is busy is asked again until
+    `timeout`; past it, its answer is that busy error."""
     deadline = time.monotonic() + timeout
+    answers: dict[str, Any] = {}
     pending = list(dict.fromkeys(groups))
     while pending:
         busy = []
         for group, future in admin.describe_consumer_groups(pending, request_timeout=timeout).items():
             try:
-                future.result(timeout)
+                answers[group] = future.result(timeout)
             except KafkaException as exc:
+                answers[group] = exc
                 if exc.args[0].code() in COORDINATOR_BUSY:
                     busy.append(group)
-        if busy and time.monotonic() >= deadline:
-            raise TimeoutError(f"the coordinator of group {busy[0]} is still loading after {timeout:g} s")
-        pending = busy
+        pending = busy if time.monotonic() < deadline else []
         if pending:
             time.sleep(0.2)
+    return answers
 
 
 def list_group_offsets(
@@ -159,8 +161,10 @@ def list_group_offsets(
 ) -> dict[str, Future]:
     """ListConsumerGroupOffsets for each request, all in flight, once every group's coordinator answers: confluent-kafka
     2.16.1 crashes the process (a segfault in librdkafka) when a coordinator answers it NOT_COORDINATOR, as Apache
-    Kafka does while the coordinator loads."""
-    wait_for_group_coordinators(admin, [r.group_id for r in requests], timeout)
+    Kafka does while the coordinator loads. TimeoutError names a group whose coordinator stays busy."""
+    for group, answer in describe_groups(admin, [r.group_id for r in requests], timeout).items():
+        if isinstance(answer, KafkaException) and answer.args[0].code() in COORDINATOR_BUSY:
+            raise TimeoutError(f"the coordinator of group {group} is still loading after {timeout:g} s")
     return {r.group_id: admin.list_consumer_group_offsets([r], request_timeout=timeout)[r.group_id] for r in requests}
 
 

@@ -156,11 +156,9 @@ class BrokerProcess(ServerProcess):
         return self._cluster_id
 
     def cluster_id_on_disk(self) -> str:
-        for line in (self.data_dir / "meta.properties").read_text().splitlines():
-            key, _, value = line.partition("=")
-            if key.strip() == "cluster.id":
-                return value.strip()
-        raise AssertionError(f"{self.data_dir}/meta.properties has no cluster.id")
+        cluster_id = apache.cluster_id_of(self.data_dir)  # both kinds keep it in meta.properties, as Kafka does
+        assert cluster_id, f"{self.data_dir}/meta.properties has no cluster.id"
+        return cluster_id
 
     def ready(self) -> bool:
         return api_versions_ok("127.0.0.1", self.port)

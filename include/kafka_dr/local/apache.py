@@ -184,13 +184,7 @@ class KafkaNode:
     def write(self, path: Path) -> Path:
         """server.properties at `path`, readable by its owner only (it holds the users' passwords)."""
         text = "".join(f"{key}={_escaped(value)}\n" for key, value in self.properties().items())
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.unlink(missing_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-        tmp.replace(path)
-        return path
+        return _write_private(path, text.encode())
 
 
 _SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
@@ -207,11 +201,16 @@ def _escaped(value: str) -> str:
 
 def write_keystore(cert: Path, key: Path, path: Path) -> Path:
     """The PEM keystore Kafka reads (ssl.keystore.type=PEM): the server's PKCS#8 key, then its certificate."""
+    return _write_private(path, key.read_bytes() + cert.read_bytes())
+
+
+def _write_private(path: Path, data: bytes) -> Path:
+    """Readable by its owner only from the start (it holds secrets), then renamed into place."""
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.unlink(missing_ok=True)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as out:
-        out.write(key.read_bytes() + cert.read_bytes())
+        out.write(data)
     tmp.replace(path)
     return path
 

@@ -547,7 +547,7 @@ class LocalStack:
         try:
             apache.write_log_config(self.data_dir / "log4j2.yaml")
             apache.ensure_formatted(node.write(self.broker_properties(dc)), node.log_dir)
-        except (apache.KafkaJarsMissing, RuntimeError) as exc:
+        except RuntimeError as exc:  # KafkaJarsMissing among them
             raise StackError(f"cannot start {dc} broker: {exc}") from None
 
     def _registry_env(self) -> dict[str, str]:

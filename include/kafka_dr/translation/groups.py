@@ -18,7 +18,7 @@ from typing import Any
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from ..clients import COORDINATOR_BUSY, list_group_offsets
+from ..clients import COORDINATOR_BUSY, describe_groups, list_group_offsets
 from ..topology import INTERNAL_TOPIC_PREFIX, Flow, Topology
 from .offsets import PartitionRequest, Translated
 
@@ -122,11 +122,11 @@ def apply_offsets(admin: AdminClient, groups: dict[str, list[TopicPartition]], t
     if not groups:
         return []
     deadline = time.monotonic() + timeout
-    described = admin.describe_consumer_groups(list(groups), request_timeout=timeout)
+    described = describe_groups(admin, list(groups), timeout)
     results: list[Applied] = []
     pending: dict[str, list[TopicPartition]] = {}
     for group, offsets in groups.items():
-        members = _members(admin, group, described[group], timeout, deadline)
+        members = _members(described[group])
         if members:
             results.append(Applied(group, False, f"{members} active member(s) in the target"))
         else:
@@ -162,17 +162,10 @@ def _commit_error(future: Future, timeout: float) -> KafkaError | None:
     return next((tp.error for tp in result.topic_partitions if tp.error is not None), None)
 
 
-def _members(admin: AdminClient, group: str, future: Future, timeout: float, deadline: float) -> int:
-    """The group's active members in the target (0 for a group it does not know), asked again while its coordinator
-    is busy, until `deadline`."""
-    while True:
-        try:
-            return len(future.result(timeout).members)
-        except KafkaException as exc:
-            code = exc.args[0].code()
-            if code == KafkaError.GROUP_ID_NOT_FOUND:
-                return 0
-            if code not in COORDINATOR_BUSY or time.monotonic() >= deadline:
-                raise
-        time.sleep(_RETRY_S)
-        future = admin.describe_consumer_groups([group], request_timeout=timeout)[group]
+def _members(answer: Any) -> int:
+    """The group's active members in the target (0 for a group it does not know) from its DescribeGroups answer."""
+    if isinstance(answer, KafkaException):
+        if answer.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:
+            return 0
+        raise answer
+    return len(answer.members)
