@@ -31,6 +31,7 @@ from selenium.webdriver.common.by import By
 from support.airflow import airflow_up
 from support.browser import AirflowApi, AirflowUi, chromium
 from support.drills import observable, produce
+from support.fleet import ground_truth
 from support.kafka import commit_offsets, committed_offsets, create_topic
 from support.prometheus import MONITORING, prometheus
 from support.retry import eventually
@@ -94,7 +95,7 @@ def test_a_disaster_failover_triggered_from_the_browser(tmp_path: Path, monkeypa
             assert_prometheus_scrapes(api, airflow, topology, state, tmp_path)
             timings["health run, prometheus"] = time.monotonic() - mark
             mark = time.monotonic()
-            wait_for_checkpoint(stack, FLOWS[1], GROUPS["dc2"][0], LOCAL + GROUPS["dc2"][1])
+            wait_for_checkpoint(stack, FLOWS[1], "dc2", "dc1")
             timings["first checkpoint"] = time.monotonic() - mark
             with chromium() as driver:
                 ui = AirflowUi(driver, airflow.url, shots)
@@ -196,17 +197,18 @@ def replicators_stopped() -> Iterator[None]:
                 replicators.stop(flow, timeout=15)
 
 
-def wait_for_checkpoint(stack: Stack, flow: str, group: str, offset: int) -> None:
-    """Until the flow's replicator has kept a lag snapshot and `group`'s commit translated to `offset` in its target:
-    what a disaster failover later starts from.
+def wait_for_checkpoint(stack: Stack, flow: str, failed: str, target: str) -> None:
+    """Until the flow's replicator has kept a lag snapshot and the failed side's group commit translated to where it
+    resumes in the target (`resumes_at`): what a disaster failover later starts from.
     A pass made before the records were copied checkpoints the group too, at the end of what was copied then. On
     failure the message shows what the target holds and the replicator's own lines about its passes."""
-    target = {"bootstrap.servers": stack.bootstrap("dc1")}
+    config, group = {"bootstrap.servers": stack.bootstrap(target)}, GROUPS[failed][0]
     deadline = time.monotonic() + CHECKPOINT_WAIT
     while True:
-        snapshot = load_snapshot(target, flow)
-        found = [t.dest_offset for t in load_checkpoints(target, flow)[0].get(group, [])]
-        if snapshot is not None and found == [offset]:
+        snapshot = load_snapshot(config, flow)
+        found = [t.dest_offset for t in load_checkpoints(config, flow)[0].get(group, [])]
+        offset = resumes_at(stack, failed, target)
+        if snapshot is not None and offset is not None and found == [offset]:
             return
         if time.monotonic() > deadline:
             replicator = replicators.status(flow)
@@ -292,9 +294,18 @@ def assert_proposed_then_withdrawn(api: AirflowApi, airflow: LocalAirflow, stack
 def assert_group_moved(stack: Stack, failed: str, target: str) -> None:
     """The group of the failed side resumes in the target where it stopped: its offset there is past the target's
     own LOCAL records, as the copies' provenance says."""
-    group, offset = GROUPS[failed]
+    group = GROUPS[failed][0]
     moved = committed_offsets({"bootstrap.servers": stack.bootstrap(target)}, group)
-    assert moved == {(TOPICS[failed], 0): LOCAL + offset}
+    assert moved == {(TOPICS[failed], 0): resumes_at(stack, failed, target)}
+
+
+def resumes_at(stack: Stack, failed: str, target: str) -> int | None:
+    """Where the failed side's group resumes in the target: at the copy of its committed offset, found by provenance
+    (past the target's LOCAL records, and each committed copy transaction's marker takes an offset); None until every
+    record is copied."""
+    topic, (_, offset) = TOPICS[failed], GROUPS[failed]
+    truth = ground_truth({"bootstrap.servers": stack.bootstrap(target)}, topic, 1, None)
+    return truth.resume_at(0, offset) if len(truth.copies.get(0, [])) == RECORDS else None
 
 
 def trigger_failover(

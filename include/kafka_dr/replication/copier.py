@@ -48,6 +48,7 @@ STABLE_TIMEOUT_S = 60.0  # longest wait for another producer's open transaction 
 TRANSACTION_TIMEOUT_MS = 60_000  # the target aborts a writer's transaction left open this long (a crash)
 BOUNDED_COMMIT_INTERVAL_S = 5.0  # bounded copies: longest a transaction stays open
 SOURCE_COMMIT_WAIT_S = 3.0  # the end of a range: longest wait for the source group's commit
+VISIBLE_WAIT_S = 10.0  # the end of a range: longest wait for its commit's markers
 
 
 class CopyError(RuntimeError):
@@ -456,9 +457,13 @@ def _record_progress(clients: _Clients, parts: list[_Partition], writers: dict[i
     task = moved[0].task
     moved_writers = {p.writer.slot: p.writer for p in moved}.values()
     _in_parallel([lambda w=w: _flush(w.producer, clients, task) for w in moved_writers], task)
+    ends: dict[tuple[str, int], int] = {}  # destination partition: its high watermark, all copies flushed
     for p in moved:
         task = p.task
-        progress = Progress(p.position, task.dest_topic, _dest_end(task, clients), task.source_cluster_id)
+        ends[(task.dest_topic, task.partition)] = _dest_end(task, clients)
+        progress = Progress(
+            p.position, task.dest_topic, ends[(task.dest_topic, task.partition)], task.source_cluster_id
+        )
         p.writer.dirty = True
         produce = functools.partial(  # a fenced producer raises here too: the same one-line FencedError
             p.writer.producer.produce,
@@ -472,10 +477,32 @@ def _record_progress(clients: _Clients, parts: list[_Partition], writers: dict[i
     offsets = [TopicPartition(p.task.topic, p.task.partition, p.position) for p in moved]
     clients.consumer.commit(offsets=offsets, asynchronous=True)
     if final:
+        _await_visible(clients.reader, ends, task)
         _await_source_commit(clients.consumer, offsets, task)
     for p in moved:
         p.result.next = p.recorded = p.position
         p.since_progress = 0
+
+
+def _await_visible(reader: Consumer, ends: dict[tuple[str, int], int], task: CopyTask) -> None:
+    """Until a read_committed reader sees every copy up to `ends` (destination high watermarks before the commit),
+    for VISIBLE_WAIT_S at most. Apache Kafka writes a commit's markers into the partitions after EndTxn returns: a
+    translation run right after a bounded copy (a failback's, a test's) would otherwise find its last transaction's
+    copies missing and resume groups before them."""
+    deadline = time.monotonic() + VISIBLE_WAIT_S
+    pending = dict(ends)
+    while pending and (left := deadline - time.monotonic()) > 0:
+        for (topic, partition), end in list(pending.items()):
+            try:
+                if reader.get_watermark_offsets(TopicPartition(topic, partition), timeout=left)[1] >= end:
+                    del pending[(topic, partition)]
+            except KafkaException as exc:
+                log.warning("flow %s: visibility of its copies not confirmed: %s", task.flow, exc.args[0].str())
+                return
+        if pending:
+            time.sleep(0.01)
+    if pending:
+        log.warning("flow %s: copies not visible to read_committed readers within %g s", task.flow, VISIBLE_WAIT_S)
 
 
 def _await_source_commit(consumer: Consumer, offsets: list[TopicPartition], task: CopyTask) -> None:

@@ -301,13 +301,23 @@ def test_progress_is_one_record_per_moved_partition_in_the_transaction_of_its_co
     consumer = types.SimpleNamespace(
         commit=lambda offsets, asynchronous: commits.append((offsets, asynchronous)), committed=committed
     )
+    # What a read_committed reader sees of the destination: Apache Kafka writes the commit's markers after EndTxn
+    # returns, so the last transaction's copies show up a moment later (12 was the high watermark, 13 with the marker).
+    visible = iter([(0, 7), (0, 7), (0, 13)])
+    looks: list[tuple[str, int]] = []
+
+    def read_committed_end(tp: TopicPartition, timeout: float) -> tuple[int, int]:
+        looks.append((tp.topic, tp.partition))
+        return next(visible)
+
     clients = copier._Clients(
         consumer=consumer,
         target=types.SimpleNamespace(get_watermark_offsets=lambda tp, timeout: (0, 12)),
-        reader=None,
+        reader=types.SimpleNamespace(get_watermark_offsets=read_committed_end),
         admin=None,
     )  # type: ignore[arg-type]
     copier._record_progress(clients, [moved, idle], {0: moved.writer}, final=True)
+    assert looks == [(DEST, 3)] * 3  # a bounded range ends once its copies are readable, not before
     producer = moved.writer.producer
     recorded = [p for p in producer.produced if p.topic != DEST]
     assert [(p.topic, p.key, json.loads(p.value)) for p in recorded] == [
