@@ -30,12 +30,12 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 
 from kafka_dr.local import apache
 from kafka_dr.local.config import APACHE, EMBEDDED
+from kafka_dr.local.stack import STARTUP_TIMEOUT as START_TIMEOUT  # the stack's reason holds for these nodes
 from kafka_dr.paths import PROJECT_ROOT
 
 from .ports import free_port
 from .topology import topology_text
 
-START_TIMEOUT = 30.0
 FAST_GROUPS = {"group.initial.rebalance.delay.ms": "0"}  # broker configs for tests whose consumers join alone
 
 
