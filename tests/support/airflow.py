@@ -95,6 +95,8 @@ def migrate_db(shared: Path) -> Path:
 # the metadata DB, only the api-server, the triggerer and the scheduling loop do.
 
 DAG_RUN_TIMEOUT = 300.0
+PARKED_S = 0.5  # a dag.test() task awaiting input this long has parked itself: it is answered (answer_approval)
+ANSWER_AGAIN_S = 3.0  # still awaiting input this long after its answer: the parking overwrote it, answered again
 
 
 @dataclass(frozen=True)
@@ -510,6 +512,11 @@ def answer_approval(
     from airflow.utils.state import TaskInstanceState
     from sqlalchemy import select
 
+    # An answer given while the task is still parking itself can be overwritten by the parking (the task stays
+    # awaiting input with its answer recorded, and the run waits forever: seen once in a suite on Apache Kafka): the
+    # task is answered once it has waited a moment, and answered again while it still waits a while later.
+    seen: dict[str, float] = {}  # task instance id -> when first seen waiting, then when last answered
+    answered_run: str | None = None
     while not ended.is_set():
         with create_session() as session:
             waiting = session.scalar(
@@ -519,7 +526,11 @@ def answer_approval(
                     TaskInstance.state == TaskInstanceState.AWAITING_INPUT,
                 )
             )
-            if waiting is not None:
+            if waiting is None and answered_run is not None:
+                return answered_run
+            if waiting is not None and time.monotonic() - seen.setdefault(str(waiting.id), time.monotonic()) >= (
+                ANSWER_AGAIN_S if waiting.run_id == answered_run else PARKED_S
+            ):
                 detail = session.get(HITLDetail, waiting.id)
                 detail.responded_by = {"id": user, "name": user}
                 detail.responded_at = timezone.utcnow()
@@ -528,6 +539,6 @@ def answer_approval(
                 handle_event_submit(
                     TriggerEvent(detail.as_resume_event_payload()), task_instance=waiting, session=session
                 )
-                return waiting.run_id
+                answered_run, seen[str(waiting.id)] = waiting.run_id, time.monotonic()
         time.sleep(0.2)
-    return None
+    return answered_run

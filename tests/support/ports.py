@@ -1,20 +1,17 @@
-"""Free TCP ports on the loopback interface, for servers the tests start."""
+"""Free TCP ports on the loopback interface, for servers the tests start (kafka_dr.local.ports: outside the range the
+kernel gives outgoing connections)."""
 
 from __future__ import annotations
 
-import socket
+from kafka_dr.local.ports import free_port as _free_port
 
 
 def free_ports(count: int) -> list[int]:
-    """`count` distinct ports that were free a moment ago (all bound at once, so never the same one twice)."""
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
+    """`count` distinct ports free a moment ago."""
+    ports: list[int] = []
+    while len(ports) < count:
+        ports.append(_free_port("127.0.0.1", frozenset(ports)))
+    return ports
 
 
 def free_port() -> int:

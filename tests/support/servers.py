@@ -189,7 +189,7 @@ class ApacheBroker(BrokerProcess):
             log_dir=self.data_dir,
             host="127.0.0.1",
             port=self.port,
-            controller_port=apache.free_port("127.0.0.1"),
+            controller_port=free_port(),
             configs=self.configs,
         )
         properties = node.write(self.data_dir.with_name(f"{self.data_dir.name}.properties"))

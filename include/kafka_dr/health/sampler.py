@@ -82,7 +82,7 @@ def take_sample(topology: Topology, flow_name: str, environ: Mapping[str, str] |
             flow.name,
             _now_ms(),
             unreachable=str(exc),
-            unreachable_cluster=exc.cluster,
+            unreachable_cluster=None if exc.answered else exc.cluster,
             replicator_alive=_alive(flow.name, None),
         )
         return Sample([], findings, {})
@@ -176,13 +176,14 @@ def _read_target(
         HEARTBEATS: HEARTBEAT_WINDOW,
     }
     internal = [TopicPartition(t, p) for t in tails if t in topics for p in topics[t].partitions]
+    specs = (OffsetSpec.earliest(), OffsetSpec.latest())
     asked = (
-        target.request_offsets(internal, OffsetSpec.earliest()),
-        target.request_offsets(internal + [TopicPartition(t, p) for t, p in dests], OffsetSpec.latest()),
+        target.request_offsets(internal, specs[0]),
+        target.request_offsets(internal + [TopicPartition(t, p) for t, p in dests], specs[1]),
     )
     # The broker answers a client's requests in order: the slower DescribeConfigs goes after the offsets.
     configs = pool.submit(_configs, target, sorted({topic for topic, _ in dests}))
-    starts, ends = (target.answered_offsets(futures) for futures in asked)
+    starts, ends = (target.answered_offsets(futures, spec) for futures, spec in zip(asked, specs, strict=True))
     ranges = {}
     for (topic, partition), start in starts.items():
         tail, end = tails[topic], ends[(topic, partition)]

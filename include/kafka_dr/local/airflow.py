@@ -41,6 +41,7 @@ from ..paths import PROJECT_ROOT, TOPOLOGY_ENV, state_dir
 from ..spark.submit import spark_env
 from ..topology import Topology
 from .config import HOST
+from .ports import free_port
 from .stack import StackError
 
 PORT = 8080
@@ -120,7 +121,7 @@ class LocalAirflow:
                 processes.write_atomic(self.home / "run" / "port", f"{self.port}\n")
                 processes.write_atomic(self.home / "run" / "executor", f"{self.executor}\n")
                 if self.executor == "celery" and self.pid("redis") is None:
-                    processes.write_atomic(self.home / "run" / "redis-port", f"{_free_port()}\n")
+                    processes.write_atomic(self.home / "run" / "redis-port", f"{free_port(HOST)}\n")
             else:
                 port, executor = self._recorded_port(), self._recorded("executor") or "local"
                 if (port, executor) != (self.port, self.executor):
@@ -386,10 +387,3 @@ def _redis_server() -> str:
     if found is None:
         raise StackError("the celery executor needs redis-server (Debian: apt-get install redis-server)")
     return found
-
-
-def _free_port() -> int:
-    """A port of 127.0.0.1 free now, for the broker of this Airflow (recorded in run/redis-port)."""
-    with socket.socket() as probe:
-        probe.bind((HOST, 0))
-        return probe.getsockname()[1]

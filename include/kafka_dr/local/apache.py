@@ -16,7 +16,6 @@ from __future__ import annotations
 import base64
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..paths import PROJECT_ROOT
+from .ports import free_port
 
 KAFKA_VERSION = "4.2.0"  # include/kafka/pom.xml's kafka.version: what cp-kafka:8.2.0 ships
 POM = PROJECT_ROOT / "include" / "kafka" / "pom.xml"
@@ -295,14 +295,6 @@ def _node_arguments(properties: Path, log_config: Path, libs: Path | None) -> li
         SERVER_CLASS,
         str(properties),
     ]
-
-
-def free_port(host: str) -> int:
-    """A port nothing listens on now: the controller's, chosen at each start (the quorum's one static voter is
-    named by configuration only, so it may move between starts)."""
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 def ensure_scram_users(settings: dict[str, Any], users: Mapping[str, str], timeout: float = 10.0) -> None:

@@ -38,6 +38,7 @@ from ..paths import LOCAL_DATA_DIR, state_dir
 from . import apache
 from .broker.security import PLAIN, SASL_MECHANISMS, USERS_ENV, SecurityError, TlsFiles, ensure_certificates, load_users
 from .config import APACHE, HOST, DcConfig, StackConfig, StackInputError, check_bootstrap_servers
+from .ports import free_port
 from .registry import auth as registry_auth
 
 BROKER = "broker"
@@ -538,7 +539,7 @@ class LocalStack:
             log_dir=self.server_dir(dc, BROKER),
             host=HOST,
             port=cfg.broker_port,
-            controller_port=apache.free_port(HOST),
+            controller_port=free_port(HOST),  # a static voter: the configuration names it, so it may move
             protocol=security.protocol,
             users=self._users() if security.sasl else {},
             tls_pem=apache.write_keystore(tls.cert, tls.key, self.data_dir / dc / "keystore.pem")

@@ -26,6 +26,7 @@ from confluent_kafka import (
     Consumer,
     ConsumerGroupTopicPartitions,
     IsolationLevel,
+    KafkaError,
     KafkaException,
     Message,
     TopicPartition,
@@ -33,10 +34,12 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from ..clients import (
+    STALE_METADATA,
     client_config,
     committed_reader,
     error_text,
     list_group_offsets,
+    offsets_of,
     read_committed,
     read_committed_with,
 )
@@ -54,11 +57,25 @@ T = TypeVar("T")
 
 
 class LagError(RuntimeError):
-    """Lag could not be measured; the message is one line naming the cluster and why; `cluster`: its name."""
+    """Lag could not be measured; the message is one line naming the cluster and why; `cluster`: its name.
+    `answered`: the cluster answered, with an error (a partition without a leader yet, a refused request): it is not
+    lost, and no failover is proposed for it."""
 
-    def __init__(self, message: str, cluster: str | None = None) -> None:
+    def __init__(self, message: str, cluster: str | None = None, answered: bool = False) -> None:
         super().__init__(message)
         self.cluster = cluster
+        self.answered = answered
+
+
+# What librdkafka reports when a cluster does not answer at all; any other error came from a cluster that answered.
+NOT_ANSWERING = (
+    KafkaError._TRANSPORT,
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError._TIMED_OUT,
+    KafkaError._MSG_TIMED_OUT,
+    KafkaError._RESOLVE,
+    KafkaError._WAIT_COORD,
+)
 
 
 @dataclass(frozen=True)
@@ -294,15 +311,17 @@ class ClusterSide:
         self.config = client_config(cluster, environ)
         self.admin = AdminClient(self.config)
 
-    def error(self, what: str, reason: object) -> LagError:
+    def error(self, what: str, exc: Exception) -> LagError:
+        """The one-line LagError for `exc`; a timeout or a transport error means the cluster did not answer."""
         where = f"{self.role} cluster {self.cluster.name} ({self.cluster.bootstrap_servers})"
-        return LagError(f"flow {self.flow}: {where}: {what} failed: {' '.join(str(reason).split())}", self.cluster.name)
+        answered = isinstance(exc, KafkaException) and exc.args[0].code() not in NOT_ANSWERING
+        return LagError(f"flow {self.flow}: {where}: {what} failed: {error_text(exc)}", self.cluster.name, answered)
 
     def call(self, what: str, fn: Callable[[], T]) -> T:
         try:
             return fn()
         except KafkaException as exc:
-            raise self.error(what, error_text(exc)) from None
+            raise self.error(what, exc) from None
 
     def cluster_id(self) -> str:
         """The cluster's id. Ask it first: librdkafka's metadata call on a client that has not connected yet often
@@ -331,11 +350,18 @@ class ClusterSide:
         futures = self.call("list group offsets", lambda: list_group_offsets(self.admin, request, self.timeout))
         return futures[self.flow]
 
-    def answered_offsets(self, futures: dict[TopicPartition, Future]) -> dict[tuple[str, int], int]:
-        return {
-            (tp.topic, tp.partition): self.call("list offsets", lambda f=f: f.result().offset)
-            for tp, f in futures.items()
-        }
+    def answered_offsets(self, futures: dict[TopicPartition, Future], spec: OffsetSpec) -> dict[tuple[str, int], int]:
+        """The offsets `request_offsets(..., spec)` asked for. A partition whose leader is not known yet (a topic just
+        made, a node just started: Apache Kafka answers NOT_LEADER_FOR_PARTITION) has them all asked again after a
+        metadata refresh (clients.offsets_of)."""
+        try:
+            return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+        except KafkaException as exc:
+            if exc.args[0].code() not in STALE_METADATA:
+                raise self.error("list offsets", exc) from None
+        partitions = [(tp.topic, tp.partition) for tp in futures]
+        isolation = IsolationLevel.READ_COMMITTED
+        return self.call("list offsets", lambda: offsets_of(self.admin, partitions, spec, isolation, self.timeout))
 
     def answered_committed(self, future: Future | None) -> dict[tuple[str, int], int]:
         """Next offset to copy per partition, as committed by the replication job; partitions without a commit
@@ -349,11 +375,9 @@ class ClusterSide:
         self, partitions: list[TopicPartition]
     ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
         """Log start and read_committed end (last stable offset) of each partition, both asked before waiting."""
-        asked = (
-            self.request_offsets(partitions, OffsetSpec.earliest()),
-            self.request_offsets(partitions, OffsetSpec.latest()),
-        )
-        return self.answered_offsets(asked[0]), self.answered_offsets(asked[1])
+        specs = (OffsetSpec.earliest(), OffsetSpec.latest())
+        asked = [self.request_offsets(partitions, spec) for spec in specs]
+        return self.answered_offsets(asked[0], specs[0]), self.answered_offsets(asked[1], specs[1])
 
     def positions(
         self, partitions: list[TopicPartition]
@@ -377,7 +401,7 @@ class ClusterSide:
             else:
                 yield from read_committed_with(reader, ranges, self.timeout, first_only)
         except (KafkaException, TimeoutError) as exc:
-            raise self.error("reading records", error_text(exc)) from None
+            raise self.error("reading records", exc) from None
 
     def reader(self) -> Consumer:
         """A consumer for one `scan`, made now to connect while other requests run (clients.committed_reader)."""

@@ -1,13 +1,18 @@
-"""Pure rules of lag gating and its JSON form: no Kafka needed."""
+"""Pure rules of lag gating and its JSON form, and how a cluster's errors are told apart: no Kafka needed."""
 
 from __future__ import annotations
 
 import json
+from concurrent.futures import Future
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import OffsetSpec
 from support.lag import IDLE, P0, P1, lag_of
 
-from kafka_dr.replication.lag import FlowLag, check_thresholds
+from kafka_dr.replication import lag
+from kafka_dr.replication.lag import ClusterSide, FlowLag, check_thresholds
+from kafka_dr.topology import Cluster
 
 
 def test_totals() -> None:
@@ -60,3 +65,38 @@ def test_no_limits_and_no_partitions_pass() -> None:
 def test_negative_limit_is_refused() -> None:
     with pytest.raises(ValueError, match="max_seconds must be >= 0, got -1"):
         check_thresholds(lag_of(P0), None, -1)
+
+
+def side() -> ClusterSide:
+    return ClusterSide("target", "f", Cluster("dc2", "127.0.0.1:1"), 5.0, {})
+
+
+@pytest.mark.parametrize(
+    ("code", "answered"),
+    [
+        (KafkaError.NOT_LEADER_FOR_PARTITION, True),  # Apache Kafka, a partition whose leader moves or is loading
+        (KafkaError.TOPIC_AUTHORIZATION_FAILED, True),
+        (KafkaError._TRANSPORT, False),
+        (KafkaError._TIMED_OUT, False),
+        (KafkaError._ALL_BROKERS_DOWN, False),
+    ],
+)
+def test_only_a_cluster_that_did_not_answer_is_named_unreachable(code: int, answered: bool) -> None:
+    """What a health run proposes a failover for: a cluster that answered with an error is not lost."""
+    error = side().error("list offsets", KafkaException(KafkaError(code)))
+    assert (error.cluster, error.answered) == ("dc2", answered)
+    assert str(error).startswith("flow f: target cluster dc2 (127.0.0.1:1): list offsets failed: ")
+
+
+def test_offsets_a_stale_leader_refused_are_asked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    refused: Future = Future()
+    refused.set_exception(KafkaException(KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION)))
+    asked = []
+
+    def offsets_of(admin, partitions, spec, isolation, timeout):  # clients.offsets_of: refreshes metadata, retries
+        asked.append(partitions)
+        return {key: 7 for key in partitions}
+
+    monkeypatch.setattr(lag, "offsets_of", offsets_of)
+    assert side().answered_offsets({TopicPartition("t", 0): refused}, OffsetSpec.latest()) == {("t", 0): 7}
+    assert asked == [[("t", 0)]]
