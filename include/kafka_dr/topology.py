@@ -32,6 +32,14 @@ INTERNAL_TOPIC_PREFIX = "_kdr."
 HEARTBEATS_TOPIC = f"{INTERNAL_TOPIC_PREFIX}heartbeats"
 DRILL_TOPIC = f"{INTERNAL_TOPIC_PREFIX}drill"
 COPIED_INTERNAL_TOPICS = (HEARTBEATS_TOPIC, DRILL_TOPIC)
+
+
+def is_data_topic(topic: str) -> bool:
+    """Whether a topic's records are data an application reads, counted in an RPO, republished by a failback: every
+    topic but kafka-dr's own (`_kdr.`), and of those the drill's probe topic, which stands in for an application."""
+    return topic == DRILL_TOPIC or not topic.startswith(INTERNAL_TOPIC_PREFIX)
+
+
 # A continuous replicator copies in epochs (spark_jobs/replicate.py): a stop ends at the end of one, and its claim is
 # written at the start of each, so the epoch also bounds how long a stop and the failover's activity watch take.
 DEFAULT_EPOCH_S = 5.0

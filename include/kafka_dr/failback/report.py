@@ -12,7 +12,7 @@ from typing import Any
 from ..failover.report import failover_page, with_exact_rpo
 from ..reports import approval_line, cell, run_start, step_table, switch_times
 from ..state import subdir
-from ..topology import INTERNAL_TOPIC_PREFIX
+from ..topology import is_data_topic
 from .plan import FailbackPlan, FailbackRun
 
 
@@ -60,9 +60,7 @@ def failback_report(
 def resync_records(runs: Iterable[Mapping[str, Any]]) -> int:
     """The data records the resync's replication runs copied (their summaries): heartbeats and kafka-dr's other
     internal topics are not counted."""
-    return sum(
-        p["records"] for r in runs for p in r.get("partitions", []) if not p["topic"].startswith(INTERNAL_TOPIC_PREFIX)
-    )
+    return sum(p["records"] for r in runs for p in r.get("partitions", []) if is_data_topic(p["topic"]))
 
 
 def add_exact_rpo(restored: str, serving: str, unreplicated: Mapping[str, Any], failback_run: str) -> None:

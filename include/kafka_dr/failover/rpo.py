@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..replication.lag import FlowLag, LagError, flow_lag, load_snapshot
-from ..topology import INTERNAL_TOPIC_PREFIX, Topology
+from ..topology import Topology, is_data_topic
 
 LAG_TIMEOUT_S = 5.0  # how long a failed flow's source has to answer before its last snapshot stands in
 
@@ -51,10 +51,10 @@ def lag_readings(
 
 
 def behind(lag: FlowLag) -> dict[str, int]:
-    """Records of the flow's source not yet replicated, per topic, kafka-dr's own topics left out."""
+    """Records of the flow's source not yet replicated, per topic, kafka-dr's own topics but the drill's left out."""
     per_topic: dict[str, int] = {}
     for partition in lag.partitions:
-        if not partition.topic.startswith(INTERNAL_TOPIC_PREFIX):
+        if is_data_topic(partition.topic):
             per_topic[partition.topic] = per_topic.get(partition.topic, 0) + partition.lag_records
     return per_topic
 

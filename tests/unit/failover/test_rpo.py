@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.lag import P0, lag_of
 from support.topology import write_topology
 
 from kafka_dr.failover import rpo
-from kafka_dr.replication.lag import FlowLag, LagError
-from kafka_dr.topology import Topology, load_topology
+from kafka_dr.replication.lag import FlowLag, LagError, PartitionLag
+from kafka_dr.topology import DRILL_TOPIC, HEARTBEATS_TOPIC, Topology, load_topology
 
 SECURITY = {"KDR_CLUSTER_DC1_CONFIG": '{"sasl.username": "alice"}'}
 
@@ -48,3 +49,10 @@ def test_each_flow_is_measured_with_the_security_settings_or_read_from_its_snaps
     readings = rpo.lag_readings(topo, ["up", "down"], lambda cluster: {"cluster": cluster}, SECURITY)
     assert readings == {"up": rpo.LagReading(lag, exact=True), "down": rpo.LagReading(snapshot, exact=False)}
     assert sorted(measured) == [("down", SECURITY), ("up", SECURITY)]
+
+
+def test_the_rpo_counts_the_drills_probe_records_but_no_other_kdr_topic() -> None:
+    """The probe stands in for an application (a drill's RPO is its records); heartbeats, bookkeeping are not data."""
+    probe = PartitionLag(DRILL_TOPIC, 0, DRILL_TOPIC, 10, 13, 3, 0.5)
+    heartbeats = PartitionLag(HEARTBEATS_TOPIC, 0, HEARTBEATS_TOPIC, 10, 40, 30, 0.5)
+    assert rpo.behind(lag_of(P0, probe, heartbeats)) == {"topic1": 40, DRILL_TOPIC: 3}
