@@ -136,20 +136,25 @@ COORDINATOR_BUSY = (
 
 def describe_groups(admin: AdminClient, groups: list[str], timeout: float = 15.0) -> dict[str, Any]:
     """Each group's DescribeGroups answer: its description, or the KafkaException its coordinator answered
-    (GROUP_ID_NOT_FOUND for a group it does not know). A group whose coordinator is busy is asked again until
-    `timeout`; past it, its answer is that busy error."""
+    (GROUP_ID_NOT_FOUND for a group it does not know). A group whose coordinator is busy, or that got no answer in
+    time (a node just started, on loaded cores), is asked again until `timeout`; past it, its answer is that error."""
     deadline = time.monotonic() + timeout
     answers: dict[str, Any] = {}
     pending = list(dict.fromkeys(groups))
     while pending:
         busy = []
-        for group, future in admin.describe_consumer_groups(pending, request_timeout=timeout).items():
+        left = max(1.0, deadline - time.monotonic())
+        for group, future in admin.describe_consumer_groups(pending, request_timeout=left).items():
             try:
-                answers[group] = future.result(timeout)
+                answers[group] = future.result(left + 5.0)  # librdkafka's own request timeout answers first
             except KafkaException as exc:
                 answers[group] = exc
-                if exc.args[0].code() in COORDINATOR_BUSY:
+                if exc.args[0].code() in (*COORDINATOR_BUSY, KafkaError._TIMED_OUT):
                     busy.append(group)
+            except TimeoutError:  # no answer at all: a KafkaException like the others, never a bare traceback
+                error = KafkaError(KafkaError._TIMED_OUT, f"DescribeGroups of {group} unanswered after {left:g} s")
+                answers[group] = KafkaException(error)
+                busy.append(group)
         pending = busy if time.monotonic() < deadline else []
         if pending:
             time.sleep(0.2)

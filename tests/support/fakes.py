@@ -243,7 +243,8 @@ class FakeGroupAdmin:
     GROUP_ID_NOT_FOUND, as for a group the cluster does not know); `refuse` makes a group's commit fail with that
     error; `partition_errors` answers a group's next commits with that error on every partition, one answer per
     commit, as a broker does whose coordinator loads or moves; `loading` answers a group's next DescribeGroups that many
-    times with NOT_COORDINATOR. `commits` records the commits made, `asked` the calls in their order."""
+    times with `busy` (NOT_COORDINATOR unless set). `commits` records the commits made, `asked` the calls in their
+    order."""
 
     def __init__(self) -> None:
         self.committed: dict[str, list[Any]] = {}  # TopicPartition-like: topic, partition, offset, error
@@ -251,6 +252,7 @@ class FakeGroupAdmin:
         self.refuse: dict[str, KafkaError] = {}
         self.partition_errors: dict[str, list[KafkaError]] = {}
         self.loading: dict[str, int] = {}
+        self.busy = KafkaError(KafkaError.NOT_COORDINATOR)
         self.asked: list[tuple[str, str]] = []
         self.commits: list[tuple[str, list[TopicPartition]]] = []
 
@@ -274,7 +276,7 @@ class FakeGroupAdmin:
         loading = {group for group in groups if self.loading.get(group, 0) > 0}
         for group in loading:
             self.loading[group] -= 1
-        return {group: _done(error=KafkaError(KafkaError.NOT_COORDINATOR)) for group in loading} | {
+        return {group: _done(error=self.busy) for group in loading} | {
             group: _done(SimpleNamespace(group_id=group, members=[object()] * self.members[group]))
             if group in self.members
             else _done(error=KafkaError(KafkaError.GROUP_ID_NOT_FOUND))

@@ -11,12 +11,12 @@ from typing import Any
 from confluent_kafka import ConsumerGroupTopicPartitions, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
-from kafka_dr.clients import list_group_offsets, offsets_of, read_committed
+from kafka_dr.clients import list_group_offsets, offsets_of, read_committed, wait_for_leaders
 from kafka_dr.translation.groups import apply_offsets
 
 from .fleet import ground_truth
 
-TIMEOUT_S = 15.0
+TIMEOUT_S = 30.0  # bounds a failure only: a node just started answers slowly on the suite's loaded cores
 Offsets = dict[tuple[str, int], int]  # (topic, partition) -> offset
 
 
@@ -73,6 +73,8 @@ def read_all(config: dict[str, Any], topic: str, timeout: float = 30.0) -> list[
 def create_topic(config: dict[str, str], topic: str, partitions: int = 1, **configs: str) -> None:
     admin = AdminClient(config)  # kept referenced until the result: a collected client cancels its requests
     admin.create_topics([NewTopic(topic, partitions, config=configs)])[topic].result(TIMEOUT_S)
+    # Apache Kafka answers CreateTopics before every broker's metadata has the topic: a test lists it next.
+    wait_for_leaders(admin, [topic], TIMEOUT_S)
 
 
 def commit_offsets(config: dict[str, str], group: str, offsets: Offsets) -> None:

@@ -15,6 +15,7 @@ from kafka_dr.clients import (
     ClientConfigError,
     client_config,
     config_env_var,
+    describe_groups,
     error_text,
     list_group_offsets,
     redact,
@@ -81,6 +82,15 @@ def test_group_offsets_are_listed_only_once_every_coordinator_answers(monkeypatc
         ("list", "billing"),
         ("list", "audit"),
     ]
+
+
+def test_a_describe_that_timed_out_is_asked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A node just started on loaded cores may not answer DescribeGroups in time: asked again, not a failure."""
+    patch_sleep(monkeypatch, clients_module, lambda _: None)
+    admin = FakeGroupAdmin()
+    admin.busy, admin.loading, admin.members = KafkaError(KafkaError._TIMED_OUT), {"billing": 1}, {"billing": 0}
+    assert describe_groups(admin, ["billing"], 5)["billing"].members == []
+    assert admin.asked == [("describe", "billing")] * 2
 
 
 def test_a_coordinator_that_never_answers_is_a_timeout_and_nothing_is_listed(monkeypatch: pytest.MonkeyPatch) -> None:
