@@ -134,6 +134,10 @@ COORDINATOR_BUSY = (
 )
 
 
+# A coordinator that may still answer NOT_COORDINATOR next: busy, or not heard from within the timeout.
+UNSETTLED = (*COORDINATOR_BUSY, KafkaError._TIMED_OUT)
+
+
 def describe_groups(admin: AdminClient, groups: list[str], timeout: float = 15.0) -> dict[str, Any]:
     """Each group's DescribeGroups answer: its description, or the KafkaException its coordinator answered
     (GROUP_ID_NOT_FOUND for a group it does not know). A group whose coordinator is busy, or that got no answer in
@@ -149,7 +153,7 @@ def describe_groups(admin: AdminClient, groups: list[str], timeout: float = 15.0
                 answers[group] = future.result(left + 5.0)  # librdkafka's own request timeout answers first
             except KafkaException as exc:
                 answers[group] = exc
-                if exc.args[0].code() in (*COORDINATOR_BUSY, KafkaError._TIMED_OUT):
+                if exc.args[0].code() in UNSETTLED:
                     busy.append(group)
             except TimeoutError:  # no answer at all: a KafkaException like the others, never a bare traceback
                 error = KafkaError(KafkaError._TIMED_OUT, f"DescribeGroups of {group} unanswered after {left:g} s")
@@ -168,7 +172,7 @@ def list_group_offsets(
     2.16.1 crashes the process (a segfault in librdkafka) when a coordinator answers it NOT_COORDINATOR, as Apache
     Kafka does while the coordinator loads. TimeoutError names a group whose coordinator stays busy."""
     for group, answer in describe_groups(admin, [r.group_id for r in requests], timeout).items():
-        if isinstance(answer, KafkaException) and answer.args[0].code() in COORDINATOR_BUSY:
+        if isinstance(answer, KafkaException) and answer.args[0].code() in UNSETTLED:
             raise TimeoutError(f"the coordinator of group {group} is still loading after {timeout:g} s")
     return {r.group_id: admin.list_consumer_group_offsets([r], request_timeout=timeout)[r.group_id] for r in requests}
 

@@ -333,7 +333,8 @@ def archive(libs: Path | None = None, timeout: float = 120.0) -> Path:
     partial = target.with_name(f".{ARCHIVE}.partial")
     partial.unlink(missing_ok=True)
     with tempfile.TemporaryDirectory(prefix="kdr-archive-") as tmp:
-        node = KafkaNode(Path(tmp) / "data", "127.0.0.1", free_port("127.0.0.1"), free_port("127.0.0.1"))
+        port = free_port("127.0.0.1")
+        node = KafkaNode(Path(tmp) / "data", "127.0.0.1", port, free_port("127.0.0.1", frozenset({port})))
         properties = node.write(Path(tmp) / "server.properties")
         ensure_formatted(properties, node.log_dir, libs)
         log_config = write_log_config(Path(tmp) / "log4j2.yaml")

@@ -460,10 +460,8 @@ def _record_progress(clients: _Clients, parts: list[_Partition], writers: dict[i
     ends: dict[tuple[str, int], int] = {}  # destination partition: its high watermark, all copies flushed
     for p in moved:
         task = p.task
-        ends[(task.dest_topic, task.partition)] = _dest_end(task, clients)
-        progress = Progress(
-            p.position, task.dest_topic, ends[(task.dest_topic, task.partition)], task.source_cluster_id
-        )
+        end = ends[(task.dest_topic, task.partition)] = _dest_end(task, clients)
+        progress = Progress(p.position, task.dest_topic, end, task.source_cluster_id)
         p.writer.dirty = True
         produce = functools.partial(  # a fenced producer raises here too: the same one-line FencedError
             p.writer.producer.produce,
@@ -477,28 +475,27 @@ def _record_progress(clients: _Clients, parts: list[_Partition], writers: dict[i
     offsets = [TopicPartition(p.task.topic, p.task.partition, p.position) for p in moved]
     clients.consumer.commit(offsets=offsets, asynchronous=True)
     if final:
-        _await_visible(clients.reader, ends, task)
+        _await_visible(clients.admin, ends, task)
         _await_source_commit(clients.consumer, offsets, task)
     for p in moved:
         p.result.next = p.recorded = p.position
         p.since_progress = 0
 
 
-def _await_visible(reader: Consumer, ends: dict[tuple[str, int], int], task: CopyTask) -> None:
-    """Until a read_committed reader sees every copy up to `ends` (destination high watermarks before the commit),
-    for VISIBLE_WAIT_S at most. Apache Kafka writes a commit's markers into the partitions after EndTxn returns: a
-    translation run right after a bounded copy (a failback's, a test's) would otherwise find its last transaction's
-    copies missing and resume groups before them."""
+def _await_visible(admin: AdminClient, ends: dict[tuple[str, int], int], task: CopyTask) -> None:
+    """Until the destination's read_committed ends (last stable offsets, all partitions in one request) reach `ends`
+    (its high watermarks before the commit), for VISIBLE_WAIT_S at most. Apache Kafka writes a commit's markers into
+    the partitions after EndTxn returns: a translation run right after a bounded copy (a failback's, a test's) would
+    otherwise find its last transaction's copies missing and resume groups before them."""
     deadline = time.monotonic() + VISIBLE_WAIT_S
     pending = dict(ends)
     while pending and (left := deadline - time.monotonic()) > 0:
-        for (topic, partition), end in list(pending.items()):
-            try:
-                if reader.get_watermark_offsets(TopicPartition(topic, partition), timeout=left)[1] >= end:
-                    del pending[(topic, partition)]
-            except KafkaException as exc:
-                log.warning("flow %s: visibility of its copies not confirmed: %s", task.flow, exc.args[0].str())
-                return
+        try:
+            stable = end_offsets(admin, sorted(pending), IsolationLevel.READ_COMMITTED, left)
+        except KafkaException as exc:
+            log.warning("flow %s: visibility of its copies not confirmed: %s", task.flow, exc.args[0].str())
+            return
+        pending = {key: end for key, end in pending.items() if stable[key] < end}
         if pending:
             time.sleep(0.01)
     if pending:

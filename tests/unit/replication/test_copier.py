@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 import time
 import types
+from concurrent.futures import Future
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 from support.fakes import FakeMessage, FakeProducer, eof_event
 
 from kafka_dr.replication import copier
@@ -303,21 +304,23 @@ def test_progress_is_one_record_per_moved_partition_in_the_transaction_of_its_co
     )
     # What a read_committed reader sees of the destination: Apache Kafka writes the commit's markers after EndTxn
     # returns, so the last transaction's copies show up a moment later (12 was the high watermark, 13 with the marker).
-    visible = iter([(0, 7), (0, 7), (0, 13)])
-    looks: list[tuple[str, int]] = []
+    visible = iter([7, 7, 13])
+    looks: list[tuple[list[tuple[str, int]], IsolationLevel]] = []
 
-    def read_committed_end(tp: TopicPartition, timeout: float) -> tuple[int, int]:
-        looks.append((tp.topic, tp.partition))
-        return next(visible)
+    def list_offsets(asked: dict, isolation_level: IsolationLevel, request_timeout: float) -> dict:
+        looks.append(([(tp.topic, tp.partition) for tp in asked], isolation_level))
+        offset = next(visible)
+        return {tp: _answered(types.SimpleNamespace(offset=offset)) for tp in asked}
 
     clients = copier._Clients(
         consumer=consumer,
         target=types.SimpleNamespace(get_watermark_offsets=lambda tp, timeout: (0, 12)),
-        reader=types.SimpleNamespace(get_watermark_offsets=read_committed_end),
-        admin=None,
+        reader=None,
+        admin=types.SimpleNamespace(list_offsets=list_offsets),
     )  # type: ignore[arg-type]
     copier._record_progress(clients, [moved, idle], {0: moved.writer}, final=True)
-    assert looks == [(DEST, 3)] * 3  # a bounded range ends once its copies are readable, not before
+    # A bounded range ends once its copies are readable (the last stable offset past them), not before.
+    assert looks == [([(DEST, 3)], IsolationLevel.READ_COMMITTED)] * 3
     producer = moved.writer.producer
     recorded = [p for p in producer.produced if p.topic != DEST]
     assert [(p.topic, p.key, json.loads(p.value)) for p in recorded] == [
@@ -328,3 +331,9 @@ def test_progress_is_one_record_per_moved_partition_in_the_transaction_of_its_co
     assert [(tp.topic, tp.partition, tp.offset) for tp in commits[0][0]] == [(TOPIC, 3, 5)] and commits[0][1] is True
     assert asked == [[(TOPIC, 3)]]
     assert (moved.recorded, moved.result.next, moved.since_progress, moved.writer.dirty) == (5, 5, 0, False)
+
+
+def _answered(value: object) -> Future:
+    future: Future = Future()
+    future.set_result(value)
+    return future
