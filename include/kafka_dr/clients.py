@@ -136,18 +136,22 @@ COORDINATOR_BUSY = (
 
 # A coordinator that may still answer NOT_COORDINATOR next: busy, or not heard from within the timeout.
 UNSETTLED = (*COORDINATOR_BUSY, KafkaError._TIMED_OUT)
+# One DescribeGroups attempt's bound: it answers in milliseconds, so a request unanswered this long was lost (a node
+# just started dropped it) and is asked again, rather than waited for until the caller's whole deadline.
+DESCRIBE_ATTEMPT_S = 8.0
 
 
 def describe_groups(admin: AdminClient, groups: list[str], timeout: float = 15.0) -> dict[str, Any]:
     """Each group's DescribeGroups answer: its description, or the KafkaException its coordinator answered
     (GROUP_ID_NOT_FOUND for a group it does not know). A group whose coordinator is busy, or that got no answer in
-    time (a node just started, on loaded cores), is asked again until `timeout`; past it, its answer is that error."""
+    time (a node just started, on loaded cores), is asked again until `timeout`; past it, its answer is that error.
+    Each attempt waits DESCRIBE_ATTEMPT_S at most."""
     deadline = time.monotonic() + timeout
     answers: dict[str, Any] = {}
     pending = list(dict.fromkeys(groups))
     while pending:
         busy = []
-        left = max(1.0, deadline - time.monotonic())
+        left = min(DESCRIBE_ATTEMPT_S, max(1.0, deadline - time.monotonic()))
         for group, future in admin.describe_consumer_groups(pending, request_timeout=left).items():
             try:
                 answers[group] = future.result(left + 5.0)  # librdkafka's own request timeout answers first

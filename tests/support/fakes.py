@@ -244,7 +244,7 @@ class FakeGroupAdmin:
     error; `partition_errors` answers a group's next commits with that error on every partition, one answer per
     commit, as a broker does whose coordinator loads or moves; `loading` answers a group's next DescribeGroups that many
     times with `busy` (NOT_COORDINATOR unless set). `commits` records the commits made, `asked` the calls in their
-    order."""
+    order, `describe_timeouts` each DescribeGroups' request timeout."""
 
     def __init__(self) -> None:
         self.committed: dict[str, list[Any]] = {}  # TopicPartition-like: topic, partition, offset, error
@@ -254,6 +254,7 @@ class FakeGroupAdmin:
         self.loading: dict[str, int] = {}
         self.busy = KafkaError(KafkaError.NOT_COORDINATOR)
         self.asked: list[tuple[str, str]] = []
+        self.describe_timeouts: list[float | None] = []
         self.commits: list[tuple[str, list[TopicPartition]]] = []
 
     def list_consumer_groups(self, request_timeout: float | None = None) -> Future:
@@ -273,6 +274,7 @@ class FakeGroupAdmin:
 
     def describe_consumer_groups(self, groups: list[str], request_timeout: float | None = None) -> dict[str, Future]:
         self.asked += [("describe", group) for group in groups]
+        self.describe_timeouts.append(request_timeout)
         loading = {group for group in groups if self.loading.get(group, 0) > 0}
         for group in loading:
             self.loading[group] -= 1
