@@ -110,6 +110,15 @@ STALE_METADATA = (
     KafkaError.UNKNOWN_TOPIC_OR_PART,
 )
 
+# A cluster away for a moment: its connection lost, or its broker handle dropped (a node killed and started again,
+# which librdkafka forgets and learns anew: a call in flight fails at once with _DESTROY_BROKER, not after its timeout).
+AWAY_FOR_NOW = (
+    KafkaError._TRANSPORT,
+    KafkaError._DESTROY_BROKER,
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError._TIMED_OUT,
+)
+
 
 def wait_for_leaders(admin: AdminClient, topics: list[str], timeout: float = 15.0) -> None:
     """Until every partition of `topics` has a leader in fresh metadata (which also refreshes `admin`'s cache): what

@@ -92,7 +92,7 @@ def test_a_describe_that_timed_out_is_asked_again(monkeypatch: pytest.MonkeyPatc
     admin.busy, admin.loading, admin.members = KafkaError(KafkaError._TIMED_OUT), {"billing": 1}, {"billing": 0}
     assert describe_groups(admin, ["billing"], 30)["billing"].members == []
     assert admin.asked == [("describe", "billing")] * 2
-    assert all(timeout <= clients_module.DESCRIBE_ATTEMPT_S for timeout in admin.describe_timeouts), admin.describe_timeouts
+    assert max(admin.describe_timeouts) <= clients_module.DESCRIBE_ATTEMPT_S, admin.describe_timeouts
 
 
 def test_a_coordinator_that_never_answers_is_a_timeout_and_nothing_is_listed(monkeypatch: pytest.MonkeyPatch) -> None:

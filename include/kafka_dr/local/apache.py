@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -36,6 +37,7 @@ SERVER_CLASS = "kafka.Kafka"
 STORAGE_TOOL = "kafka.tools.StorageTool"
 # A small heap and the serial collector: a local node holds little, and two of them share two cores with Spark.
 JVM_OPTIONS = ("-Xms64m", "-Xmx512m", "-XX:+UseSerialGC", "-Djava.awt.headless=true")
+KAFKA_OPTS = "KAFKA_OPTS"  # more JVM options for every Kafka JVM, as kafka-run-class.sh takes them
 ARCHIVE = "kafka-node.jsa"  # the class-data-sharing archive, beside the jars it was made from
 STARTED_LINE = "Kafka Server started"  # what a node logs once it answers
 SCRAM_ITERATIONS = 4096  # Kafka's minimum for both SCRAM mechanisms
@@ -258,9 +260,10 @@ def new_cluster_id() -> str:
 
 def java(libs: Path | None = None) -> list[str]:
     """`java` with the class archive of these jars when there is one (a JVM that finds it stale, say after a JDK
-    upgrade, warns and loads its classes as usual)."""
+    upgrade, warns and loads its classes as usual), and $KAFKA_OPTS, the JVM options Kafka's own start scripts add."""
     archive = (libs or libs_dir()) / ARCHIVE
-    return ["java", f"-XX:SharedArchiveFile={archive}"] if archive.is_file() else ["java"]
+    extra = shlex.split(os.environ.get(KAFKA_OPTS, ""))
+    return ["java", f"-XX:SharedArchiveFile={archive}", *extra] if archive.is_file() else ["java", *extra]
 
 
 def ensure_formatted(properties: Path, log_dir: Path, libs: Path | None = None) -> str:

@@ -35,7 +35,7 @@ from typing import Any
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from ..clients import end_offsets, init_transactions, next_batch
+from ..clients import AWAY_FOR_NOW, STALE_METADATA, end_offsets, init_transactions, next_batch
 from .fencing import is_fenced, transactional_id, writer_slot
 from .internal import PROGRESS, partition_key
 from .provenance import HEADER, ForceCopy, blocked, hop_prefix, hops
@@ -49,6 +49,7 @@ TRANSACTION_TIMEOUT_MS = 60_000  # the target aborts a writer's transaction left
 BOUNDED_COMMIT_INTERVAL_S = 5.0  # bounded copies: longest a transaction stays open
 SOURCE_COMMIT_WAIT_S = 3.0  # the end of a range: longest wait for the source group's commit
 VISIBLE_WAIT_S = 10.0  # the end of a range: longest wait for its commit's markers
+TARGET_WAIT_S = 120.0  # a target away: longest wait for its high watermark (a transaction's commit waits as long)
 
 
 class CopyError(RuntimeError):
@@ -562,14 +563,25 @@ def _write_error(task: CopyTask, error: KafkaError) -> CopyError:
 
 
 def _dest_end(task: CopyTask, clients: _Clients) -> int:
+    """The destination partition's high watermark, all copies flushed. A target away for a moment (a node killed and
+    started again) or whose metadata changed (a partition added since the last refresh, a leader moved) is asked again
+    after a metadata refresh, for TARGET_WAIT_S: a continuous replicator lives through a target's outage, as its
+    transactions' commits do."""
     tp = TopicPartition(task.dest_topic, task.partition)
-    try:
-        return clients.target.get_watermark_offsets(tp, timeout=30)[1]
-    except KafkaException as exc:
-        if exc.args[0].code() != KafkaError._UNKNOWN_PARTITION:
-            raise
-        clients.target.list_topics(task.dest_topic, timeout=10)  # a partition added since the last refresh
-        return clients.target.get_watermark_offsets(tp, timeout=30)[1]
+    deadline = time.monotonic() + TARGET_WAIT_S
+    first = True
+    while True:
+        try:
+            return clients.target.get_watermark_offsets(tp, timeout=max(1.0, min(30.0, deadline - time.monotonic())))[1]
+        except KafkaException as exc:
+            if exc.args[0].code() not in (*STALE_METADATA, *AWAY_FOR_NOW) or time.monotonic() >= deadline:
+                raise
+            if first:
+                log.warning("flow %s: %s away (%s): asking again", task.flow, task.target_cluster, exc.args[0].str())
+            first = False
+        time.sleep(0.2)
+        with contextlib.suppress(KafkaException):
+            clients.target.list_topics(task.dest_topic, timeout=10)
 
 
 def _flush(producer: Producer, clients: _Clients, task: CopyTask) -> None:

@@ -337,3 +337,41 @@ def _answered(value: object) -> Future:
     future: Future = Future()
     future.set_result(value)
     return future
+
+
+def test_progress_waits_for_a_target_that_drops_its_broker_handle_and_comes_back() -> None:
+    """A target node killed and started again: librdkafka drops its broker handle and a high-watermark call in flight
+    fails at once (_DESTROY_BROKER, seen on Apache Kafka); the replicator asks again instead of ending its epoch."""
+    part = partition()
+    part.writer = _Writer(0, TransactionalProducer())
+    part.position = 5
+    answers = [KafkaError._DESTROY_BROKER, KafkaError._TRANSPORT, KafkaError.NOT_LEADER_FOR_PARTITION, (0, 9)]
+    refreshed: list[str] = []
+
+    def watermarks(tp: TopicPartition, timeout: float) -> tuple[int, int]:
+        answer = answers.pop(0)
+        if isinstance(answer, int):
+            raise KafkaException(KafkaError(answer))
+        return answer
+
+    target = types.SimpleNamespace(get_watermark_offsets=watermarks, list_topics=lambda t, timeout: refreshed.append(t))
+    consumer = types.SimpleNamespace(commit=lambda offsets, asynchronous: None)
+    clients = copier._Clients(consumer=consumer, target=target, reader=None, admin=None)  # type: ignore[arg-type]
+    copier._record_progress(clients, [part], {0: part.writer}, final=False)
+    assert answers == [] and refreshed == [DEST] * 3
+    [recorded] = [p for p in part.writer.producer.produced if p.topic == PROGRESS]
+    assert json.loads(recorded.value)["dest_next"] == 9
+
+
+def test_progress_fails_on_an_error_that_is_not_an_outage() -> None:
+    part = partition()
+    part.writer = _Writer(0, TransactionalProducer())
+    part.position = 5
+
+    def refused(tp: TopicPartition, timeout: float) -> tuple[int, int]:
+        raise KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))
+
+    target = types.SimpleNamespace(get_watermark_offsets=refused)
+    clients = copier._Clients(consumer=None, target=target, reader=None, admin=None)  # type: ignore[arg-type]
+    with pytest.raises(KafkaException, match="TOPIC_AUTHORIZATION_FAILED"):
+        copier._record_progress(clients, [part], {0: part.writer}, final=False)
