@@ -26,6 +26,10 @@ import pytest
 # The shared Spark session's driver (pyspark launches it, not kafka-dr's spark-submit command, which sets C1 itself:
 # kafka_dr.spark.driver_jvm) lives for the tests and only schedules Python tasks: C1 alone starts it on less CPU.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
+# The stacks' Kafka nodes too (kafka_dr.local.apache takes $KAFKA_OPTS as Kafka's scripts do): the suite starts about
+# fifty, each living minutes at a few requests a second, where C2's compiling is a third of a young node's CPU. C1 alone
+# cut the nodes' CPU by a third over tests/integration/test_replication.py and test_dr_failover.py (122 -> 80 CPU-s).
+os.environ.setdefault("KAFKA_OPTS", "-XX:TieredStopAtLevel=1")
 
 
 def file_of(nodeid: str) -> str:
