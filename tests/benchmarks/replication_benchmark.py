@@ -42,6 +42,7 @@ from kafka_dr.clients import next_batch
 from kafka_dr.local.config import APACHE, BROKER_KINDS
 
 PARTITIONS = 4
+WARM_UP_SETTLE_S = 10.0  # after the warm-up copy: the compile queues it left drain
 
 
 def create(broker: BrokerProcess, topic: str, partitions: int = PARTITIONS) -> None:
@@ -110,6 +111,28 @@ def plain_copy(
     return elapsed
 
 
+def warm_up(dc1: BrokerProcess, dc2: BrokerProcess, records: int) -> None:
+    """Brokers as a cluster in service has them, before either side is measured: their JIT compilers done with the
+    produce and fetch paths (a copy of the same size; a node just started compiles for a minute after its first load,
+    on the cores the measured side needs), and Kafka's internal topics for transactions and groups there (a real
+    cluster made them long ago; a new one makes them at the first transactional producer and the first group)."""
+    create(dc1, "warm")
+    fill(dc1, "warm", records, 200)
+    for broker in (dc1, dc2):
+        create(broker, "warm.copy")
+    plain_copy(dc1, dc2, "warm", "warm.copy", records)
+    for broker in (dc1, dc2):
+        producer = Producer({**broker.config, "transactional.id": "bench-warm-up"})
+        producer.init_transactions(60)
+        producer.begin_transaction()
+        producer.produce("warm.copy", b"w", partition=0)
+        producer.commit_transaction(60)
+        consumer = Consumer({**broker.config, "group.id": "bench-warm-up", "enable.auto.commit": False})
+        consumer.commit(offsets=[TopicPartition("warm.copy", 0, 1)], asynchronous=False)
+        consumer.close()
+    time.sleep(WARM_UP_SETTLE_S)
+
+
 def write_topology(path: Path, dc1: BrokerProcess, dc2: BrokerProcess, topic: str) -> Path:
     return write_clusters_topology(
         path,
@@ -122,6 +145,7 @@ def write_topology(path: Path, dc1: BrokerProcess, dc2: BrokerProcess, topic: st
 def throughput(dc1: BrokerProcess, dc2: BrokerProcess, root: Path, records: int, size: int) -> dict:
     create(dc1, "bench")
     fill(dc1, "bench", records, size)
+    warm_up(dc1, dc2, records)
     create(dc2, "bench.plain")
     plain_s = plain_copy(dc1, dc2, "bench", "bench.plain", records)
     topology = write_topology(root / "topology.yaml", dc1, dc2, "bench")
