@@ -117,9 +117,10 @@ def load_snapshots(flows: list[str] | None) -> dict[str, dict[str, Any]]:
 
 def flow_metrics(snapshots: Mapping[str, Mapping[str, Any]], now: float) -> Iterator[Metric]:
     """Per flow and partition, from the latest evaluations."""
-    status, lag_records, lag_seconds, latency, checkpoint_age, up = [], [], [], [], [], []
+    status, lag_records, lag_seconds, latency, checkpoint_age, up, stalled = [], [], [], [], [], [], []
     for flow, snapshot in sorted(snapshots.items()):
         status.append(([flow], STATUS_VALUES.get(snapshot["status"], 2)))
+        stalled.append(([flow], snapshot.get("stalled_seconds") or 0))
         for p in snapshot.get("partitions", []):
             labels = [flow, p["topic"], str(p["partition"])]
             lag_records.append((labels, p["lag_records"]))
@@ -140,6 +141,12 @@ def flow_metrics(snapshots: Mapping[str, Mapping[str, Any]], now: float) -> Iter
         "kafka_dr_checkpoint_age_seconds", "Age of the newest group-offset checkpoint", checkpoint_age, ["flow"]
     )
     yield _gauge("kafka_dr_replicator_up", "1 when the flow's replicator runs, if one should", up, ["flow"])
+    yield _gauge(
+        "kafka_dr_replicator_stalled_seconds",
+        "How long the flow's replicator has run without copying records that wait (0: not stalled)",
+        stalled,
+        ["flow"],
+    )
     last = max((s["at_ms"] / 1000 for s in snapshots.values() if isinstance(s.get("at_ms"), int)), default=None)
     yield _gauge(
         "kafka_dr_health_last_run_timestamp_seconds",

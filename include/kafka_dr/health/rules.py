@@ -142,12 +142,14 @@ class PartitionStatus:
 
 @dataclass(frozen=True)
 class FlowHealth:
-    """A flow's status (OK WARN ERR), its problems (one line each, without the flow name) and partitions."""
+    """A flow's status (OK WARN ERR), its problems (one line each, without the flow name) and partitions.
+    `stalled_seconds`: how long its replicator has run without copying records that wait (None: not stalled)."""
 
     name: str
     status: str
     problems: tuple[str, ...]
     partitions: tuple[PartitionStatus, ...]
+    stalled_seconds: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """docs/design.md's JSON contract."""
@@ -156,13 +158,14 @@ class FlowHealth:
             "status": self.status,
             "problems": list(self.problems),
             "partitions": [p.to_dict() for p in self.partitions],
+            "stalled_seconds": self.stalled_seconds,
         }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> FlowHealth:
         """Inverse of to_dict (an Airflow XCom, a snapshot)."""
         partitions = tuple(PartitionStatus.from_dict(p) for p in d["partitions"])
-        return cls(d["name"], d["status"], tuple(d["problems"]), partitions)
+        return cls(d["name"], d["status"], tuple(d["problems"]), partitions, d.get("stalled_seconds"))
 
     def failure_line(self) -> str:
         """One line naming the flow, its status and every problem with its numbers, for a failed run."""
@@ -282,8 +285,10 @@ def evaluate_flow(
                 mark(key, "CYCLE", f"offset {cycle.offset}: {_CYCLE_REASON}")
 
     partitions = tuple(statuses[key] for key in keys)
+    stalled = _stalled_seconds(windows, statuses, findings, now_ms)
+    problems = [] if stalled is None else [_stalled_line(stalled, statuses)]
     # DRIFT and CYCLE partitions are reported once, by the finding's own line above.
-    problems = [f"{p.status} {p.topic}[{p.partition}] {p.reason}" for p in partitions if p.status in _OWN_LINE]
+    problems += [f"{p.status} {p.topic}[{p.partition}] {p.reason}" for p in partitions if p.status in _OWN_LINE]
     problems += structural
     if findings.replicator_alive is False:
         problems.append(REPLICATOR_STOPPED)
@@ -297,7 +302,35 @@ def evaluate_flow(
         status = "WARN"
     else:
         status = "OK"
-    return FlowHealth(name, status, tuple(problems), partitions)
+    return FlowHealth(name, status, tuple(problems), partitions, stalled)
+
+
+def _stalled_seconds(
+    windows: Mapping[tuple[str, int], Sequence[PartitionSample]],
+    statuses: Mapping[tuple[str, int], PartitionStatus],
+    findings: FlowFindings,
+    now_ms: int,
+) -> float | None:
+    """STALLED (Burrow's word for a consumer that is there and does not advance): the flow's replicator runs (its
+    process or its claim renewals say so) while a partition with records waiting has shown no progress for as long
+    as STOP needs. How long: since the oldest such partition's last progress. None when not stalled, or when no
+    replicator is known to run (then it is STOP: nothing runs)."""
+    if findings.replicator_alive is not True:
+        return None
+    since: list[int] = []
+    for key, status in statuses.items():
+        progress_ms = windows[key][-1].last_progress_ms
+        if status.status == "STOP" and status.lag_records > 0 and progress_ms is not None:
+            since.append(progress_ms)
+    return None if not since else max(0.0, (now_ms - min(since)) / 1000)
+
+
+def _stalled_line(seconds: float, statuses: Mapping[tuple[str, int], PartitionStatus]) -> str:
+    waiting = sum(s.lag_records for s in statuses.values() if s.status == "STOP")
+    return (
+        f"STALLED for {seconds:.0f}s: the replicator runs but has copied none of the {waiting} records waiting in "
+        f"its stopped partitions"
+    )
 
 
 def _slo_breaches(partitions: Sequence[PartitionStatus], findings: FlowFindings, slo: Slo, now_ms: int) -> list[str]:

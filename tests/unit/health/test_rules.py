@@ -314,6 +314,26 @@ def test_dead_replicator_is_err_and_unknown_is_not() -> None:
     assert flow(findings=FlowFindings("dc1-to-dc2", T0, replicator_alive=True)).status == "OK"
 
 
+def test_a_running_replicator_that_copies_nothing_of_waiting_records_is_stalled_since_its_last_progress() -> None:
+    """Burrow's STALLED: the replicator is there (alive) and does not advance. Not when nothing runs (that is the
+    dead replicator's STOP line), and not while the partition still moves."""
+    stuck = [sample(i, 100, 50 + i, progress=T0) for i in range(3)]
+    moving = [sample(i, 200 + i, 6 - i, partition=1) for i in (3, 4)]  # progress at each sample, lag going down
+    now = T0 + 5 * STEP
+    alive = FlowFindings("dc1-to-dc2", now, replicator_alive=True)
+    result = flow({("topic1", 0): stuck, ("topic1", 1): moving}, findings=alive, now=now)
+    assert result.status == "ERR" and result.stalled_seconds == 300.0
+    assert result.problems[0] == (
+        "STALLED for 300s: the replicator runs but has copied none of the 52 records waiting in its stopped partitions"
+    )
+    assert result.problems[1] == "STOP topic1[0] no progress for 300s (52 records waiting)"
+    assert FlowHealth.from_dict(json.loads(json.dumps(result.to_dict()))) == result
+    dead = flow({("topic1", 0): stuck}, findings=FlowFindings("dc1-to-dc2", now, replicator_alive=False), now=now)
+    assert dead.stalled_seconds is None and not any(line.startswith("STALLED") for line in dead.problems)
+    fine = flow({("topic1", 1): moving}, findings=alive, now=now_after(moving))
+    assert fine.stalled_seconds is None and fine.status == "OK"
+
+
 @pytest.mark.parametrize(
     ("slo", "findings", "line"),
     [
@@ -358,7 +378,8 @@ def test_flow_health_json_shape() -> None:
     gap = sample(0, 1200, 300, start=1500)
     result = flow({("topic1", 0): [gap], ("topic1", 1): window((100, 50), (150, 40), partition=1)})
     data = json.loads(json.dumps(result.to_dict()))
-    assert list(data) == ["name", "status", "problems", "partitions"]
+    assert list(data) == ["name", "status", "problems", "partitions", "stalled_seconds"]
+    assert data["stalled_seconds"] is None
     assert data["status"] == "ERR" and data["problems"] == [
         "GAP topic1[0] 300 records deleted at the source before they were copied (offsets 1200-1499)"
     ]
