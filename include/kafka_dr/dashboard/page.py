@@ -122,6 +122,8 @@ def _flows(flows: Sequence[Mapping[str, Any]], topology_error: str | None) -> li
             health = "<span class='muted'>never evaluated (dr_replication_health)</span>"
         else:
             health = _badge(flow["status"], _STATUS_CLASS.get(flow["status"], ""))
+        if flow.get("stalled_seconds"):  # alive and copying nothing: the RPO grows while nothing looks down
+            health += " " + _badge(f"STALLED {flow['stalled_seconds']:,.0f} s", "err")
         problems = "".join(f"<div>{_e(problem)}</div>" for problem in flow["problems"])
         parts.append(
             f"<tr><td><b>{_e(flow['name'])}</b></td><td>{_e(flow['source'])} → {_e(flow['target'])}</td>"

@@ -160,6 +160,7 @@ def _point(evaluation: Mapping[str, Any]) -> dict[str, Any]:
         "problems": [str(problem) for problem in evaluation["problems"]],
         "lag_records": sum(int(p["lag_records"]) for p in partitions) if partitions else None,
         "lag_seconds": max(float(p["lag_seconds"]) for p in partitions) if partitions else None,
+        "stalled_seconds": evaluation.get("stalled_seconds"),
     }
 
 
@@ -186,6 +187,7 @@ def _flow(name: str, source: str, target: str, history: History | None) -> dict[
         "problems": latest.get("problems", []),
         "lag_records": latest.get("lag_records"),
         "lag_seconds": latest.get("lag_seconds"),
+        "stalled_seconds": latest.get("stalled_seconds"),
         "evaluated_at_ms": latest.get("at_ms"),
         "error": error,
         "history": flow_history,

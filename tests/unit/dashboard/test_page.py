@@ -60,3 +60,14 @@ def test_rto_chart_marks_failed_drills_apart_and_escapes_its_tooltips() -> None:
     assert chart.count("width='2' height='8' fill='#dc2626'") == 1  # a failed drill that measured no RTO: a tick
     assert ">30.5 s</text>" in chart and ">2026-10-01 10:00:00 UTC</text>" in chart
     assert "2026-11-01 10:00:00 UTC dc1 → &lt;dc2&gt;: RTO 30.5 s, FAILED; slow" in chart and "<dc2>" not in chart
+
+
+def test_a_stalled_flow_says_so_beside_its_status() -> None:
+    flow = {"name": "out", "source": "dc1", "target": "dc2", "status": "ERR", "error": None, "lag_records": 52}
+    flow |= {"lag_seconds": 300.0, "evaluated_at_ms": 1000, "history": [], "history_error": None}
+    flow |= {"problems": ["STALLED for 300s: the replicator runs but has copied none of the 52 records waiting"]}
+    state = {"topology": {"path": "t.yaml", "error": None}, "generated_at": "now", "collected_in_s": 0.1}
+    state |= {"clusters": [], "clients": [], "clients_error": None, "reports": {}}
+    stalled = render_page({**state, "flows": [{**flow, "stalled_seconds": 300.0}]})
+    assert "<span class='badge err'>ERR</span> <span class='badge err'>STALLED 300 s</span>" in stalled
+    assert "STALLED 300 s" not in render_page({**state, "flows": [{**flow, "stalled_seconds": None}]})

@@ -190,8 +190,16 @@ def test_history_points_come_from_the_flows_evaluations_only() -> None:
     ]
     assert evaluations(records, ["f"]) == {
         "f": [
-            {"at_ms": 1000, "status": "OK", "problems": [], "lag_records": 7, "lag_seconds": 2.5},
-            {"at_ms": 2000, "status": "ERR", "problems": ["dc1 down"], "lag_records": None, "lag_seconds": None},
+            {
+                "at_ms": 1000,
+                "status": "OK",
+                "problems": [],
+                "lag_records": 7,
+                "lag_seconds": 2.5,
+                "stalled_seconds": None,
+            },
+            {"at_ms": 2000, "status": "ERR", "problems": ["dc1 down"], "lag_records": None, "lag_seconds": None}
+            | {"stalled_seconds": None},
         ]
     }
 
