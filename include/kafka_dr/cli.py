@@ -585,11 +585,13 @@ def _drill(args: argparse.Namespace) -> int:
 
 
 def _replicators(args: argparse.Namespace) -> int:
+    import time
     from concurrent.futures import ThreadPoolExecutor
 
     from confluent_kafka import KafkaException
 
     from kafka_dr.clients import client_config, error_text
+    from kafka_dr.health.check import stalled_line
     from kafka_dr.replication import liveness, replicators
 
     path = args.topology or default_topology()
@@ -610,10 +612,14 @@ def _replicators(args: argparse.Namespace) -> int:
                 return liveness.stop(flow, target, args.timeout), False
             if target is not None:
                 seen = liveness.liveness(flow, target)
+                if seen.running and (stalled := stalled_line(flow, int(time.time() * 1000))):
+                    return f"running, {stalled}: {seen.detail}", True
                 return f"{'running' if seen.running else 'not running'}: {seen.detail}", False
             if current is None:
                 return "never started", False
             if current.running:
+                if stalled := stalled_line(flow, int(time.time() * 1000)):
+                    return f"running, {stalled}: pid {current.pid} on this host, log {current.log}", True
                 return f"running: pid {current.pid} on this host, log {current.log}", False
             return "not running: " + ("stopped at " + current.stopped_at if current.stopped_at else "exited"), False
         except KafkaException as exc:
