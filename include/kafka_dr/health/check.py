@@ -58,7 +58,7 @@ def check_flow_findings(
 
 
 def stalled_line(flow: str, now_ms: int, fresh_s: float = STALLED_FRESH_S) -> str | None:
-    """"STALLED for Ns at the last health run (TIME)" when the flow's latest evaluation kept here (at most `fresh_s`
+    """ "STALLED for Ns at the last health run (TIME)" when the flow's latest evaluation kept here (at most `fresh_s`
     old) found its replicator running without copying what waits; None otherwise, or when it cannot be read."""
     try:
         snapshot = json.loads((subdir("health") / f"{flow}.json").read_text(encoding="utf-8"))
