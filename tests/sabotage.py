@@ -36,6 +36,35 @@ class Sabotage:
 
 SABOTAGES = (
     Sabotage(
+        "stalled-unnamed",
+        "a replicator that runs and copies nothing is never called STALLED",
+        (
+            (
+                "include/kafka_dr/health/rules.py",
+                "    if findings.replicator_alive is not True:\n        return None\n",
+                "    return None\n",
+            ),
+        ),
+        (
+            "tests/unit/health/test_rules.py::"
+            "test_a_running_replicator_that_copies_nothing_of_waiting_records_is_stalled_since_its_last_progress",
+        ),
+    ),
+    Sabotage(
+        "target-outage-ends-replicator",
+        "a target node killed and started again ends the continuous replicator",
+        (
+            (
+                "include/kafka_dr/replication/copier.py",
+                "            if exc.args[0].code() not in (*STALE_METADATA, *AWAY_FOR_NOW)",
+                "            if True or exc.args[0].code() not in ()",
+            ),
+        ),
+        (
+            "tests/unit/replication/test_copier.py::test_progress_waits_for_a_target_that_drops_its_broker_handle_and_comes_back",
+        ),
+    ),
+    Sabotage(
         "translation-off-by-one",
         "offset translation returns the copy after the right one",
         (

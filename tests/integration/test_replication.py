@@ -4,6 +4,7 @@ spark-submit processes; the others run the job's main in process on the session'
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -19,7 +20,6 @@ from pathlib import Path
 import pytest
 from confluent_kafka import (
     Consumer,
-    ConsumerGroupTopicPartitions,
     KafkaException,
     Producer,
     TopicPartition,
@@ -41,6 +41,9 @@ from support.spark import close_cached_clients, run_in_process, submit_in_backgr
 from support.topology import write_brokers_topology
 
 from kafka_dr import processes
+from kafka_dr.cli import main
+from kafka_dr.health import rules
+from kafka_dr.health.check import check_flow
 from kafka_dr.replication import activity, replicators
 from kafka_dr.replication.copier import copy_ranges
 from kafka_dr.replication.internal import HEARTBEATS, PROGRESS, latest_value, owner_key
@@ -413,15 +416,14 @@ def test_source_partition_increase_is_propagated(clusters, tmp_path):
     assert len(copies) == 40 and all(HEADER in dict(m.headers() or []) for m in copies)
 
 
-def test_continuous_picks_up_new_topics_and_stops_cleanly(clusters, tmp_path, monkeypatch):
+def test_continuous_picks_up_new_topics_and_stops_cleanly(clusters, tmp_path, monkeypatch, capsys):
     dc1, dc2 = clusters["dc1"], clusters["dc2"]
     monkeypatch.setenv("KDR_STATE_DIR", str(tmp_path / "state"))
     create_topic(dc1.config, "live.a", 2)
     produce(dc1.config, "live.a", tagged(100, 2, "a1"))
     topology = one_flow(tmp_path, {"dc1": dc1, "dc2": dc2}, "live-flow", "live[.].*")
-    admin = AdminClient(dc1.config)  # held until its future resolves
-    reader_offsets = ConsumerGroupTopicPartitions("live-reader", [TopicPartition("live.a", 0, 10)])
-    admin.alter_consumer_group_offsets([reader_offsets])["live-reader"].result(15)
+    # Checked per partition: a coordinator still loading answers NOT_COORDINATOR inside a successful result.
+    commit_offsets(dc1.config, "live-reader", {("live.a", 0): 10})
     command = spark_submit_command(
         "replicate",
         [
@@ -461,8 +463,8 @@ def test_continuous_picks_up_new_topics_and_stops_cleanly(clusters, tmp_path, mo
         [checkpoint] = load_checkpoints(dc2.config, "live-flow")[0]["live-reader"]
         assert (checkpoint.topic, checkpoint.partition, checkpoint.source_offset) == ("live.a", 0, 10), checkpoint
         assert checkpoint.dest_offset <= 10
-        reader_offsets = ConsumerGroupTopicPartitions("live-reader", [TopicPartition("live.a", 0, 60)])
-        admin.alter_consumer_group_offsets([reader_offsets])["live-reader"].result(15)
+        commit_offsets(dc1.config, "live-reader", {("live.a", 0): 60})
+        assert_stalled_then_resumed(replicator.pid, dc1, dc2, topology, monkeypatch, capsys)
         # From another PID namespace (a container, a Celery worker's): the tracker's pid means nothing there, the
         # target answers, and the stop travels through it.
         listed = in_another_pid_namespace("replicators", "list", "live-flow", "--topology", str(topology))
@@ -489,11 +491,50 @@ def test_continuous_picks_up_new_topics_and_stops_cleanly(clusters, tmp_path, mo
     copied = {p["topic"]: 0 for p in summary["partitions"]}
     for p in summary["partitions"]:
         copied[p["topic"]] += p["records"]
-    assert copied["live.a"] == 200 and copied["live.b"] == 50
-    for topic, count in (("live.a", 200), ("live.b", 50)):
+    assert copied["live.a"] == 200 + STALLED_RECORDS and copied["live.b"] == 50
+    for topic, count in (("live.a", 200 + STALLED_RECORDS), ("live.b", 50)):
         copies = read_all(dc2.config, topic)
         assert len(copies) == count
         assert len({(m.partition(), hops(m.headers())[-1].offset) for m in copies}) == count  # each origin once
+
+
+STALLED_RECORDS = 30  # written to live.a while the replicator's Python workers are stopped
+
+
+def assert_stalled_then_resumed(
+    pid: int,
+    dc1: BrokerProcess,
+    dc2: BrokerProcess,
+    topology: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A replicator stalled on purpose: its Spark Python workers stopped (SIGSTOP) while its driver runs and renews
+    its claim, and records arrive. The health check names it STALLED (the rules' wait for a partition without
+    progress shortened from 60 s to 3 s), `replicators list` says so and exits 1; SIGCONT, and every record is
+    copied (the test's later counts)."""
+    workers = [p for p in processes.tree(pid) if "daemon" in " ".join(processes.cmdline(p))]
+    assert workers, [" ".join(processes.cmdline(p))[:120] for p in processes.tree(pid)]
+    monkeypatch.setattr(rules, "STOP_MIN_MS", 3_000)
+    for worker in workers:
+        os.kill(worker, signal.SIGSTOP)
+    try:
+        produce(dc1.config, "live.a", tagged(STALLED_RECORDS, 2, "stalled"))
+        time.sleep(5)
+        health = check_flow(load_topology(topology), "live-flow")
+        assert health.stalled_seconds is not None and health.stalled_seconds >= 3, health
+        assert health.problems[0].startswith("STALLED for "), health.problems
+        capsys.readouterr()
+        assert main(["replicators", "list", "live-flow", "--topology", str(topology)]) == 1
+        listed = capsys.readouterr().out
+        assert listed.startswith("live-flow: running, STALLED for ") and "at the last health run" in listed, listed
+    finally:
+        for worker in workers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(worker, signal.SIGCONT)
+    wait_for_copies(dc2, "live.a", 200 + STALLED_RECORDS, timeout=60)
+    # The next health run finds it moving again, and the list no longer repeats the verdict.
+    assert check_flow(load_topology(topology), "live-flow").stalled_seconds is None
 
 
 OUTAGE_S = 10.0
