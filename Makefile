@@ -27,7 +27,7 @@ UV_ENV = $(eval UV_ENV := UV_PYTHON=$(BIN)/python UV_INDEX_STRATEGY=unsafe-best-
 	$(call uv_setting,UV_FIND_LINKS,$(subst $() ,$(comma),$(call pip_setting,PIP_FIND_LINKS,find-links))))$(UV_ENV)
 UV = $(UV_ENV) $(BIN)/uv pip
 
-.PHONY: venv constraints demo test durations lint format docs bench bench-broker bench-replication bench-translation bench-health bench-failback bench-backfill bench-spark-cluster bench-curves bench-failover bench-aged bench-metrics sabotage clean
+.PHONY: venv constraints demo test durations lint format docs bench bench-broker bench-replication bench-translation bench-health bench-failback bench-backfill bench-spark-cluster bench-curves bench-failover bench-aged bench-metrics bench-outage sabotage clean
 
 KAFKA_JARS := $(VENV)/.kafka-jars
 venv: $(STAMP) $(KAFKA_JARS)
@@ -136,6 +136,10 @@ bench-backfill: venv
 
 bench-curves: venv
 	PYTHONPATH=tests $(BIN)/python tests/benchmarks/cost_curves.py
+
+# Issue 47: the outage scenario of the replication tests, 20 runs in a row (about 1.5 minutes each).
+bench-outage: venv
+	PYTHONPATH=tests $(BIN)/python tests/benchmarks/outage_repeat.py
 
 bench-failover: venv
 	PYTHONPATH=tests $(BIN)/python tests/benchmarks/failover_benchmark.py
