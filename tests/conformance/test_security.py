@@ -197,10 +197,10 @@ def confluent_auth_error(settings: dict) -> KafkaError:
 def kafka_python_auth_failures(settings: dict, caplog: pytest.LogCaptureFixture) -> list[Exception]:
     """kafka-python 3.0.12 retries the bootstrap connection until bootstrap_timeout_ms, then raises
     KafkaTimeoutError('Unable to bootstrap ...'); each refused attempt is logged with the broker's error as a
-    SaslAuthenticationFailedError (what a user sees). Returns those errors. The deadline can cut the last
-    attempts short, mid-exchange ('SASL Authentication timed out') or before a request is even sent ('Request timed
-    out after 0 ms'): those are the client's own timeouts, not answers of the broker, so trailing timeouts are left
-    out; a timeout followed by a broker's answer is kept (a broker that hung)."""
+    SaslAuthenticationFailedError (what a user sees). Returns those errors. The client's own deadlines can cut an
+    attempt short, mid-exchange ('SASL Authentication timed out') or before a request is even sent ('Request timed
+    out after 0 ms'), at the end or, on loaded cores, between two refusals (CI, 2026-11-28): those are not answers
+    of the broker and are left out. A broker that hung leaves only timeouts, so no failure at all."""
     caplog.clear()
     with (
         caplog.at_level(logging.WARNING, logger="kafka.net.manager"),
@@ -214,9 +214,7 @@ def kafka_python_auth_failures(settings: dict, caplog: pytest.LogCaptureFixture)
         for arg in record.args or ()
         if isinstance(arg, Exception)
     ]
-    while failures and isinstance(failures[-1], CLIENT_TIMEOUTS):
-        failures.pop()
-    return failures
+    return [failure for failure in failures if not isinstance(failure, CLIENT_TIMEOUTS)]
 
 
 def wait_for_log(broker: SecuredBrokerProcess, since: int, needle: str, timeout: float = 5.0) -> str:
