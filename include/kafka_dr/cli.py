@@ -591,7 +591,7 @@ def _replicators(args: argparse.Namespace) -> int:
     from confluent_kafka import KafkaException
 
     from kafka_dr.clients import client_config, error_text
-    from kafka_dr.health.check import stalled_line
+    from kafka_dr.health.snapshots import stalled_line
     from kafka_dr.replication import liveness, replicators
 
     path = args.topology or default_topology()

@@ -8,7 +8,6 @@ api-server's route (dashboard.app) and `kafka-dr metrics` use it alike.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -23,7 +22,8 @@ from prometheus_client.registry import Collector
 from .alerts import delivery_counts
 from .drill.history import drill_history
 from .health.proposal import cluster_reachability
-from .paths import default_topology, state_dir
+from .health.snapshots import load_snapshots
+from .paths import default_topology
 from .processes import write_atomic
 from .reports import latest_reports
 from .times import epoch_ms
@@ -94,25 +94,6 @@ class DrCollector(Collector):
         for (target, result), count in sorted(delivery_counts().items()):
             deliveries.add_metric([target, result], count)
         yield deliveries
-
-
-def load_snapshots(flows: list[str] | None) -> dict[str, dict[str, Any]]:
-    """The latest evaluation of each flow named (every one kept, when None); unreadable files are left out with a
-    warning: a half-written file cannot occur (writes rename), a corrupt one must not fail the scrape."""
-    directory = state_dir() / "health"
-    paths = [directory / f"{flow}.json" for flow in flows] if flows is not None else sorted(directory.glob("*.json"))
-    snapshots = {}
-    for path in paths:
-        try:
-            snapshot = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            continue
-        except (OSError, ValueError) as exc:
-            log.warning("metrics: %s unreadable: %s", path, exc)
-            continue
-        if isinstance(snapshot, dict) and isinstance(snapshot.get("status"), str):
-            snapshots[path.stem] = snapshot
-    return snapshots
 
 
 def flow_metrics(snapshots: Mapping[str, Mapping[str, Any]], now: float) -> Iterator[Metric]:

@@ -28,7 +28,8 @@ from ..alerts import sent_log
 from ..clients import client_config, end_offsets, error_text, read_committed, start_offset
 from ..drill.history import drill_history
 from ..health.sampler import evaluation_key
-from ..paths import default_topology, state_dir
+from ..health.snapshots import snapshot_path
+from ..paths import default_topology
 from ..replication.internal import HEALTH
 from ..reports import latest_reports
 from ..schema_registry import registry_role
@@ -172,7 +173,7 @@ def _flow(name: str, source: str, target: str, history: History | None) -> dict[
     flow_history = points.get(name, [])
     found = flow_history[-1:]
     error = None
-    path = state_dir() / "health" / f"{name}.json"
+    path = snapshot_path(name)
     if path.exists():
         try:
             found.append(_point(json.loads(path.read_text(encoding="utf-8"))))

@@ -15,17 +15,13 @@ from confluent_kafka import KafkaException, Producer
 
 from ..clients import client_config, error_text
 from ..replication.internal import HEALTH, internal_writer, newest_value, put_many
-from ..state import subdir, write_json
-from ..times import iso_from_ms
+from ..state import write_json
 from ..topology import Topology
 from .rules import FlowFindings, FlowHealth, evaluate_flow
 from .sampler import evaluation_key, sample_records, take_sample
+from .snapshots import snapshot_path
 
 log = logging.getLogger(__name__)
-
-# `kafka-dr replicators list` repeats a STALLED verdict of a health run this recent (the scheduled runs come every 5
-# minutes): an older one may no longer hold.
-STALLED_FRESH_S = 900.0
 
 
 def check_flow(topology: Topology, flow_name: str, environ: Mapping[str, str] | None = None) -> FlowHealth:
@@ -57,19 +53,6 @@ def check_flow_findings(
     return health, sample.findings
 
 
-def stalled_line(flow: str, now_ms: int, fresh_s: float = STALLED_FRESH_S) -> str | None:
-    """ "STALLED for Ns at the last health run (TIME)" when the flow's latest evaluation kept here (at most `fresh_s`
-    old) found its replicator running without copying what waits; None otherwise, or when it cannot be read."""
-    try:
-        snapshot = json.loads((subdir("health") / f"{flow}.json").read_text(encoding="utf-8"))
-        stalled, at_ms = snapshot.get("stalled_seconds"), int(snapshot["at_ms"])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
-    if not stalled or now_ms - at_ms > fresh_s * 1000:
-        return None
-    return f"STALLED for {stalled:.0f}s at the last health run ({iso_from_ms(at_ms)})"
-
-
 def save_evaluation(
     target_config: dict[str, Any] | None,
     health: FlowHealth,
@@ -84,7 +67,9 @@ def save_evaluation(
     `findings` beside it (what the metrics export). `writer`: a producer made earlier
     (replication.internal.internal_writer), else a new one."""
     snapshot = {**health.to_dict(), "at_ms": at_ms}
-    write_json(subdir("health") / f"{health.name}.json", {**snapshot, "findings": findings and findings.to_dict()})
+    path = snapshot_path(health.name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json(path, {**snapshot, "findings": findings and findings.to_dict()})
     if target_config is not None:
         try:
             put_many(target_config, [*samples, (HEALTH, evaluation_key(health.name), snapshot)], writer=writer)

@@ -1,4 +1,4 @@
-"""`kafka-dr replicators list` repeats a recent health run's STALLED verdict (health.check.stalled_line)."""
+"""`kafka-dr replicators list` repeats a recent health run's STALLED verdict (health.snapshots.stalled_line)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from kafka_dr.health.check import STALLED_FRESH_S, save_evaluation, stalled_line
+from kafka_dr.health.check import save_evaluation
 from kafka_dr.health.rules import FlowHealth, PartitionStatus
+from kafka_dr.health.snapshots import STALLED_FRESH_S, stalled_line
 
 AT_MS = 1_700_000_000_000
 
