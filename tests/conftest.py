@@ -19,9 +19,12 @@ import statistics
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from support.stack import Stack
 
 # The shared Spark session's driver (pyspark launches it, not kafka-dr's spark-submit command, which sets C1 itself:
 # kafka_dr.spark.driver_jvm) lives for the tests and only schedules Python tasks: C1 alone starts it on less CPU.
@@ -94,6 +97,17 @@ def spark(request: pytest.FixtureRequest) -> Iterator[object]:
     finally:
         del request.config.stash[SPARK]
         session.stop()
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """The worker's two-DC stack (dc1 and dc2: a Kafka node and a schema registry each) on free ports, for every test
+    file that needs no stack of its own: two nodes idle between files cost 2.6 CPU-s a minute, and a worker used to
+    keep a second pair for the tests that need only brokers."""
+    from support.stack import running_stack
+
+    with running_stack(tmp_path_factory.mktemp("stack")) as running:
+        yield running
 
 
 @pytest.fixture(scope="module", autouse=True)

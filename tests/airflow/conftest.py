@@ -1,6 +1,6 @@
 """Fixtures of the Airflow tests: a throw-away AIRFLOW_HOME (set here, at conftest import, before any test module
-imports airflow), a migrated metadata DB for the tests that run DAGs, the session's embedded two-DC stack, and
-DAG runs with every task in its own process. The harness itself is support.airflow."""
+imports airflow), a migrated metadata DB for the tests that run DAGs, a stack of a module's own, and DAG runs with
+every task in its own process (the session's stack is tests/conftest.py's). The harness itself is support.airflow."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from support.airflow import DagRunResult, configure_environment, execution_api, migrate_db, run_dag
 from support.spark import submit_in_process
-from support.stack import Stack, running_stack
+from support.stack import running_stack
 
 from kafka_dr.local.stack import LocalStack
 
@@ -67,13 +67,6 @@ def own_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     """A stack of the module's own, for tests that stop, wipe or redirect its clusters."""
     with running_stack(tmp_path_factory.mktemp("own-stack")) as running:
         yield running.local
-
-
-@pytest.fixture(scope="session")
-def stack() -> Iterator[Stack]:
-    """dc1 and dc2 (broker and schema registry each) on free ports, data in this session's directory."""
-    with running_stack(SESSION_DIR / "stack") as running:
-        yield running
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,8 @@ import pytest
 from confluent_kafka import Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from support.kafka import HOUR_MS, Record, create_topic, high_watermarks, hourly_records, iso, produce, read_all
-from support.servers import BrokerProcess
 from support.spark import run_in_process
+from support.stack import StackBroker
 from support.topology import write_topology
 
 from kafka_dr.clients import read_committed
@@ -24,7 +24,7 @@ PER_HOUR = 100  # records per hour, over 2 partitions
 
 
 @pytest.fixture(scope="module")
-def clusters(broker_pair) -> dict[str, BrokerProcess]:
+def clusters(broker_pair) -> dict[str, StackBroker]:
     return {"dc1": broker_pair.dc1, "dc2": broker_pair.dc2}
 
 
@@ -32,7 +32,7 @@ def backfill(topology: Path, *args: str) -> tuple[int, dict, str]:
     return run_in_process("backfill", "--topology", str(topology), "--flow", "bf-flow", *args)
 
 
-def origins(broker: BrokerProcess, topic: str) -> list[tuple[int, int]]:
+def origins(broker: StackBroker, topic: str) -> list[tuple[int, int]]:
     """(partition, origin offset) of every copy in `topic`."""
     ends = {key: end for key, end in high_watermarks(broker.config).items() if key[0] == topic}
     copies = read_committed(broker.config, {key: (0, end) for key, end in ends.items()}, 30)

@@ -15,7 +15,7 @@ from confluent_kafka import IsolationLevel, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 from support.drills import copy_flow
 from support.kafka import Record, create_topic, produce
-from support.servers import BrokerPair
+from support.stack import BrokerPair
 from support.topology import write_topology
 
 from kafka_dr import cli

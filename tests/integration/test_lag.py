@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from support.kafka import Record, commit_offsets, create_topic, produce
 from support.ports import free_port
-from support.servers import BrokerPair
+from support.stack import BrokerPair
 
 from kafka_dr import cli
 from kafka_dr.replication import lag as lag_module

@@ -15,7 +15,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 from support.kafka import create_topic
-from support.servers import BrokerPair
+from support.stack import BrokerPair
 
 from kafka_dr.replication.internal import HEARTBEATS, ensure_internal_topics
 from kafka_dr.replication.topic_sync import TopicSyncError, load_flow_state, persist_flow_state, sync_topics

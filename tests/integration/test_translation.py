@@ -10,8 +10,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from support.drills import copy_flow
 from support.kafka import Record, commit_offsets, committed_offsets, create_topic, produce, resume_offsets
-from support.servers import BrokerProcess
 from support.spark import close_cached_clients, job_module, run_in_process
+from support.stack import StackBroker
 from support.topology import write_brokers_topology
 
 from kafka_dr.replication.lag import load_snapshot
@@ -43,7 +43,7 @@ def numbered(
     ]
 
 
-def consume_rest(broker: BrokerProcess, group: str, topic: str) -> list:
+def consume_rest(broker: StackBroker, group: str, topic: str) -> list:
     """What a consumer of `group` reads from its committed offsets to the end."""
     consumer = Consumer(
         {
@@ -109,7 +109,7 @@ def test_white_paper_failover_translates_exactly_from_checkpoints(broker_pair, t
 
 
 @pytest.fixture
-def pair(broker_pair) -> tuple[BrokerProcess, BrokerProcess]:
+def pair(broker_pair) -> tuple[StackBroker, StackBroker]:
     return broker_pair.dc1, broker_pair.dc2
 
 

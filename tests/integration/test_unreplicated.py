@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 from support.kafka import Record, create_topic, high_watermarks, produce, read_all
-from support.servers import BrokerPair
+from support.stack import BrokerPair
 from support.topology import write_topology
 
 from kafka_dr.failback.republish import REPUBLISHED_HEADER, republish, skip_originals

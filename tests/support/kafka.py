@@ -12,6 +12,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, Message, Producer, Top
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from kafka_dr.clients import list_group_offsets, offsets_of, read_committed, wait_for_leaders
+from kafka_dr.local.registry.election import HEARTBEAT_TOPIC as REGISTRY_HEARTBEATS
 from kafka_dr.translation.groups import apply_offsets
 
 from .fleet import ground_truth
@@ -70,6 +71,12 @@ def read_all(config: dict[str, Any], topic: str, timeout: float = 30.0) -> list[
     return list(read_committed(config, {key: (0, end) for key, end in sorted(ends.items())}, timeout))
 
 
+def cluster_id(config: dict[str, Any]) -> str:
+    """The cluster id the broker that `config` reaches reports."""
+    admin = AdminClient(config)  # kept referenced until the answer: a collected client cancels it
+    return admin.describe_cluster(request_timeout=10).result().cluster_id
+
+
 def create_topic(config: dict[str, str], topic: str, partitions: int = 1, **configs: str) -> None:
     admin = AdminClient(config)  # kept referenced until the result: a collected client cancels its requests
     admin.create_topics([NewTopic(topic, partitions, config=configs)])[topic].result(TIMEOUT_S)
@@ -101,11 +108,13 @@ def resume_offsets(config: dict[str, Any], topic: str, committed: dict[int, int]
 
 
 def high_watermarks(config: dict[str, str], ignore: tuple[str, ...] = ()) -> Offsets:
-    """Every partition's high watermark but those of the `ignore`d topics: what a step that must change nothing
-    leaves as it was (no topic made, nothing written)."""
+    """Every partition's high watermark but those of the `ignore`d topics and of the registries' leader heartbeats
+    (a stack's registry writes one a second into its store's cluster): what a step that must change nothing leaves
+    as it was (no topic made, nothing written)."""
     admin = AdminClient(config)
     topics = admin.list_topics(timeout=TIMEOUT_S).topics
-    partitions = [(t, p) for t, meta in topics.items() if t not in ignore for p in meta.partitions]
+    skipped = (*ignore, REGISTRY_HEARTBEATS)
+    partitions = [(t, p) for t, meta in topics.items() if t not in skipped for p in meta.partitions]
     return offsets_of(admin, partitions, OffsetSpec.latest(), timeout=TIMEOUT_S)
 
 

@@ -22,10 +22,8 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-from confluent_kafka.admin import AdminClient
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
 from kafka_dr.local import apache
@@ -33,8 +31,8 @@ from kafka_dr.local.config import APACHE, EMBEDDED
 from kafka_dr.local.stack import STARTUP_TIMEOUT as START_TIMEOUT  # the stack's reason holds for these nodes
 from kafka_dr.paths import PROJECT_ROOT
 
+from .kafka import cluster_id
 from .ports import free_port
-from .topology import topology_text
 
 FAST_GROUPS = {"group.initial.rebalance.delay.ms": "0"}  # broker configs for tests whose consumers join alone
 
@@ -151,8 +149,7 @@ class BrokerProcess(ServerProcess):
     def cluster_id(self) -> str:
         """The cluster id the running broker reports (asked once; a wipe gives a new broker object)."""
         if self._cluster_id is None:
-            admin = AdminClient(self.config)  # kept referenced until the answer: a collected client cancels it
-            self._cluster_id = admin.describe_cluster(request_timeout=10).result().cluster_id
+            self._cluster_id = cluster_id(self.config)
         return self._cluster_id
 
     def cluster_id_on_disk(self) -> str:
@@ -326,18 +323,6 @@ class BasicAuthRegistryProcess(RegistryProcess):
     def start(self, wait: bool = True) -> BasicAuthRegistryProcess:
         super().start(wait)
         return self
-
-
-@dataclass
-class BrokerPair:
-    """Two independent one-broker clusters, dc1 and dc2."""
-
-    dc1: BrokerProcess
-    dc2: BrokerProcess
-
-    def topology_yaml(self, flows: str) -> str:
-        """A topology document with clusters dc1 and dc2 pointing at these brokers, plus `flows` (YAML)."""
-        return topology_text({"dc1": self.dc1.bootstrap, "dc2": self.dc2.bootstrap}, flows)
 
 
 BROKERS: dict[str, type[BrokerProcess]] = {APACHE: ApacheBroker, EMBEDDED: EmbeddedBroker}

@@ -1,6 +1,7 @@
-"""The embedded two-DC stack as `kafka-dr local` runs it (brokers and registries, pid files, stack.json), on free
-ports in a test's own folder, so it never meets a demo stack on the default ports; and a restart service for its
-registries that workers in PID namespaces of their own can call (RegistryRestarts)."""
+"""The two-DC stack as `kafka-dr local` runs it (Apache Kafka nodes and registries, pid files, stack.json), on free
+ports in a test's own folder, so it never meets a demo stack on the default ports; its brokers as a pair for tests
+that need only brokers (BrokerPair); and a restart service for its registries that workers in PID namespaces of
+their own can call (RegistryRestarts)."""
 
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ from pathlib import Path
 from kafka_dr.local.config import APACHE, StackConfig
 from kafka_dr.local.stack import BROKER, REGISTRY, LocalStack
 
+from .kafka import cluster_id
 from .ports import free_ports
-from .topology import restart_registry_command, write_topology
+from .topology import restart_registry_command, topology_text, write_topology
 
 
 def free_stack_config(kafka: str = APACHE) -> StackConfig:
@@ -57,6 +59,58 @@ class Stack:
         return write_topology(
             self.root / f"{name}.yaml", {dc.name: dc.broker_address for dc in dcs}, flows, registries, extra
         )
+
+
+@dataclass
+class StackBroker:
+    """One DC's broker of a running stack, as the tests that need only brokers use one: its address, client settings
+    and cluster id; `stop` is `kafka-dr local stop` (SIGKILL, its registry with it), `start` brings both back with
+    their data."""
+
+    local: LocalStack
+    name: str
+    _cluster_id: str | None = field(default=None, init=False, repr=False)
+
+    @property
+    def bootstrap(self) -> str:
+        return self.local.config.dc(self.name).broker_address
+
+    @property
+    def config(self) -> dict[str, str]:
+        return {"bootstrap.servers": self.bootstrap}
+
+    @property
+    def cluster_id(self) -> str:
+        """Asked once: a stop and start keep it."""
+        if self._cluster_id is None:
+            self._cluster_id = cluster_id(self.config)
+        return self._cluster_id
+
+    def running(self) -> bool:
+        return self.local.pid(self.name, BROKER) is not None
+
+    def stop(self) -> None:
+        self.local.stop(self.name)
+
+    def start(self) -> None:
+        self.local.start(self.name)
+
+
+@dataclass(frozen=True)
+class BrokerPair:
+    """dc1 and dc2 of a running stack for tests that need only brokers; they share them with the stack's other
+    tests, so each uses topic, group and flow names of its own."""
+
+    dc1: StackBroker
+    dc2: StackBroker
+
+    @classmethod
+    def of(cls, stack: Stack) -> BrokerPair:
+        return cls(StackBroker(stack.local, "dc1"), StackBroker(stack.local, "dc2"))
+
+    def topology_yaml(self, flows: str) -> str:
+        """A topology document with clusters dc1 and dc2 pointing at these brokers, plus `flows` (YAML)."""
+        return topology_text({"dc1": self.dc1.bootstrap, "dc2": self.dc2.bootstrap}, flows)
 
 
 @contextlib.contextmanager
