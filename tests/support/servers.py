@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import os
 import signal
 import socket
 import ssl
@@ -326,18 +327,28 @@ class BasicAuthRegistryProcess(RegistryProcess):
 
 
 BROKERS: dict[str, type[BrokerProcess]] = {APACHE: ApacheBroker, EMBEDDED: EmbeddedBroker}
+KIND_ENV = "KDR_TEST_KAFKA"  # start_brokers' kind unless told: apache (default) or embedded
+
+
+def broker_kind() -> str:
+    """$KDR_TEST_KAFKA, else Apache Kafka: the broker-only fixtures (the replication tests') on the embedded broker,
+    as `outage_repeat.py --kafka embedded` runs them."""
+    kind = os.environ.get(KIND_ENV, APACHE)
+    if kind not in BROKERS:
+        raise ValueError(f"${KIND_ENV}={kind!r}: not one of {', '.join(BROKERS)}")
+    return kind
 
 
 def start_brokers(
-    root: Path, *names: str, configs: dict[str, str] | None = None, kind: str = APACHE
+    root: Path, *names: str, configs: dict[str, str] | None = None, kind: str | None = None
 ) -> dict[str, BrokerProcess]:
-    """One cluster of one node of `kind` (Apache Kafka unless told) per name, each with its own data dir (and cluster
+    """One cluster of one node of `kind` (broker_kind() unless told) per name, each with its own data dir (and cluster
     id) under `root`; all spawned before the first is waited for (a JVM's start-up is mostly waiting); none left
     running if one fails."""
     brokers: dict[str, BrokerProcess] = {}
     try:
         for name in names:
-            brokers[name] = BROKERS[kind](name, root / name, configs=configs).start(wait=False)
+            brokers[name] = BROKERS[kind or broker_kind()](name, root / name, configs=configs).start(wait=False)
         for broker in brokers.values():
             broker.wait_until(broker.ready, "to serve")
     except BaseException:
