@@ -23,6 +23,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from kafka_dr.local import apache
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -198,7 +200,11 @@ def apply(copy: Path, sabotage: Sabotage) -> None:
 
 def run_tests(copy: Path, tests: tuple[str, ...], log: Path) -> dict[str, str]:
     """Each test's outcome ("passed", "failed", "error", ...) in the copy, from pytest's report lines."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(copy / "include"), str(copy / "tests")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(copy / "include"), str(copy / "tests")]),
+        apache.LIBS_ENV: str(apache.libs_dir()),  # the copy has no .venv: this project's Kafka jars
+    }
     env.pop("PYTEST_ADDOPTS", None)
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA", "-q", "-n", "2", *tests]
     with open(log, "w") as out:
