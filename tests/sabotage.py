@@ -140,9 +140,10 @@ SABOTAGES = (
                 "        return progress.next\n",
             ),
         ),
+        # Only the unit test: a copy task's progress record commits in the transaction of its copies, so the SIGKILL
+        # test's kills never leave copies past it (it passed with this break, 2026-11-26 and 2026-11-28).
         (
             "tests/unit/replication/test_resume.py::test_progress_within_the_log_bounds_the_search_and_later_copies_are_found",
-            "tests/integration/test_replication.py::test_sigkill_at_random_moments_loses_and_duplicates_nothing",
         ),
     ),
     Sabotage(
