@@ -11,11 +11,11 @@ import httpx
 import pytest
 from airflow.dag_processing.dagbag import DagBag
 from airflow.utils.state import DagRunState
-from confluent_kafka.admin import AdminClient
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from support.drills import copy_flow
+from support.kafka import cluster_id
 from support.topology import restart_registry_command
 
 from kafka_dr.local.stack import LocalStack
@@ -101,7 +101,7 @@ def test_a_restart_command_that_returns_before_the_restart_does_not_verify_the_o
     late = stack.write_topology("late", flows, restart=f"sh {script} {{cluster}} {{kafkastore}} {{leader_eligible}}")
     copy_flow(load_topology(late), "rd-late")
     before = httpx.get(f"{dc2.registry_url}/v1/metadata/id").json()["scope"]["clusters"]["kafka-cluster"]
-    assert before == admin_cluster_id(dc1.broker_address)  # dc2's registry follows dc1's store
+    assert before == cluster_id({"bootstrap.servers": dc1.broker_address})  # dc2's registry follows dc1's store
     try:
         run = dag.test(
             run_conf={"topology": str(late), "registry_cluster": "dc2", "store_cluster": "dc2", "leader_eligible": True}
@@ -109,17 +109,12 @@ def test_a_restart_command_that_returns_before_the_restart_does_not_verify_the_o
         assert run.state == DagRunState.SUCCESS
         probe = _result(run, "redirect_registry")["probe_id"]
         reads = httpx.get(f"{dc2.registry_url}/v1/metadata/id").json()["scope"]["clusters"]["kafka-cluster"]
-        assert reads == admin_cluster_id(dc2.broker_address)
+        assert reads == cluster_id({"bootstrap.servers": dc2.broker_address})
         assert PROBE_SUBJECT in httpx.get(f"{dc2.registry_url}/subjects").json()
         assert httpx.get(f"{dc2.registry_url}/schemas/ids/{probe}/subjects").json() == [PROBE_SUBJECT]
         assert PROBE_SUBJECT not in httpx.get(f"{dc1.registry_url}/subjects").json(), "the probe went to dc1's leader"
     finally:  # dc2's registry follows dc1's store again, as the other tests of the session stack expect
         redirect(load_topology(stack.write_topology("late-back", flows)), "dc2", "dc1", leader_eligible=False)
-
-
-def admin_cluster_id(bootstrap: str) -> str:
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # held until the answer
-    return admin.describe_cluster(request_timeout=10).result(10).cluster_id
 
 
 def _result(run: Any, task_id: str) -> dict[str, Any]:

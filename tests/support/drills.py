@@ -28,7 +28,7 @@ from kafka_dr.translation.checkpoints import checkpoint_groups
 from kafka_dr.translation.offsets import close_readers
 
 from .fleet import GroupOffsets, commit_random_groups, fill
-from .kafka import Record, committed_offsets, create_topic
+from .kafka import Record, cluster_id, committed_offsets, create_topic
 from .kafka import high_watermarks as partition_ends
 from .kafka import produce as produce_records
 from .spark import close_cached_clients, run_in_process
@@ -239,8 +239,7 @@ def checkpointed_fleet(local: LocalStack, path: Path, groups: int, records: int)
     commits = commit_random_groups(dc1, FLEET_TOPIC, FLEET_PARTITIONS, groups, records + 50, "fleet")
     checkpoint_groups(topology, topology.flow(FLEET_FLOW), None)
     close_readers()
-    admin = AdminClient(dc1)  # held until its future resolves
-    return Fleet(commits, admin.describe_cluster(request_timeout=10).result().cluster_id)
+    return Fleet(commits, cluster_id(dc1))
 
 
 def resumed_offsets(bootstrap: str, groups: list[str], topic: str) -> dict[str, dict[int, int]]:

@@ -77,6 +77,28 @@ def cluster_id(config: dict[str, Any]) -> str:
     return admin.describe_cluster(request_timeout=10).result().cluster_id
 
 
+class ClusterEndpoint:
+    """What the tests ask of a one-node cluster by its address (`bootstrap`, given by the subclass): its client
+    settings, and its cluster id, asked once (a stop and start keep it; a wipe gives a new object)."""
+
+    _cluster_id: str | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def config(self) -> dict[str, str]:
+        """confluent-kafka settings that reach this broker."""
+        return {"bootstrap.servers": self.bootstrap}
+
+    @property
+    def cluster_id(self) -> str:
+        if self._cluster_id is None:
+            self._cluster_id = cluster_id(self.config)
+        return self._cluster_id
+
+
 def create_topic(config: dict[str, str], topic: str, partitions: int = 1, **configs: str) -> None:
     admin = AdminClient(config)  # kept referenced until the result: a collected client cancels its requests
     admin.create_topics([NewTopic(topic, partitions, config=configs)])[topic].result(TIMEOUT_S)

@@ -32,7 +32,7 @@ from kafka_dr.local.config import APACHE, EMBEDDED
 from kafka_dr.local.stack import STARTUP_TIMEOUT as START_TIMEOUT  # the stack's reason holds for these nodes
 from kafka_dr.paths import PROJECT_ROOT
 
-from .kafka import cluster_id
+from .kafka import ClusterEndpoint
 from .ports import free_port
 
 FAST_GROUPS = {"group.initial.rebalance.delay.ms": "0"}  # broker configs for tests whose consumers join alone
@@ -118,7 +118,7 @@ class ServerProcess:
             return "(no log)"
 
 
-class BrokerProcess(ServerProcess):
+class BrokerProcess(ServerProcess, ClusterEndpoint):
     """A single-broker cluster with its own data dir (and so its own cluster id); a kind of broker says how it runs."""
 
     def __init__(
@@ -135,23 +135,10 @@ class BrokerProcess(ServerProcess):
         self.port = port or free_port()
         self.node_id = node_id
         self.configs = dict(configs or {})
-        self._cluster_id: str | None = None
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
-
-    @property
-    def config(self) -> dict[str, str]:
-        """confluent-kafka settings that reach this broker."""
-        return {"bootstrap.servers": self.bootstrap}
-
-    @property
-    def cluster_id(self) -> str:
-        """The cluster id the running broker reports (asked once; a wipe gives a new broker object)."""
-        if self._cluster_id is None:
-            self._cluster_id = cluster_id(self.config)
-        return self._cluster_id
 
     def cluster_id_on_disk(self) -> str:
         cluster_id = apache.cluster_id_of(self.data_dir)  # both kinds keep it in meta.properties, as Kafka does

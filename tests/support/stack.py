@@ -21,7 +21,7 @@ from pathlib import Path
 from kafka_dr.local.config import APACHE, StackConfig
 from kafka_dr.local.stack import BROKER, REGISTRY, LocalStack
 
-from .kafka import cluster_id
+from .kafka import ClusterEndpoint
 from .ports import free_ports
 from .topology import restart_registry_command, topology_text, write_topology
 
@@ -62,29 +62,17 @@ class Stack:
 
 
 @dataclass
-class StackBroker:
+class StackBroker(ClusterEndpoint):
     """One DC's broker of a running stack, as the tests that need only brokers use one: its address, client settings
     and cluster id; `stop` is `kafka-dr local stop` (SIGKILL, its registry with it), `start` brings both back with
     their data."""
 
     local: LocalStack
     name: str
-    _cluster_id: str | None = field(default=None, init=False, repr=False)
 
     @property
     def bootstrap(self) -> str:
         return self.local.config.dc(self.name).broker_address
-
-    @property
-    def config(self) -> dict[str, str]:
-        return {"bootstrap.servers": self.bootstrap}
-
-    @property
-    def cluster_id(self) -> str:
-        """Asked once: a stop and start keep it."""
-        if self._cluster_id is None:
-            self._cluster_id = cluster_id(self.config)
-        return self._cluster_id
 
     def running(self) -> bool:
         return self.local.pid(self.name, BROKER) is not None
