@@ -366,58 +366,99 @@ def _take_over(parts: list[_Partition], clients: _Clients) -> None:
 
 
 def _copy(messages: list[Message], active: dict[tuple[str, int], _Partition], callback) -> None:
-    """Copy one fetched batch into the ranges it belongs to (end-of-partition events move positions)."""
+    """Copy one fetched batch into the ranges it belongs to (end-of-partition events move positions). A batch holds
+    runs of one partition's records: each run is copied by _copy_run, which reads its range's settings once."""
     copied_at = b",%d" % int(time.time() * 1000)  # one copy time per fetched batch
-    part: _Partition | None = None
-    for message in messages:
-        key = (message.topic(), message.partition())
-        if part is None or (part.task.topic, part.task.partition) != key:
-            part = active.get(key)
-        error = message.error()
-        if error is not None:
-            if error.code() == KafkaError._PARTITION_EOF and part is not None:
-                end = part.task.end
-                part.position = max(part.position, message.offset() if end is None else min(message.offset(), end))
+    first, count = 0, len(messages)
+    while first < count:
+        topic, partition = messages[first].topic(), messages[first].partition()
+        last = first + 1
+        while last < count and messages[last].partition() == partition and messages[last].topic() == topic:
+            last += 1
+        _copy_run(messages[first:last], active.get((topic, partition)), topic, partition, copied_at, callback)
+        first = last
+
+
+def _copy_run(
+    messages: list[Message], part: _Partition | None, topic: str, partition: int, copied_at: bytes, callback
+) -> None:
+    """Copy consecutive messages of one source partition (the hot path: per record only what differs)."""
+    if part is None or part.done:  # fetched before its range ended and it was unassigned
+        for message in messages:
+            error = message.error()
+            if error is not None and (part is None or error.code() != KafkaError._PARTITION_EOF):
+                source = part.task.source_cluster if part else "source"
+                raise CopyError(f"reading {source}:{topic}-{partition}: {error.str()}")
+        return
+    task, writer = part.task, part.writer
+    end, position, prefix = task.end, part.position, part.prefix if task.provenance else None
+    from_ms, to_ms = task.from_ms, task.to_ms
+    produce, dest = writer.producer.produce, task.dest_topic
+    copied = size = filtered = 0
+    first_offset = last_offset = None
+    try:
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                if error.code() != KafkaError._PARTITION_EOF:
+                    raise CopyError(f"reading {task.source_cluster}:{topic}-{partition}: {error.str()}")
+                offset = message.offset()
+                position = max(position, offset if end is None else min(offset, end))
                 continue
-            raise CopyError(
-                f"reading {part.task.source_cluster if part else 'source'}:{key[0]}-{key[1]}: {error.str()}"
-            )
-        if part is None or part.done:
-            continue  # fetched before its range ended and it was unassigned
-        task, offset = part.task, message.offset()
-        if task.end is not None and offset >= task.end:
-            part.position = task.end
-            continue
-        part.position = offset + 1
-        headers = message.headers() or []
-        timestamp = message.timestamp()[1]
-        result = part.result
-        if headers:
+            offset = message.offset()
+            if end is not None and offset >= end:
+                position = end
+                continue
+            position = offset + 1
+            headers = message.headers() or []
+            timestamp = message.timestamp()[1]
+            if headers:
+                try:
+                    chain = hops(headers)
+                except ValueError as exc:
+                    raise CopyError(f"{task.source_cluster}:{topic}-{partition} offset {offset}: {exc}") from None
+                if chain and blocked(chain, task.target_cluster_id, dest, timestamp, task.force):
+                    filtered += 1
+                    continue
+            if (from_ms is not None and timestamp < from_ms) or (to_ms is not None and timestamp >= to_ms):
+                filtered += 1
+                continue
+            if prefix is not None:
+                headers.append((HEADER, b"%s%d%s" % (prefix, offset, copied_at)))
+            value, key = message.value(), message.key()
             try:
-                chain = hops(headers)
-            except ValueError as exc:
-                raise CopyError(f"{task.source_cluster}:{task.topic}-{task.partition} offset {offset}: {exc}") from None
-            if chain and blocked(chain, task.target_cluster_id, task.dest_topic, timestamp, task.force):
-                result.filtered += 1
-                continue
-        if (task.from_ms is not None and timestamp < task.from_ms) or (
-            task.to_ms is not None and timestamp >= task.to_ms
-        ):
-            result.filtered += 1
-            continue
-        if task.provenance:
-            headers.append((HEADER, part.prefix + b"%d" % offset + copied_at))
-        value, key_bytes = message.value(), message.key()
-        _produce(part.writer, task, key_bytes, value, headers, timestamp, callback)
-        if result.first_offset is None:
-            result.first_offset = offset
-        result.last_offset = offset
-        result.records += 1
-        result.bytes += (len(value) if value else 0) + (len(key_bytes) if key_bytes else 0)
-        part.since_progress += 1
+                produce(
+                    dest,
+                    value=value,
+                    key=key,
+                    headers=headers,
+                    partition=partition,
+                    timestamp=timestamp,
+                    on_delivery=callback,
+                )
+            except (BufferError, KafkaException):  # a full queue, or a partition the producer does not know yet
+                _produce(writer, task, key, value, headers, timestamp, callback)
+            if first_offset is None:
+                first_offset = offset
+            last_offset = offset
+            copied += 1
+            size += (len(value) if value else 0) + (len(key) if key else 0)
+    finally:
+        part.position = position
+        if copied:
+            writer.dirty = True
+            result = part.result
+            if result.first_offset is None:
+                result.first_offset = first_offset
+            result.last_offset = last_offset
+            result.records += copied
+            result.bytes += size
+            part.since_progress += copied
+        part.result.filtered += filtered
 
 
 def _produce(writer: _Writer, task: CopyTask, key, value, headers, timestamp: int, callback) -> None:
+    """Produce one copy through what the hot path does not handle: a full queue, a new destination partition."""
     writer.dirty = True
     refreshed = False
     while True:

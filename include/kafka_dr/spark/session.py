@@ -34,6 +34,8 @@ def start_spark(app_name: str) -> SparkContext:
     prefer_installed_pyspark()
     from pyspark import SparkConf, SparkContext
 
+    _without_numpy_converters()
+
     # No web UI unless asked for (--conf spark.ui.enabled=true): a replicator runs for days, and its UI would be
     # one more listening port per job.
     SparkContext._ensure_initialized()  # the JVM gateway first: then SparkConf() holds spark-submit's settings
@@ -45,6 +47,17 @@ def start_spark(app_name: str) -> SparkContext:
     context.setLogLevel("WARN")
     _started_here.append(context)
     return context
+
+
+def _without_numpy_converters() -> None:
+    """Drop pyspark's numpy converters from Py4J's input converters. Py4J asks each of them about every argument
+    of every JVM call, and the numpy array one imports pyspark.testing, which imports pandas, to answer the first:
+    0.5-0.8 s of the driver's CPU on the way to the context (SparkConf's is that first call). kafka-dr's jobs hand
+    the JVM no numpy value."""
+
+    from py4j.protocol import INPUT_CONVERTER
+
+    INPUT_CONVERTER[:] = [c for c in INPUT_CONVERTER if not type(c).__name__.startswith("Numpy")]
 
 
 def _active_context() -> SparkContext | None:
