@@ -113,20 +113,29 @@ def plain_copy(
 
 def warm_up(dc1: BrokerProcess, dc2: BrokerProcess, records: int) -> None:
     """Brokers as a cluster in service has them, before either side is measured: their JIT compilers done with the
-    produce and fetch paths (a copy of the same size; a node just started compiles for a minute after its first load,
-    on the cores the measured side needs), and Kafka's internal topics for transactions and groups there (a real
-    cluster made them long ago; a new one makes them at the first transactional producer and the first group)."""
+    paths each side takes (a node just started compiles for a minute after its first load, on the cores the measured
+    side needs): a plain copy of the same size, and as many records with a header in transactions (kafka-dr's
+    writes); and Kafka's internal topics for transactions and groups there (a real cluster made them long ago; a new
+    one makes them at the first transactional producer and the first group)."""
     create(dc1, "warm")
     fill(dc1, "warm", records, 200)
     for broker in (dc1, dc2):
         create(broker, "warm.copy")
     plain_copy(dc1, dc2, "warm", "warm.copy", records)
+    value = os.urandom(200)
     for broker in (dc1, dc2):
-        producer = Producer({**broker.config, "transactional.id": "bench-warm-up"})
+        producer = Producer({**broker.config, "transactional.id": "bench-warm-up", "linger.ms": 5})
         producer.init_transactions(60)
-        producer.begin_transaction()
-        producer.produce("warm.copy", b"w", partition=0)
-        producer.commit_transaction(60)
+        for first in range(0, records, 50_000):
+            producer.begin_transaction()
+            for i in range(first, min(first + 50_000, records)):
+                while True:
+                    try:
+                        producer.produce("warm.copy", value, key=b"%d" % i, headers=[("warm", b"%d" % i)])
+                        break
+                    except BufferError:
+                        producer.poll(0.05)
+            producer.commit_transaction(60)
         consumer = Consumer({**broker.config, "group.id": "bench-warm-up", "enable.auto.commit": False})
         consumer.commit(offsets=[TopicPartition("warm.copy", 0, 1)], asynchronous=False)
         consumer.close()
