@@ -27,7 +27,7 @@ UV_ENV = $(eval UV_ENV := UV_PYTHON=$(BIN)/python UV_INDEX_STRATEGY=unsafe-best-
 	$(call uv_setting,UV_FIND_LINKS,$(subst $() ,$(comma),$(call pip_setting,PIP_FIND_LINKS,find-links))))$(UV_ENV)
 UV = $(UV_ENV) $(BIN)/uv pip
 
-.PHONY: venv constraints demo test durations lint format docs bench bench-broker bench-replication bench-translation bench-health bench-failback bench-backfill bench-spark-cluster bench-curves bench-failover bench-aged bench-metrics bench-outage sabotage clean
+.PHONY: venv constraints demo test check durations lint format docs bench bench-broker bench-replication bench-translation bench-health bench-failback bench-backfill bench-spark-cluster bench-curves bench-failover bench-aged bench-metrics bench-outage sabotage clean
 
 KAFKA_JARS := $(VENV)/.kafka-jars
 venv: $(STAMP) $(KAFKA_JARS)
@@ -90,6 +90,11 @@ test: lint
 	$(BYTECODE)
 	@# A file at a time to whichever worker is free, longest first (tests/conftest.py); the 25 slowest tests listed.
 	$(BIN)/python -m pytest -n 3 --dist loadfile --durations=25 tests
+
+# The development loop's tier: the linters and the tests that start no broker, registry, Spark JVM nor Airflow (the
+# ones not marked integration; tests/conftest.py checks the markers). make test stays everything.
+check: lint
+	$(BIN)/python -m pytest -n 2 -m "not integration" tests
 
 # tests/durations.json anew from a whole run of make test: the seconds per test file by which it orders its files.
 durations: export KDR_WRITE_DURATIONS := tests/durations.json

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
+import subprocess
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,7 +47,8 @@ WRITE_DURATIONS = "KDR_WRITE_DURATIONS"  # a path: where `make durations` has th
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The longest files first, each file's tests in their order (a stable sort, the same on every worker, so xdist
-    sees identical collections)."""
+    sees identical collections); and whether the tests that need servers are marked so (check_tiers)."""
+    check_tiers(items)
     seconds: dict[str, float] = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
     unknown = statistics.median(seconds.values()) if seconds else 0.0
     items.sort(key=lambda item: -seconds.get(file_of(item.nodeid), unknown))
@@ -83,6 +86,47 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 SPARK = pytest.StashKey[Any]()
+
+# The tiers (`make check` runs the tests not marked integration, `make test` all): a test that starts a broker, a
+# schema registry, a Spark JVM or Airflow (its database, dag.test(), its servers) is marked integration. Checked, not
+# trusted: a test that uses one of these fixtures (every fixture that starts one is built on them) or starts one of
+# these programs or modules without the marker fails.
+PROCESS_FIXTURES = frozenset({"spark", "stack", "own_stack", "airflow_db", "broker_factory"})
+PROCESS_PROGRAMS = frozenset({"java", "spark-submit", "spark-class", "airflow", "redis-server", "prometheus"})
+PROCESS_MODULES = ("kafka_dr.local.", "kafka_dr.spark.")
+
+
+def check_tiers(items: list[pytest.Item]) -> None:
+    misfiled = [
+        f"{item.nodeid} (uses {', '.join(sorted(PROCESS_FIXTURES & set(item.fixturenames)))})"
+        for item in items
+        if item.get_closest_marker("integration") is None and PROCESS_FIXTURES & set(getattr(item, "fixturenames", ()))
+    ]
+    if misfiled:
+        raise pytest.UsageError("tests that start servers but are not marked integration:\n" + "\n".join(misfiled))
+
+
+@pytest.fixture(autouse=True)
+def starts_no_server_unless_integration(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """In a test not marked integration, starting a broker, a registry, Spark or Airflow fails the test (a stand-in
+    script the test wrote under pytest's temporary folder is not one)."""
+    if request.node.get_closest_marker("integration") is not None:
+        return
+    popen, stand_ins = subprocess.Popen, tmp_path_factory.getbasetemp()
+
+    class Refusing(popen):  # type: ignore[misc,valid-type]
+        def __init__(self, args: Any, *rest: Any, **kwargs: Any) -> None:
+            argv = [str(a) for a in ([args] if isinstance(args, str | bytes | os.PathLike) else args)]
+            module = argv[argv.index("-m") + 1] if "-m" in argv[:-1] else ""
+            program = Path(shutil.which(argv[0], path=(kwargs.get("env") or os.environ).get("PATH")) or argv[0])
+            real = program.name in PROCESS_PROGRAMS and not program.is_relative_to(stand_ins)
+            if real or module.startswith(PROCESS_MODULES):
+                pytest.fail(f"{request.node.nodeid} starts {' '.join(argv[:3])} but is not marked integration")
+            super().__init__(args, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", Refusing)
 
 
 @pytest.fixture(scope="session")

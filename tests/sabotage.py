@@ -36,6 +36,11 @@ class Sabotage:
     tests: tuple[str, ...]  # node ids that must fail
 
 
+# drill/checks.py's verdict on the probe: each probe sabotage drops one of its counts.
+PROBE_ONCE = (
+    'once = drained and not (probe["lost"] or probe["duplicated"] or probe["refused"] or probe["unacknowledged"])'
+)
+
 SABOTAGES = (
     Sabotage(
         "stalled-unnamed",
@@ -170,6 +175,125 @@ SABOTAGES = (
             "tests/docs/test_reference.py::test_every_accepted_topology_key_is_documented",
             "tests/docs/test_reference.py::test_every_command_has_its_section_listing_its_flags",
         ),
+    ),
+    Sabotage(
+        "probe-read-twice-ignored",
+        "a drill whose probe read a record twice (and lost none) passes its verdict",
+        (
+            (
+                "include/kafka_dr/drill/checks.py",
+                PROBE_ONCE,
+                PROBE_ONCE.replace('probe["duplicated"] or ', ""),
+            ),
+        ),
+        (
+            "tests/unit/drill/test_plan_and_checks.py::test_a_probe_that_lost_nothing_still_fails_a_record_read_twice_refused_or_unacknowledged[read-twice]",
+        ),
+    ),
+    Sabotage(
+        "probe-refused-ignored",
+        "a drill whose probe had a record refused passes its verdict",
+        (
+            (
+                "include/kafka_dr/drill/checks.py",
+                PROBE_ONCE,
+                PROBE_ONCE.replace(' or probe["refused"]', ""),
+            ),
+        ),
+        (
+            "tests/unit/drill/test_plan_and_checks.py::test_a_probe_that_lost_nothing_still_fails_a_record_read_twice_refused_or_unacknowledged[refused]",
+        ),
+    ),
+    Sabotage(
+        "probe-unacknowledged-ignored",
+        "a drill whose probe had a record never acknowledged passes its verdict",
+        (
+            (
+                "include/kafka_dr/drill/checks.py",
+                PROBE_ONCE,
+                PROBE_ONCE.replace(' or probe["unacknowledged"]', ""),
+            ),
+        ),
+        (
+            "tests/unit/drill/test_plan_and_checks.py::test_a_probe_that_lost_nothing_still_fails_a_record_read_twice_refused_or_unacknowledged[unacknowledged]",
+        ),
+    ),
+    Sabotage(
+        "proposal-runs-unapproved",
+        "a failover health proposed runs without a person's approval under dr.approval: none",
+        (
+            (
+                "include/kafka_dr/airflow/operators/approval.py",
+                '        if topo.dr.approval == "none" and not proposed:\n',
+                '        if topo.dr.approval == "none":\n',
+            ),
+        ),
+        (
+            "tests/airflow/test_approval_operator.py::test_approval_none_skips_the_task_but_a_proposed_failover_still_asks",
+        ),
+    ),
+    Sabotage(
+        "approvers-ignored",
+        "any Airflow user may answer an approval whatever dr.approvers lists",
+        (
+            (
+                "include/kafka_dr/airflow/operators/approval.py",
+                '        self.assigned_users = [{"id": name, "name": name} for name in topo.dr.approvers] or None\n',
+                "        self.assigned_users = None\n",
+            ),
+        ),
+        (
+            "tests/airflow/test_approval_operator.py::test_only_the_topologys_approvers_are_assigned_and_the_wait_ends_at_its_timeout",
+        ),
+    ),
+    Sabotage(
+        "approval-never-times-out",
+        "an approval nobody answers waits for ever instead of failing the run at dr.approval_timeout",
+        (
+            (
+                "include/kafka_dr/airflow/operators/approval.py",
+                "        self.response_timeout = timedelta(seconds=topo.dr.approval_timeout_s)\n",
+                "",
+            ),
+        ),
+        (
+            "tests/airflow/test_approval_operator.py::test_only_the_topologys_approvers_are_assigned_and_the_wait_ends_at_its_timeout",
+        ),
+    ),
+    Sabotage(
+        "finished-drill-approval-inherited",
+        "an inner run cleared or triggered after its drill ended takes the finished drill's approval",
+        (
+            (
+                "include/kafka_dr/airflow/operators/approval.py",
+                '    if ti.get_dagrun_state("dr_drill", drill_run) != "running":\n        return None\n',
+                "",
+            ),
+        ),
+        (
+            "tests/airflow/test_approval_operator.py::test_a_drills_approval_stands_for_its_inner_run_only_while_the_drill_runs",
+        ),
+    ),
+    Sabotage(
+        "dag-failed-every-run",
+        "a scheduled DAG failing alike at every run alerts every time (twelve alerts an hour)",
+        (
+            (
+                "include/kafka_dr/airflow/notifications/dag_failed.py",
+                "notify(topology.alerts, alert, to, once_per=once_per)",
+                "notify(topology.alerts, alert, to)",
+            ),
+        ),
+        (
+            "tests/airflow/test_dag_failed_notifier.py::"
+            "test_a_scheduled_run_failing_the_same_way_alerts_once_and_each_manual_run_alerts_once",
+        ),
+    ),
+    Sabotage(
+        "failback-rto-unserved",
+        "the metrics leave out the newest failback's RPO and RTO",
+        (("include/kafka_dr/metrics.py", 'RTO_DAGS = ("dr_failover", "dr_failback")', 'RTO_DAGS = ("dr_failover",)'),),
+        ("tests/unit/test_metrics.py::test_the_newest_failback_has_its_rpo_and_rto_beside_the_failovers",),
     ),
 )
 

@@ -54,6 +54,7 @@ def token(client: Any) -> str:
     return get_auth_manager().generate_jwt(SimpleAuthManagerUser(username="admin", role="admin"))
 
 
+@pytest.mark.integration
 def test_airflow_loads_the_plugin_without_import_errors(client: Any, token: str) -> None:
     from airflow import plugins_manager
 
@@ -81,6 +82,7 @@ def test_a_task_process_loads_the_plugin_without_the_dashboard() -> None:
     assert done.stdout.strip().splitlines()[-1] == "[]"
 
 
+@pytest.mark.integration
 def test_no_page_nor_json_without_a_login(client: Any, state: Path) -> None:
     page = client.get("/kafka-dr/", follow_redirects=False)
     assert page.status_code == 307
@@ -95,6 +97,7 @@ def test_no_page_nor_json_without_a_login(client: Any, state: Path) -> None:
     assert client.get("/kafka-dr/api/state", headers={"Authorization": "Bearer not-a-jwt"}).status_code == 403
 
 
+@pytest.mark.integration
 def test_the_logged_in_page_and_its_json(
     client: Any, token: str, stack: Stack, state: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -144,6 +147,7 @@ def test_the_logged_in_page_and_its_json(
     assert data["collected_in_s"] < 5
 
 
+@pytest.mark.integration
 def test_the_clusters_are_asked_with_their_airflow_connections(
     client: Any, token: str, stack: Stack, state: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -159,6 +163,7 @@ def test_the_clusters_are_asked_with_their_airflow_connections(
     assert {c["name"]: c["reachable"] for c in answer.json()["clusters"]} == {"dc1": False, "dc2": True}
 
 
+@pytest.mark.integration
 def test_metrics_take_their_own_bearer_token_and_are_off_without_one(
     client: Any, token: str, state: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -183,6 +188,7 @@ def test_metrics_take_their_own_bearer_token_and_are_off_without_one(
     assert client.get("/kafka-dr/metrics", headers={"Authorization": "Bearer s3cret-scrape-token"}).status_code == 401
 
 
+@pytest.mark.integration
 def test_a_drills_evidence_is_served_behind_the_login_from_the_drills_folder_only(
     client: Any, token: str, state: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -214,6 +220,7 @@ def test_a_drills_evidence_is_served_behind_the_login_from_the_drills_folder_onl
     assert (drill["run_id"], drill["html"], drill["pdf"]) == (drill_evidence()["run_id"], html.name, f"{html.stem}.pdf")
 
 
+@pytest.mark.integration
 def test_the_docs_site_is_served_behind_the_login_from_its_folder_only(
     client: Any, token: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -79,6 +79,7 @@ def test_submit_sp_keeps_the_spark_submit_process_and_its_exit_code(
     assert exit_code(submitted) == 2, f"{PROVIDER}: SparkSubmitHook._submit_sp lost spark-submit's exit code"
 
 
+@pytest.mark.integration
 def test_without_a_spark_connection_the_jobs_run_in_local_mode_and_the_log_says_so(
     airflow_db: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -37,7 +37,7 @@ from support.prometheus import MONITORING, prometheus
 from support.retry import eventually
 from support.stack import Stack, running_stack
 
-from kafka_dr.airflow_rest import ANSWER_SETTLE_S
+from kafka_dr.airflow_rest import ANSWER_SETTLE_S, AirflowRestError
 from kafka_dr.local.airflow import APPROVER, APPROVER_PASSWORD, PASSWORD, USER, LocalAirflow
 from kafka_dr.replication import replicators
 from kafka_dr.replication.lag import load_snapshot
@@ -128,6 +128,10 @@ def operate(
         # A first failover from the form, rejected in the UI by approver: it fails at `approve`, nothing changed.
         before = observable(stack.local, topology, ("dc1",), live=True)
         rejected = trigger_failover(ui, api, topology, failed="dc2", target="dc1", mode="disaster")
+        # admin is not among dr.approvers: Airflow's REST API refuses its answer (HTTP 403), and the run still waits.
+        eventually(lambda: api.task_states("dr_failover", rejected).get("approve") == "awaiting_input", "asked", 60)
+        with pytest.raises(AirflowRestError, match="HTTP 403"):
+            api.answer("dr_failover", rejected, "approve", "Approve")
         answer_in_ui(ui, api, rejected, "Reject", "rejected")
         ui.driver.get("about:blank")
         ended = api.wait_finished("dr_failover", rejected, RUN_TIMEOUT)
@@ -183,9 +187,10 @@ def prepare(stack: Stack) -> Path:
     produce(stack.bootstrap("dc1"), TOPICS["dc2"], 0, LOCAL)
     for dc, (group, offset) in GROUPS.items():
         commit_offsets({"bootstrap.servers": stack.bootstrap(dc)}, group, {(TOPICS[dc], 0): offset})
-    # Approval by another user than the one who triggers (the default four eyes): approver approves what admin triggers.
-    # A health run that cannot reach a cluster proposes its failover (propose_failover_after: 1).
-    dr = "dr: {approval: required, propose_failover_after: 1}\n"
+    # Approval by another user than the one who triggers (the default four eyes): approver approves what admin triggers,
+    # and only approver may (dr.approvers). A health run that cannot reach a cluster proposes its failover
+    # (propose_failover_after: 1).
+    dr = f"dr: {{approval: required, approvers: [{APPROVER}], propose_failover_after: 1}}\n"
     return stack.write_topology("browser-failover", TOPOLOGY_FLOWS, extra=CLIENTS + dr)
 
 

@@ -9,12 +9,15 @@ from __future__ import annotations
 import json
 import subprocess
 
+import pytest
 from pyspark.sql import SparkSession
 from support.spark import run_in_process, submit_in_background
 from support.topology import write_topology
 
 from kafka_dr.spark.driver_jvm import archive_path
 from kafka_dr.spark.submit import spark_env, submit_command
+
+pytestmark = pytest.mark.integration  # real spark-submit processes, and the Spark session
 
 JOBS = ("replicate", "translate_offsets", "verify")
 SECRET = "hunter2"

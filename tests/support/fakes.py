@@ -1,5 +1,5 @@
 """Small in-memory fakes of the confluent-kafka objects that the copier, resume, translation, planner, verify and
-backfill touch, and a module's own sleep (`patch_sleep`).
+backfill touch, a module's own sleep (`patch_sleep`), and an alert target's plugin (`FakePlugin`).
 
 They model only what that code relies on: a consumer assigned to partitions delivers their records in offset
 order from the assigned offset, skips offset gaps (compaction, transaction markers, aborted records), and, with
@@ -310,3 +310,14 @@ def patch_sleep(monkeypatch: Any, module: Any, sleep: Callable[[float], None]) -
     clock = SimpleNamespace(**{name: getattr(time, name) for name in dir(time) if not name.startswith("_")})
     clock.sleep = sleep
     monkeypatch.setattr(module, "time", clock)
+
+
+class FakePlugin:
+    """An Apprise plugin that records what it was asked to send (title, type) and answers `accept`."""
+
+    def __init__(self, accept: bool = True) -> None:
+        self.accept, self.sent = accept, []
+
+    def notify(self, body: str, title: str, notify_type: str) -> bool:
+        self.sent.append((title, notify_type))
+        return self.accept

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from support.drill_evidence import drill_evidence, failed_drill_evidence
+from support.fakes import FakePlugin
 from support.topology import write_topology
 
 from kafka_dr import alerts
@@ -17,15 +18,6 @@ from kafka_dr.health.rules import FlowHealth
 from kafka_dr.topology import Alerts, load_topology
 
 CONFIG = Alerts(urls=("json://fake",), repeat_after_s=3600)
-
-
-class FakePlugin:
-    def __init__(self, accept: bool = True) -> None:
-        self.accept, self.sent = accept, []
-
-    def notify(self, body: str, title: str, notify_type: str) -> bool:
-        self.sent.append((title, notify_type))
-        return self.accept
 
 
 @pytest.fixture(autouse=True)

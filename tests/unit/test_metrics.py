@@ -169,3 +169,15 @@ def test_the_newest_drill_of_each_scenario_with_a_verdict(topology: Path, state_
     assert got[("kafka_dr_drill_last_timestamp_seconds", planned)] == 1_795_856_520  # 2026-11-28T09:02:00Z
     assert len([name for name, _ in got if name.startswith("kafka_dr_drill_")]) == 6
     assert "# HELP kafka_dr_drill_last_success 1 when the newest drill of the scenario passed, else 0" in text
+
+
+def test_the_newest_failback_has_its_rpo_and_rto_beside_the_failovers() -> None:
+    failover, failback = {"rpo_records": 42, "rto_seconds": 4.5}, {"rpo_records": 0, "rto_seconds": 12.5}
+    reports = {"dr_failover": failover, "dr_failback": failback}  # as latest_reports gives them
+    got = {(m.name, s.labels["dag"]): s.value for m in metrics.report_metrics(reports) for s in m.samples}
+    assert got == {
+        ("kafka_dr_last_rpo_records", "dr_failover"): 42,
+        ("kafka_dr_last_rto_seconds", "dr_failover"): 4.5,
+        ("kafka_dr_last_rpo_records", "dr_failback"): 0,
+        ("kafka_dr_last_rto_seconds", "dr_failback"): 12.5,
+    }

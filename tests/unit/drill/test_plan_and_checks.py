@@ -177,6 +177,24 @@ def test_each_failed_check_names_what_failed(
     assert first_failure(drill_checks(runs, counts, drained, goals, health, changed)) == failure
 
 
+@pytest.mark.parametrize(
+    "tally, counts",
+    [
+        pytest.param({"consumed": [0, 1, 1, 2]}, "0 lost, 1 twice, 0 refused, 0 unacknowledged", id="read-twice"),
+        pytest.param({"refused": [3]}, "0 lost, 0 twice, 1 refused, 0 unacknowledged", id="refused"),
+        pytest.param({"unacknowledged": 1}, "0 lost, 0 twice, 0 refused, 1 unacknowledged", id="unacknowledged"),
+    ],
+)
+def test_a_probe_that_lost_nothing_still_fails_a_record_read_twice_refused_or_unacknowledged(
+    tally: dict[str, Any], counts: str
+) -> None:
+    """Each count fails the verdict on its own: a drill whose probe lost nothing is not delivered-once for it."""
+    probe = probe_counts({"sent": 4, "acknowledged": [0, 1, 2], "consumed": [0, 1, 2], **tally})
+    assert probe["lost"] == 0
+    failure = first_failure(drill_checks(RUNS, probe, True, objectives(DrPolicy(), 0, 1.0), HEALTHY, []))
+    assert failure == f"probe records not delivered once: 3 produced, 3 delivered, {counts}"
+
+
 def test_what_a_drill_left_changed_is_named_alias_by_alias() -> None:
     before = {
         "aliases": {"orders-producer": "dc1", "reader": "dc1"},

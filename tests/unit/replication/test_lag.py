@@ -8,10 +8,12 @@ from concurrent.futures import Future
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
+from support.fakes import FakeMessage
 from support.lag import IDLE, P0, P1, lag_of
 
 from kafka_dr.replication import lag
-from kafka_dr.replication.lag import ClusterSide, FlowLag, check_thresholds
+from kafka_dr.replication.lag import ClusterSide, FlowLag, check_thresholds, heartbeat_latency
+from kafka_dr.replication.provenance import HEADER, Hop
 from kafka_dr.topology import Cluster
 
 
@@ -100,3 +102,15 @@ def test_offsets_a_stale_leader_refused_are_asked_again(monkeypatch: pytest.Monk
     monkeypatch.setattr(lag, "offsets_of", offsets_of)
     assert side().answered_offsets({TopicPartition("t", 0): refused}, OffsetSpec.latest()) == {("t", 0): 7}
     assert asked == [[("t", 0)]]
+
+
+def test_no_heartbeat_copied_from_the_source_means_no_latency() -> None:
+    """Before the flow copied a heartbeat (none at all, one not a copy, one copied from another cluster): None."""
+    local = FakeMessage("_kdr.heartbeats", 0, 0, timestamp=1_000)
+    elsewhere = FakeMessage("_kdr.heartbeats", 0, 1, headers=[(HEADER, Hop("other", "h", 0, 0, 1_500).encode())])
+    assert heartbeat_latency([], "dc2-id") is None
+    assert heartbeat_latency([local, elsewhere], "dc2-id") is None
+    copied = FakeMessage(
+        "_kdr.heartbeats", 0, 2, timestamp=1_000, headers=[(HEADER, Hop("dc2-id", "h", 0, 0, 1_250).encode())]
+    )
+    assert heartbeat_latency([local, elsewhere, copied], "dc2-id") == 0.25
