@@ -97,10 +97,12 @@ PROCESS_MODULES = ("kafka_dr.local.", "kafka_dr.spark.")
 
 
 def check_tiers(items: list[pytest.Item]) -> None:
+    """Refuse the run when a test not marked integration uses a fixture that starts a server."""
     misfiled = [
-        f"{item.nodeid} (uses {', '.join(sorted(PROCESS_FIXTURES & set(item.fixturenames)))})"
+        f"{item.nodeid} (uses {', '.join(sorted(used))})"
         for item in items
-        if item.get_closest_marker("integration") is None and PROCESS_FIXTURES & set(getattr(item, "fixturenames", ()))
+        if item.get_closest_marker("integration") is None
+        and (used := PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())))
     ]
     if misfiled:
         raise pytest.UsageError("tests that start servers but are not marked integration:\n" + "\n".join(misfiled))

@@ -234,37 +234,36 @@ def runs_of(evidence: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {run["dag_id"]: json.loads(Path(run["report_file"]).read_text()) for run in evidence["runs"]}
 
 
-def probe_records(stack: Stack, dc: str, runs: set[str] | None = None) -> tuple[set[tuple[str, int]], int, int]:
-    """The probe records in the cluster's `_kdr.drill` ((run, seq), of `runs` when given), the longest provenance
-    chain among them, and how many were there more than once."""
+def probe_messages(stack: Stack, dc: str) -> Iterator[tuple[dict[str, Any], list[tuple[str, bytes]]]]:
+    """Each probe record in the cluster's `_kdr.drill`, decoded, with its headers."""
     config = {"bootstrap.servers": stack.bootstrap(dc)}
     ends = {tp: (0, end) for tp, end in high_watermarks(stack.bootstrap(dc)).items() if tp[0] == DRILL_TOPIC}
     decode = AvroDeserializer(SchemaRegistryClient({"url": stack.registry(dc)}))
     context = SerializationContext(DRILL_TOPIC, MessageField.VALUE)
+    for message in read_committed(config, ends, 30):
+        yield decode(message.value(), context), message.headers() or []
+
+
+def probe_records(stack: Stack, dc: str, runs: set[str] | None = None) -> tuple[set[tuple[str, int]], int, int]:
+    """The probe records in the cluster ((run, seq), of `runs` when given), the longest provenance chain among them,
+    and how many were there more than once."""
     seen: list[tuple[str, int]] = []
     longest = 0
-    for message in read_committed(config, ends, 30):
-        record = decode(message.value(), context)
+    for record, headers in probe_messages(stack, dc):
         if runs is None or record["run"] in runs:
             seen.append((record["run"], record["seq"]))
-            longest = max(longest, len(hops(message.headers())))
+            longest = max(longest, len(hops(headers)))
     return set(seen), longest, len(seen) - len(set(seen))
 
 
 def republished(stack: Stack, dc: str, run: str) -> list[int]:
     """The seqs of the probe run's records that the failback republished in the cluster (REPUBLISHED_HEADER): those
     the disaster left in it alone."""
-    config = {"bootstrap.servers": stack.bootstrap(dc)}
-    ends = {tp: (0, end) for tp, end in high_watermarks(stack.bootstrap(dc)).items() if tp[0] == DRILL_TOPIC}
-    decode = AvroDeserializer(SchemaRegistryClient({"url": stack.registry(dc)}))
-    context = SerializationContext(DRILL_TOPIC, MessageField.VALUE)
-    seqs = []
-    for message in read_committed(config, ends, 30):
-        if any(key == REPUBLISHED_HEADER for key, _ in message.headers() or ()):
-            record = decode(message.value(), context)
-            if record["run"] == run:
-                seqs.append(record["seq"])
-    return sorted(seqs)
+    return sorted(
+        record["seq"]
+        for record, headers in probe_messages(stack, dc)
+        if record["run"] == run and any(key == REPUBLISHED_HEADER for key, _ in headers)
+    )
 
 
 def _succeeded(api: AirflowRest, dag_id: str, run_id: str) -> bool:
