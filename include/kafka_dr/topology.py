@@ -32,6 +32,8 @@ INTERNAL_TOPIC_PREFIX = "_kdr."
 HEARTBEATS_TOPIC = f"{INTERNAL_TOPIC_PREFIX}heartbeats"
 DRILL_TOPIC = f"{INTERNAL_TOPIC_PREFIX}drill"
 COPIED_INTERNAL_TOPICS = (HEARTBEATS_TOPIC, DRILL_TOPIC)
+# A failback's inverse of a flow (serving cluster -> restored one) is named `<flow>.failback`.
+FAILBACK_FLOW_SUFFIX = ".failback"
 
 
 def is_data_topic(topic: str) -> bool:

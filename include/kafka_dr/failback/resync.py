@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from ..topology import DRILL_TOPIC, Flow, load_topology
+from ..topology import DRILL_TOPIC, FAILBACK_FLOW_SUFFIX, Flow, load_topology
 
 
 def resync_flows(
@@ -56,7 +56,7 @@ def _inverse(flow: Flow, topics: dict[str, str], drill_copied: bool) -> dict[str
     probe topic (every flow does unless it excludes it), so the inverse leaves it out: two flows into one cluster
     would each copy every probe record."""
     return {
-        "name": f"{flow.name}.failback",
+        "name": f"{flow.name}{FAILBACK_FLOW_SUFFIX}",
         "source": flow.target,
         "target": flow.source,
         "topics": {

@@ -19,7 +19,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaExcep
 from confluent_kafka.admin import AdminClient
 
 from ..clients import COORDINATOR_BUSY, describe_groups, list_group_offsets
-from ..topology import INTERNAL_TOPIC_PREFIX, Flow, Topology
+from ..topology import FAILBACK_FLOW_SUFFIX, INTERNAL_TOPIC_PREFIX, Flow, Topology
 from .offsets import PartitionRequest, Translated
 
 Committed = dict[str, dict[tuple[str, int], int]]
@@ -27,8 +27,14 @@ Committed = dict[str, dict[tuple[str, int], int]]
 
 
 def own_groups(topology: Topology) -> set[str]:
-    """Groups kafka-dr itself uses (a flow's replication group, its readers): never translated."""
-    return {name for flow in topology.flows for name in (flow.name, f"{flow.name}-resume", f"{flow.name}-watermarks")}
+    """Groups kafka-dr itself uses (a flow's replication group, its readers, and those of the flow's failback
+    inverse, which keeps its progress in the serving cluster): never translated."""
+    return {
+        name
+        for flow in topology.flows
+        for replicated in (flow.name, f"{flow.name}{FAILBACK_FLOW_SUFFIX}")
+        for name in (replicated, f"{replicated}-resume", f"{replicated}-watermarks")
+    }
 
 
 def select_groups(names: Iterable[str], flow: Flow, topology: Topology, pattern: re.Pattern[str] | None) -> list[str]:
