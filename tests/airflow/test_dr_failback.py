@@ -2,7 +2,7 @@
 failback that measures exactly what never left dc1 and, with `unreplicated=report`, stops before anything changes,
 then a dry run and `republish` (rejected at its approval, then approved); seed 001, a lost cluster restored with
 `data_lost`; `discard`; bad params that fail at the first task with nothing changed. Round trips in a row, on the
-real scheduler, are tests/e2e/test_dr_drill.py's."""
+real scheduler, are tests/e2e/test_local_executor.py's."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """ProposalApprovalTrigger's loop, driven in asyncio as the triggerer drives it, with the answer poll and the probe
 of the lost cluster replaced: the wait ends with the answer when one comes first, and by itself, as "reachable
-again", when the cluster answers first. Against a real cluster and scheduler: tests/e2e/test_browser_failover.py."""
+again", when the cluster answers first. Against a real cluster and scheduler: tests/e2e/test_local_executor.py."""
 
 from __future__ import annotations
 

@@ -46,16 +46,22 @@ class Stack:
         return self.local.config.dc(dc).registry_url
 
     def write_topology(
-        self, name: str, flows: str = "", schema_registry: bool = True, extra: str = "", restart: str | None = None
+        self,
+        name: str,
+        flows: str = "",
+        schema_registry: bool = True,
+        extra: str = "",
+        restart: str | None = None,
+        primary: str = "dc1",
     ) -> Path:
-        """`root/<name>.yaml`: this stack's clusters, `flows`, and with `schema_registry` the registries (dc1
-        primary, restarted through `restart`, by default `kafka-dr local restart-registry` on this stack's data
+        """`root/<name>.yaml`: this stack's clusters, `flows`, and with `schema_registry` the registries (`primary`
+        the primary, restarted through `restart`, by default `kafka-dr local restart-registry` on this stack's data
         dir)."""
         dcs = self.local.config.dcs
         registries = {dc.name: dc.registry_url for dc in dcs} if schema_registry else None
         if schema_registry:
             command = restart or restart_registry_command(self.local.data_dir)
-            extra = f"schema_registry: {{primary: dc1, restart_command: {json.dumps(command)}}}\n{extra}"
+            extra = f"schema_registry: {{primary: {primary}, restart_command: {json.dumps(command)}}}\n{extra}"
         return write_topology(
             self.root / f"{name}.yaml", {dc.name: dc.broker_address for dc in dcs}, flows, registries, extra
         )
