@@ -181,3 +181,19 @@ def test_dr_failover_previews_before_anything_changes_and_a_dry_run_ends_there(d
     after = dag.task_dict["unless_dry_run"].get_flat_relative_ids(upstream=False)
     changing = {"switch_producers", "stop_replication", "translate_offsets", "redirect_schema_registry"}
     assert changing | {"switch_consumers", "failover_report"} <= after
+
+
+def test_dr_failover_changes_nothing_unless_approved(dagbag: DagBag) -> None:
+    """Every step that changes something comes after `approve`, and none runs once an upstream task failed: a rejected
+    or refused approval fails the run with nothing changed (shown on a real scheduler by tests/e2e)."""
+    dag = dagbag.dags["dr_failover"]
+    after = dag.task_dict["approve"].get_flat_relative_ids(upstream=False)
+    changing = {"switch_producers", "stop_inbound", "stop_replication", "translate_offsets", "redirect_schema_registry"}
+    assert changing | {"switch_consumers", "verify_failover", "failover_report"} <= after
+    rules = {task_id: dag.task_dict[task_id].trigger_rule for task_id in after}
+    runs_after_a_failure = {
+        task_id: rule
+        for task_id, rule in rules.items()
+        if rule not in ("all_success", "none_failed", "none_failed_min_one_success")
+    }
+    assert runs_after_a_failure == {}

@@ -20,7 +20,6 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-from support.airflow import answered
 from support.drills import (
     committed,
     copy_flow,
@@ -295,41 +294,6 @@ def test_white_paper_disaster_failover(dags, own_stack, state, tmp_path):
     assert int.from_bytes(payload[1:5], "big") > redirected["primary"]["probe_id"] - 1
     assert AvroDeserializer(registry2)(payload, ctx) == {"name": "ann", "age": 3}
     assert httpx.get(f"{dc2.registry_url}/subjects").status_code == 200
-
-
-def test_a_rejected_or_self_approved_failover_changes_nothing_and_an_approved_one_reports_who_and_how_long(
-    dags, own_stack, state, tmp_path, capfd
-):
-    """dr.approval required (four eyes, the default): the run waits at `approve` with its preview as the body. Bob
-    rejects: the run fails there with "rejected by bob" and nothing changes. The user who triggered it (dag.test()'s
-    `dag_test`) approves: refused the same way. Bob approves: the failover runs, and its report names who triggered
-    and who approved, the wait, and an RTO without it."""
-    own_stack.start("dc1")  # the disaster drill of this module leaves it stopped
-    dc1, dc2 = own_stack.config.dc("dc1"), own_stack.config.dc("dc2")
-    topology = write_topology(own_stack, tmp_path / "t.yaml", "approved", registry=False, dr="{approval: required}")
-    for dc in (dc1, dc2):
-        create_topic({"bootstrap.servers": dc.broker_address}, "approved")
-    commit_offsets({"bootstrap.servers": dc1.broker_address}, "approved-app", {("approved", 0): 0})
-    before = observable(own_stack, topology, ("dc1", "dc2"))
-    for option, user, line in (
-        ("Reject", "bob", "rejected by bob: nothing changed"),
-        ("Approve", "dag_test", "dag_test triggered this run and cannot approve it (dr.four_eyes): nothing changed"),
-    ):
-        run = answered("dr_failover", option, user, lambda: fail_over(dags, topology, "planned", groups=".*"))
-        states = states_of(run)
-        assert run.state == DagRunState.FAILED and states["approve"] == TaskInstanceState.FAILED, states
-        assert {t: str(states[t]) for t in CHANGING_STEPS if t not in ("disaster_path", "lag_zero")} == dict.fromkeys(
-            (t for t in CHANGING_STEPS if t not in ("disaster_path", "lag_zero")), "upstream_failed"
-        )
-        assert line in capfd.readouterr().out
-        assert observable(own_stack, topology, ("dc1", "dc2")) == before
-    run = answered("dr_failover", "Approve", "bob", lambda: fail_over(dags, topology, "planned", groups=".*"))
-    assert run.state == DagRunState.SUCCESS, states_of(run)
-    report = json.loads(report_path("dr_failover", run.run_id).read_text())
-    assert (report["triggered_by"], report["approved_by"]) == ("dag_test", "bob")
-    assert report["approval_wait_seconds"] > 0
-    assert report["rto_seconds"] == round(report["rto_with_approval_seconds"] - report["approval_wait_seconds"], 3)
-    assert committed(dc2.broker_address, "approved-app") == {("approved", 0): 0}  # applied once approved
 
 
 def _ledger(stack) -> list[dict]:
