@@ -275,6 +275,36 @@ SABOTAGES = (
         ),
     ),
     Sabotage(
+        "four-eyes-ignored",
+        "the user who triggered a failover may approve it under dr.four_eyes",
+        (
+            (
+                "include/kafka_dr/airflow/operators/approval.py",
+                "        if topo.dr.four_eyes and triggered_by and user == triggered_by:\n",
+                "        if False:\n",
+            ),
+        ),
+        (
+            "tests/airflow/test_approval_operator.py::"
+            "test_four_eyes_refuses_the_triggering_users_own_approval_unless_the_topology_turns_it_off",
+        ),
+    ),
+    Sabotage(
+        "rejection-approves",
+        "a failover rejected by its approver runs on as if approved",
+        (
+            (
+                "include/kafka_dr/airflow/operators/approval.py",
+                '        if answer["chosen_options"] != [self.APPROVE]:\n',
+                "        if False:\n",
+            ),
+        ),
+        (
+            "tests/airflow/test_approval_operator.py::"
+            "test_a_rejection_fails_the_task_naming_who_and_an_approval_hands_who_and_the_wait_to_the_report",
+        ),
+    ),
+    Sabotage(
         "dag-failed-every-run",
         "a scheduled DAG failing alike at every run alerts every time (twelve alerts an hour)",
         (
