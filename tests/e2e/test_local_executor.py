@@ -79,7 +79,8 @@ from kafka_dr.state import report_path, safe_name, subdir
 from kafka_dr.topology import DRILL_TOPIC, load_topology
 from kafka_dr.translation.checkpoints import load_checkpoints
 
-# On the suite's loaded 2-core machine a drill's round trip takes 6-7 minutes (3.5 idle), the module's set-up 3 more.
+# In the suite, on the loaded 2-core machine: the set-up about 2.5 minutes, the disaster drill 4-5.5, the browser
+# scenario 4.5 (pytest-timeout counts the first test with the module's set-up).
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 # 30 s epochs: the drills' two continuous replicators run through both drills, and each epoch is a Spark job to
@@ -154,6 +155,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
 
 
 def stop_replicators(*flows: str) -> None:
+    """Each flow's replicator stopped if it runs; one that cannot be stopped does not keep the others running."""
     for flow in flows:
         with contextlib.suppress(replicators.ReplicatorError):
             replicators.stop(flow, timeout=15)
