@@ -45,12 +45,20 @@ FLOW = TOPOLOGY.flow("dc1-to-dc2")
 SOURCE, TARGET = {"bootstrap.servers": "dc1:9092"}, {"bootstrap.servers": "dc2:9092"}
 
 
-def test_kafka_drs_own_groups_are_every_flows_and_its_failback_inverses_replication_resume_and_watermark_groups():
+def test_kafka_drs_own_groups_are_each_flows_and_its_failback_inverses_with_their_readers() -> None:
     assert own_groups(TOPOLOGY) == {
-        f"{flow}{inverse}{reader}"
-        for flow in ("dc1-to-dc2", "dc2-to-dc1")
-        for inverse in ("", ".failback")
-        for reader in ("", "-resume", "-watermarks")
+        "dc1-to-dc2",
+        "dc1-to-dc2-resume",
+        "dc1-to-dc2-watermarks",
+        "dc1-to-dc2.failback",
+        "dc1-to-dc2.failback-resume",
+        "dc1-to-dc2.failback-watermarks",
+        "dc2-to-dc1",
+        "dc2-to-dc1-resume",
+        "dc2-to-dc1-watermarks",
+        "dc2-to-dc1.failback",
+        "dc2-to-dc1.failback-resume",
+        "dc2-to-dc1.failback-watermarks",
     }
 
 
