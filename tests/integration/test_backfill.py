@@ -39,6 +39,13 @@ def origins(broker: StackBroker, topic: str) -> list[tuple[int, int]]:
     return sorted((m.partition(), hops(m.headers())[-1].offset) for m in copies)
 
 
+def copied(summary: dict, topic: str) -> int:
+    """Records a replicate run copied of `topic`. The flow also copies kafka-dr's internal topics that flows carry
+    (heartbeats, drill probes) from their start, and those hold what earlier files of the worker's session wrote on
+    these brokers: a fresh clone's run once saw one such record counted as history of `bf`."""
+    return sum(p["records"] for p in summary["partitions"] if p["topic"] == topic)
+
+
 def test_a_flow_started_at_latest_gets_hour_2_backfilled_once_beside_its_destination(clusters, tmp_path):
     dc1, dc2 = clusters["dc1"], clusters["dc2"]
     create_topic(dc1.config, "bf", 2)
@@ -46,13 +53,13 @@ def test_a_flow_started_at_latest_gets_hour_2_backfilled_once_beside_its_destina
     flow = "  - {name: bf-flow, source: dc1, target: dc2, topics: {include: ['bf']}, start: latest}"
     topology = write_topology(tmp_path / "bf.yaml", {"dc1": dc1.bootstrap, "dc2": dc2.bootstrap}, flow)
     code, first, err = run_in_process("replicate", "--topology", str(topology), "--flow", "bf-flow")
-    assert (code, first["records"]) == (0, 0), err[-2000:]  # started at latest: no history
+    assert (code, copied(first, "bf")) == (0, 0), (first["partitions"], err[-2000:])  # started at latest: no history
     producer = Producer(dc1.config)
     for i in range(4):
         producer.produce("bf", value=f"live-{i}".encode(), partition=i % 2)
     assert producer.flush(10) == 0
     code, live, err = run_in_process("replicate", "--topology", str(topology), "--flow", "bf-flow")
-    assert (code, live["records"]) == (0, 4), err[-2000:]
+    assert (code, copied(live, "bf")) == (0, 4), err[-2000:]
     hour2 = ["--window-start", iso(hour1 + HOUR_MS), "--window-end", iso(hour1 + 2 * HOUR_MS)]
 
     # Into the flow's own destination, hour 2's copies would follow the live ones: refused, nothing changed.
@@ -82,7 +89,7 @@ def test_a_flow_started_at_latest_gets_hour_2_backfilled_once_beside_its_destina
     producer.produce("bf", value=b"after", partition=0)
     assert producer.flush(10) == 0
     code, after, err = run_in_process("replicate", "--topology", str(topology), "--flow", "bf-flow")
-    assert (code, after["records"]) == (0, 1), err[-2000:]
+    assert (code, copied(after, "bf")) == (0, 1), err[-2000:]
 
 
 def test_a_window_partly_deleted_by_retention_reports_it_and_copies_the_rest(clusters, tmp_path):
