@@ -1,8 +1,10 @@
-"""Replication benchmarks on two embedded clusters, each with its baseline in the same run.
+"""Replication benchmarks on two one-node clusters (Apache Kafka unless --kafka embedded), each with its baseline in
+the same run.
 
 throughput: bounded copy of --records records (--size bytes, 4 partitions) by spark_jobs/replicate.py,
   divided by a plain confluent-kafka consume-then-produce loop copying the same data between the same
-  brokers. Ratios: the copy phase (the Spark tasks), the whole job from the driver's start (connect, topic sync,
+  brokers, in --rounds pairs (the plain loop, then the job) one after the other; each figure the median of the
+  rounds. Ratios: the copy phase (the Spark tasks), the whole job from the driver's start (connect, topic sync,
   planning, the Spark context and workers started beside them, copy), the same from the moment the Spark context
   was up, and the whole spark-submit wall time (JVM start included).
 latency: continuous mode while a producer (linger.ms 5, Kafka 4.0's default) writes --rate records/s for --seconds;
@@ -43,6 +45,8 @@ from kafka_dr.local.config import APACHE, BROKER_KINDS
 
 PARTITIONS = 4
 WARM_UP_SETTLE_S = 10.0  # after the warm-up copy: the compile queues it left drain
+ROUNDS = 5  # throughput: pairs of runs; one pair's whole-job ratio moved by 0.75-1.22 over a day, a median less
+PAIR_SETTLE_S = 3.0  # before each measured side of a pair
 
 
 def create(broker: BrokerProcess, topic: str, partitions: int = PARTITIONS) -> None:
@@ -142,31 +146,54 @@ def warm_up(dc1: BrokerProcess, dc2: BrokerProcess, records: int) -> None:
     time.sleep(WARM_UP_SETTLE_S)
 
 
-def write_topology(path: Path, dc1: BrokerProcess, dc2: BrokerProcess, topic: str) -> Path:
+def write_topology(path: Path, dc1: BrokerProcess, dc2: BrokerProcess, topic: str, flow: str = "bench") -> Path:
+    """One flow `flow` copying `topic` from dc1 into `{topic}.copy` on dc2 (`{topic}.copy-N` for a flow `bench-N`)."""
+    suffix = flow.removeprefix("bench")
     return write_clusters_topology(
         path,
         {"dc1": dc1.bootstrap, "dc2": dc2.bootstrap},
-        f'  - {{name: bench, source: dc1, target: dc2, topics: {{include: ["{topic}"]}}, '
-        f'rename: {{".*": "{{topic}}.copy"}}}}',
+        f'  - {{name: {flow}, source: dc1, target: dc2, topics: {{include: ["{topic}"]}}, '
+        f'rename: {{".*": "{{topic}}.copy{suffix}"}}}}',
     )
 
 
-def throughput(dc1: BrokerProcess, dc2: BrokerProcess, root: Path, records: int, size: int) -> dict:
+def throughput(dc1: BrokerProcess, dc2: BrokerProcess, root: Path, records: int, size: int, rounds: int) -> dict:
+    """`rounds` pairs, each the plain loop then kafka-dr's job copying the same records into topics of their own
+    (a new flow each round), one after the other on the same warmed brokers; the medians of each figure over the
+    rounds, and every round's."""
     create(dc1, "bench")
     fill(dc1, "bench", records, size)
     warm_up(dc1, dc2, records)
-    create(dc2, "bench.plain")
-    plain_s = plain_copy(dc1, dc2, "bench", "bench.plain", records)
-    topology = write_topology(root / "topology.yaml", dc1, dc2, "bench")
+    pairs = []
+    for n in range(1, rounds + 1):
+        pairs.append(_pair(dc1, dc2, root, records, n))
+        print(f"round {n}/{rounds}: whole job {pairs[-1]['ratio_job']}, copy phase {pairs[-1]['ratio_copy_phase']}")
+    medians = {key: statistics.median(pair[key] for pair in pairs) for key in pairs[0]}
+    jobs = [pair["ratio_job"] for pair in pairs]
+    return {
+        "records": records,
+        "record_bytes": size,
+        **medians,
+        "ratio_job_range": [min(jobs), max(jobs)],
+        "rounds": pairs,
+    }
+
+
+def _pair(dc1: BrokerProcess, dc2: BrokerProcess, root: Path, records: int, n: int) -> dict:
+    """Round `n`: the plain loop, then the job, each after PAIR_SETTLE_S of quiet (what the other left running, a
+    JVM exiting or a broker's flush, does not land on it)."""
+    create(dc2, f"bench.plain-{n}")
+    time.sleep(PAIR_SETTLE_S)
+    plain_s = plain_copy(dc1, dc2, "bench", f"bench.plain-{n}", records)
+    topology = write_topology(root / f"topology-{n}.yaml", dc1, dc2, "bench", f"bench-{n}")
+    time.sleep(PAIR_SETTLE_S)
     started = time.perf_counter()
-    code, summary, err = submit("replicate", "--topology", str(topology), "--flow", "bench", timeout=900)
+    code, summary, err = submit("replicate", "--topology", str(topology), "--flow", f"bench-{n}", timeout=900)
     wall_s = time.perf_counter() - started
     assert code == 0 and summary["records"] == records, (summary, err[-3000:])
     copy_s, job_s = summary["copy_seconds"], summary["seconds"]
     startup = summary["spark_startup_seconds"]  # the context and the workers, started beside the planning
     return {
-        "records": records,
-        "record_bytes": size,
         "plain_copy_records_per_s": round(records / plain_s),
         "kdr_copy_records_per_s": round(records / copy_s),
         "kdr_job_records_per_s": round(records / job_s),
@@ -322,12 +349,14 @@ def _measure(broker: BrokerProcess, topic: str, total: int, out: list[float]) ->
 
 
 def describe_throughput(t: dict) -> str:
+    low, high = t["ratio_job_range"]
     return (
-        f"throughput: kafka-dr {t['kdr_copy_records_per_s']:,} records/s in its Spark tasks vs plain "
-        f"loop {t['plain_copy_records_per_s']:,} records/s -> ratio {t['ratio_copy_phase']}; whole job from the "
-        f"driver's start {t['ratio_job']} (Spark context up at {t['spark_context_up_s']} s, workers at "
-        f"{t['spark_workers_up_s']} s, beside the planning), from the context being up "
-        f"{t['ratio_job_from_context_up']}; whole spark-submit incl. JVM start {t['ratio_wall']}"
+        f"throughput, medians of {len(t['rounds'])} rounds: kafka-dr {t['kdr_copy_records_per_s']:,} records/s in "
+        f"its Spark tasks vs plain loop {t['plain_copy_records_per_s']:,} records/s -> ratio "
+        f"{t['ratio_copy_phase']}; whole job from the driver's start {t['ratio_job']} (rounds {low}-{high}; Spark "
+        f"context up at {t['spark_context_up_s']} s, workers at {t['spark_workers_up_s']} s, beside the planning), "
+        f"from the context being up {t['ratio_job_from_context_up']}; whole spark-submit incl. JVM start "
+        f"{t['ratio_wall']}"
     )
 
 
@@ -354,6 +383,7 @@ def main() -> int:
     parser.add_argument("which", choices=["throughput", "latency", "standalone", "all"], nargs="?", default="all")
     parser.add_argument("--records", type=int, default=500_000)
     parser.add_argument("--size", type=int, default=200, help="value bytes")
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help="throughput: pairs of runs, medians reported")
     parser.add_argument("--rate", type=int, default=2000)
     parser.add_argument("--seconds", type=int, default=30)
     parser.add_argument("--kafka", choices=BROKER_KINDS, default=APACHE, help="the brokers (default apache)")
@@ -362,7 +392,7 @@ def main() -> int:
     with temporary_brokers("dc1", "dc2", kind=args.kafka) as (root, brokers):
         dc1, dc2 = brokers["dc1"], brokers["dc2"]
         if args.which in ("throughput", "all"):
-            results["throughput"] = throughput(dc1, dc2, root, args.records, args.size)
+            results["throughput"] = throughput(dc1, dc2, root, args.records, args.size, args.rounds)
             print(describe_throughput(results["throughput"]))
         if args.which == "standalone":
             results["standalone"] = standalone(dc1, dc2, root, args.records, args.size)
