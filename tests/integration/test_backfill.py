@@ -18,6 +18,7 @@ from support.topology import write_topology
 
 from kafka_dr.clients import read_committed
 from kafka_dr.replication.provenance import HEADER, Hop, hops
+from kafka_dr.topology import COPIED_INTERNAL_TOPICS
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("spark")]
 PER_HOUR = 100  # records per hour, over 2 partitions
@@ -40,9 +41,12 @@ def origins(broker: StackBroker, topic: str) -> list[tuple[int, int]]:
 
 
 def copied(summary: dict, topic: str) -> int:
-    """Records a replicate run copied of `topic`. The flow also copies kafka-dr's internal topics that flows carry
-    (heartbeats, drill probes) from their start, and those hold what earlier files of the worker's session wrote on
-    these brokers: a fresh clone's run once saw one such record counted as history of `bf`."""
+    """Records a replicate run copied of `topic`, once nothing else it copied is outside kafka-dr's internal topics
+    that every flow carries from their start (heartbeats, drill probes): those hold what earlier files of the
+    worker's session wrote on these brokers. A fresh clone's run once counted one record more than `bf` should have,
+    in the summary's total; which topic it was in was not kept."""
+    others = {p["topic"] for p in summary["partitions"] if p["records"] and p["topic"] != topic}
+    assert others <= set(COPIED_INTERNAL_TOPICS), summary["partitions"]
     return sum(p["records"] for p in summary["partitions"] if p["topic"] == topic)
 
 
