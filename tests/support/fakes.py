@@ -200,7 +200,8 @@ class Produced:
 
 
 class FakeProducer:
-    """Records produce() calls (headers copied, as the client serialises them at the call)."""
+    """Records produce() calls (headers copied, as the client serialises them at the call). Its parameters come in
+    confluent-kafka's order, for callers that pass them by position."""
 
     def __init__(self) -> None:
         self.produced: list[Produced] = []
@@ -210,13 +211,22 @@ class FakeProducer:
         topic: str,
         value: bytes | None = None,
         key: bytes | None = None,
-        headers: Headers | None = None,
         partition: int = -1,
-        timestamp: int = 0,
         on_delivery: Any = None,
+        callback: Any = None,
+        timestamp: int = 0,
+        headers: Headers | None = None,
     ) -> None:
         self.produced.append(
-            Produced(topic, key, value, None if headers is None else list(headers), partition, timestamp, on_delivery)
+            Produced(
+                topic,
+                key,
+                value,
+                None if headers is None else list(headers),
+                partition,
+                timestamp,
+                on_delivery or callback,
+            )
         )
 
     def poll(self, timeout: float = 0) -> int:
