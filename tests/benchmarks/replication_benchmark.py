@@ -45,7 +45,7 @@ from kafka_dr.local.config import APACHE, BROKER_KINDS
 
 PARTITIONS = 4
 WARM_UP_SETTLE_S = 10.0  # after the warm-up copy: the compile queues it left drain
-ROUNDS = 5  # throughput: pairs of runs; one pair's whole-job ratio moved by 0.75-1.22 over a day, a median less
+ROUNDS = 9  # throughput: pairs of runs; one pair's whole-job ratio moves by 0.7-1.2, a median of five by 0.89-0.97
 PAIR_SETTLE_S = 3.0  # before each measured side of a pair
 
 
