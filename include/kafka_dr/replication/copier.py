@@ -392,7 +392,7 @@ def _copy(messages: list[Message], active: dict[tuple[str, int], _Partition], ca
                     task = part.task
                     end, position, dest = task.end, part.position, task.dest_topic
                     prefix = part.prefix if task.provenance else None
-                    windowed = task.from_ms is not None or task.to_ms is not None
+                    from_ms, to_ms = task.from_ms, task.to_ms
                     produce = part.writer.producer.produce
                     copied = size = filtered = 0
                     first_offset = last_offset = None
@@ -426,10 +426,7 @@ def _copy(messages: list[Message], active: dict[tuple[str, int], _Partition], ca
                     continue
             else:
                 headers = []
-            if windowed and (
-                (task.from_ms is not None and timestamp < task.from_ms)
-                or (task.to_ms is not None and timestamp >= task.to_ms)
-            ):
+            if (from_ms is not None and timestamp < from_ms) or (to_ms is not None and timestamp >= to_ms):
                 filtered += 1
                 continue
             if prefix is not None:
