@@ -27,7 +27,7 @@ UV_ENV = $(eval UV_ENV := UV_PYTHON=$(BIN)/python UV_INDEX_STRATEGY=unsafe-best-
 	$(call uv_setting,UV_FIND_LINKS,$(subst $() ,$(comma),$(call pip_setting,PIP_FIND_LINKS,find-links))))$(UV_ENV)
 UV = $(UV_ENV) $(BIN)/uv pip
 
-.PHONY: venv constraints demo test check durations lint format docs bench bench-broker bench-replication bench-translation bench-health bench-failback bench-backfill bench-spark-cluster bench-curves bench-failover bench-aged bench-metrics bench-outage sabotage clean
+.PHONY: venv constraints demo test check durations lint format docs bench bench-broker bench-peers bench-replication bench-translation bench-health bench-failback bench-backfill bench-spark-cluster bench-curves bench-failover bench-aged bench-metrics bench-outage sabotage clean
 
 KAFKA_JARS := $(VENV)/.kafka-jars
 venv: $(STAMP) $(KAFKA_JARS)
@@ -115,7 +115,7 @@ docs: venv
 
 # Benchmarks print a ratio against a baseline measured in the same run (docs/benchmarks.md).
 # They share the tests' support package, found through PYTHONPATH as pytest finds it through `pythonpath`.
-bench: bench-broker bench-replication bench-translation bench-health bench-failback bench-backfill bench-spark-cluster bench-curves bench-failover bench-aged bench-metrics
+bench: bench-broker bench-replication bench-translation bench-health bench-failback bench-backfill bench-spark-cluster bench-curves bench-failover bench-aged bench-metrics bench-peers
 
 bench-broker: venv
 	PYTHONPATH=tests $(BIN)/python tests/benchmarks/broker_throughput.py
@@ -154,6 +154,10 @@ bench-aged: venv
 
 bench-metrics: venv
 	PYTHONPATH=tests $(BIN)/python tests/benchmarks/metrics_benchmark.py
+
+# kafka-dr against MirrorMaker 2 (its defaults, and tuned) on the same Apache Kafka brokers, in the same run.
+bench-peers: venv
+	PYTHONPATH=tests $(BIN)/python tests/benchmarks/peers_benchmark.py
 
 # One deliberate break per invariant, in a scratch copy, and the test named for it must fail (docs/development.md).
 # Outside `make test`: about 9 minutes.

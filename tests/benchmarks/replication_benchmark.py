@@ -31,6 +31,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
@@ -47,6 +48,7 @@ PARTITIONS = 4
 WARM_UP_SETTLE_S = 10.0  # after the warm-up copy: the compile queues it left drain
 ROUNDS = 9  # throughput: pairs of runs; one pair's whole-job ratio moves by 0.7-1.2, a median of five by 0.89-0.97
 PAIR_SETTLE_S = 3.0  # before each measured side of a pair
+WARM_SECONDS = 20  # latency: seconds of the same traffic, unmeasured, before the measured ones
 
 
 def create(broker: BrokerProcess, topic: str, partitions: int = PARTITIONS) -> None:
@@ -271,47 +273,11 @@ def latency(dc1: BrokerProcess, dc2: BrokerProcess, root: Path, rate: int, secon
         start_new_session=True,
     )
     try:
-        deadline = time.monotonic() + 120
-        admin = AdminClient(dc2.config)
-        while "live.copy" not in admin.list_topics(timeout=5).topics:  # the job is up once it made the copy
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise RuntimeError(f"continuous job did not start; see {root / 'continuous.log'}")
-            time.sleep(0.5)
-        warm = Producer(dc1.config)  # steady state: the first Spark job (worker start-up) is not latency
-        warm.produce("live", b"warm-up", partition=0)
-        warm.flush(10)
-        probe = Consumer({**dc2.config, "group.id": "warm-up"})
-        probe.assign([TopicPartition("live.copy", 0, 0)])
-        while probe.poll(1.0) is None:
-            if time.monotonic() > deadline:
-                raise RuntimeError("warm-up record never arrived")
-        probe.close()
-        latencies: list[float] = []
-        at_source: list[float] = []  # the baseline: what the producer and the source broker alone take
-        total = rate * seconds
-        readers = [
-            threading.Thread(target=_measure, args=(dc2, "live.copy", total, latencies)),
-            threading.Thread(target=_measure, args=(dc1, "live", total, at_source)),
-        ]
-        for reader in readers:
-            reader.start()
-        producer = Producer({**dc1.config, "linger.ms": 5})  # Kafka 4.0's default (KIP-1030)
-        start = time.perf_counter()
-        for i in range(total):
-            target = start + i / rate
-            delay = target - time.perf_counter()
-            if delay > 0:
-                time.sleep(delay)
-            producer.produce("live", b"x" * 200, partition=i % PARTITIONS, timestamp=int(time.time() * 1000))
-            producer.poll(0)
-        producer.flush(30)
-        for reader in readers:
-            reader.join(120)
+        first_copy(dc1, dc2, "live", "live.copy", lambda: proc.poll() is None, f"see {root / 'continuous.log'}")
+        figures = send_and_measure(dc1, dc2, "live", "live.copy", rate, seconds)
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(60)
-    latencies.sort()
-    at_source.sort()
     # Each epoch's Spark job minus its tasks' copying time: the hand-over between epochs, when nothing copies.
     epochs = [
         float(job) - float(tasks)
@@ -320,8 +286,74 @@ def latency(dc1: BrokerProcess, dc2: BrokerProcess, root: Path, rate: int, secon
         )
     ]
     return {
+        **figures,
+        "epochs": len(epochs),
+        "handover_ms_median": round(1000 * statistics.median(epochs)) if epochs else None,
+        "handover_ms_max": round(1000 * max(epochs)) if epochs else None,
+    }
+
+
+def first_copy(
+    dc1: BrokerProcess, dc2: BrokerProcess, topic: str, copy: str, alive: Callable[[], bool], hint: str
+) -> None:
+    """Wait until a replicator that was just started copies: `copy` made in dc2, then a record written to partition
+    0 of `topic` read there. What comes after is steady state (a tool's start-up is not latency)."""
+    deadline = time.monotonic() + 120
+    admin = AdminClient(dc2.config)
+    while copy not in admin.list_topics(timeout=5).topics:
+        if time.monotonic() > deadline or not alive():
+            raise RuntimeError(f"the replicator of {topic} did not start; {hint}")
+        time.sleep(0.5)
+    warm = Producer(dc1.config)
+    warm.produce(topic, b"warm-up", partition=0)
+    warm.flush(10)
+    probe = Consumer({**dc2.config, "group.id": "warm-up"})
+    probe.assign([TopicPartition(copy, 0, 0)])
+    while probe.poll(1.0) is None:
+        if time.monotonic() > deadline or not alive():
+            raise RuntimeError(f"the warm-up record of {topic} never arrived in {copy}; {hint}")
+    probe.close()
+
+
+def send_and_measure(
+    dc1: BrokerProcess,
+    dc2: BrokerProcess,
+    topic: str,
+    copy: str,
+    rate: int,
+    seconds: int,
+    partitions: int = PARTITIONS,
+    warm_seconds: int = WARM_SECONDS,
+) -> dict:
+    """`rate` records a second into `topic` for `warm_seconds`, unmeasured, until they are all in `copy`: a node's JIT
+    compiles its produce and fetch paths for seconds after such a load begins (records waited 0.4 s at first, 40 ms
+    after 4 s), and a JVM tool's copy path too. Then `rate` records a second for `seconds`, each one's latency
+    measured: its arrival in `copy` minus its CreateTime (which replication preserves); beside it the same read from
+    `topic` (the baseline: the producer and the source broker alone)."""
+    producer = Producer({**dc1.config, "linger.ms": 5})  # Kafka 4.0's default (KIP-1030)
+    _send(producer, topic, rate, warm_seconds, partitions)
+    starts = {
+        copy: _read_through(dc2, copy, partitions, rate * warm_seconds),
+        topic: _read_through(dc1, topic, partitions, rate * warm_seconds),
+    }
+    latencies: list[float] = []
+    at_source: list[float] = []
+    total = rate * seconds
+    readers = [
+        threading.Thread(target=_measure, args=(dc2, copy, total, latencies, starts[copy])),
+        threading.Thread(target=_measure, args=(dc1, topic, total, at_source, starts[topic])),
+    ]
+    for reader in readers:
+        reader.start()
+    _send(producer, topic, rate, seconds, partitions)
+    for reader in readers:
+        reader.join(120)
+    latencies.sort()
+    at_source.sort()
+    return {
         "rate": rate,
         "seconds": seconds,
+        "warm_seconds": warm_seconds,
         "received": len(latencies),
         "sent": total,
         "p50_ms": round(statistics.median(latencies)),
@@ -329,15 +361,38 @@ def latency(dc1: BrokerProcess, dc2: BrokerProcess, root: Path, rate: int, secon
         "max_ms": round(latencies[-1]),
         "source_p50_ms": round(statistics.median(at_source)),
         "source_p99_ms": round(at_source[int(len(at_source) * 0.99)]),
-        "epochs": len(epochs),
-        "handover_ms_median": round(1000 * statistics.median(epochs)) if epochs else None,
-        "handover_ms_max": round(1000 * max(epochs)) if epochs else None,
     }
 
 
-def _measure(broker: BrokerProcess, topic: str, total: int, out: list[float]) -> None:
+def _send(producer: Producer, topic: str, rate: int, seconds: int, partitions: int) -> None:
+    """`rate` records a second for `seconds`, round robin over the partitions, each stamped as it is sent."""
+    start = time.perf_counter()
+    for i in range(rate * seconds):
+        delay = start + i / rate - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        producer.produce(topic, b"x" * 200, partition=i % partitions, timestamp=int(time.time() * 1000))
+        producer.poll(0)
+    assert producer.flush(30) == 0
+
+
+def _read_through(broker: BrokerProcess, topic: str, partitions: int, count: int) -> list[TopicPartition]:
+    """Read `topic` from the first record after first_copy's until `count` records came (two minutes at most); the
+    positions reached, where the measured records begin."""
+    consumer = Consumer({**broker.config, "group.id": "latency-warm", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, 1 if p == 0 else 0) for p in range(partitions)])
+    read, deadline = 0, time.monotonic() + 120
+    while read < count:
+        assert time.monotonic() < deadline, f"{topic}: {read} of the {count} warm-up records arrived"
+        read += sum(1 for m in consumer.consume(10_000, timeout=0.5) if m.error() is None)
+    positions = consumer.position([TopicPartition(topic, p) for p in range(partitions)])
+    consumer.close()
+    return positions
+
+
+def _measure(broker: BrokerProcess, topic: str, total: int, out: list[float], starts: list[TopicPartition]) -> None:
     consumer = Consumer({**broker.config, "group.id": "latency", "fetch.wait.max.ms": 10, "fetch.min.bytes": 1})
-    consumer.assign([TopicPartition(topic, p, 1 if p == 0 else 0) for p in range(PARTITIONS)])  # after warm-up
+    consumer.assign(starts)
     deadline = time.monotonic() + total / 100 + 120
     while len(out) < total and time.monotonic() < deadline:
         for m in next_batch(consumer, wait=0.5):  # consume(n, timeout) would hold records until n arrive
