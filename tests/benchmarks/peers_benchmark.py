@@ -1,32 +1,41 @@
 """kafka-dr against MirrorMaker 2 on the same two Apache Kafka clusters, with the same data, in the same run (`make
 bench-peers`). MirrorMaker 2 runs twice: with its defaults and tuned as its users tune it (support.mirrormaker says
-which settings and why).
+which settings and why); kafka-dr with its defaults, and for latency also tuned (TUNED_EPOCH_S).
 
 throughput: a bounded copy of --records records of --size bytes over 8 partitions, in --rounds rounds; each round
   kafka-dr's job (the whole spark-submit), MirrorMaker 2 with its defaults, then tuned, one after the other, each into
-  topics of its own. Per tool: records/s from its start until every record is in the target, and CPU-seconds per
-  million records of all its processes (read from /proc); the brokers' CPU-seconds beside them. Medians of the rounds.
+  topics of its own. Per tool: records/s from its start until every record is in the target and over its copy phase,
+  and CPU-seconds per million records of all its processes (read from /proc); the brokers' CPU-seconds beside them.
+  Medians of the rounds.
 latency: continuous replication while a producer writes --rate records/s (and ten times that) for --seconds, each
-  tool alone on the brokers: p50/p99/max of arrival time in the target minus CreateTime.
+  tool alone on the brokers: p50/p99/max of arrival time in the target minus CreateTime, and the tool's CPU.
 active-active: both directions on, the topic's name the same in both clusters (MirrorMaker 2 with its
   IdentityReplicationPolicy, kafka-dr with two flows and no rename); --active-records records written in each DC,
   then --seconds of replication: the records each cluster holds (each should hold both DCs' records once).
+offsets: --groups consumer groups at varied lags while every tool replicates the same topic at once; dc1 killed at
+  a random moment; each tool's translations (kafka-dr's checkpoints, MirrorMaker 2's as RemoteClusterUtils reads
+  them) against the records' origin: records each group would read again or skip, and the translations' age. Last:
+  it kills dc1.
 
 One JSON line with every figure at the end.
 
     make bench-peers
-    PYTHONPATH=tests .venv/bin/python tests/benchmarks/peers_benchmark.py [throughput|latency|active-active|all]
+    PYTHONPATH=tests .venv/bin/python tests/benchmarks/peers_benchmark.py [throughput|latency|active-active|offsets|all]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import random
 import signal
 import statistics
+import struct
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -34,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.replication_benchmark import create, fill, first_copy, send_and_measure, warm_up, write_topology
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 from support.cpu import TreeCpu, cpu_seconds
 from support.mirrormaker import DEFAULTS, IDENTITY_POLICY, TUNED, MirrorMaker, properties
@@ -44,7 +53,10 @@ from support.topology import write_topology as write_clusters_topology
 
 from kafka_dr.clients import offsets_of
 from kafka_dr.local.apache import KAFKA_VERSION
+from kafka_dr.replication.internal import CHECKPOINTS, read_records
 from kafka_dr.spark.submit import spark_env, spark_submit_command
+from kafka_dr.translation.checkpoints import dated_checkpoints_in
+from kafka_dr.translation.groups import apply_offsets
 
 PARTITIONS = 8
 TOPIC = "peers"
@@ -91,7 +103,7 @@ def kafka_dr_copy(dc1: BrokerProcess, dc2: BrokerProcess, root: Path, records: i
     used = cpu.stop()
     summary = last_json_line(out)
     assert proc.returncode == 0 and summary.get("records", 0) >= records, (summary, err[-3000:])
-    return figures(records, seconds, used, brokers_cpu(dc1, dc2) - brokers_before)
+    return figures(records, seconds, summary["copy_seconds"], used, brokers_cpu(dc1, dc2) - brokers_before)
 
 
 def mm2_copy(dc1: BrokerProcess, dc2: BrokerProcess, root: Path, records: int, n: int, name: str) -> dict:
@@ -106,15 +118,19 @@ def mm2_copy(dc1: BrokerProcess, dc2: BrokerProcess, root: Path, records: int, n
     started = time.perf_counter()
     with mirror_maker(root, f"{name}-{n}", text) as mm2:
         deadline = time.monotonic() + COPY_TIMEOUT_S
+        first = None  # when the first copy was there: MirrorMaker 2's copy phase starts
         while (held := target.total(copy)) < records:
+            if held and first is None:
+                first = time.perf_counter()
             mm2.check_alive()
             assert time.monotonic() < deadline, f"{name}: {held} of {records} in {copy}; see {mm2.log_path}"
             time.sleep(0.1)
-        seconds = time.perf_counter() - started
+        ended = time.perf_counter()
         used = mm2.cpu_seconds()
         brokers = brokers_cpu(dc1, dc2) - brokers_before
+    copying = ended - (first or ended)
     # At least once: a record sent twice (a retried batch) would show as more than `records`.
-    return {**figures(records, seconds, used, brokers), "records_in_target": target.total(copy)}
+    return {**figures(records, ended - started, copying, used, brokers), "records_in_target": target.total(copy)}
 
 
 @contextmanager
@@ -128,10 +144,14 @@ def mirror_maker(root: Path, name: str, text: str) -> Iterator[MirrorMaker]:
         mm2.stop(timeout=60)
 
 
-def figures(records: int, seconds: float, cpu: float, brokers_cpu_s: float) -> dict:
+def figures(records: int, seconds: float, copy_seconds: float, cpu: float, brokers_cpu_s: float) -> dict:
+    """A bounded copy's figures: from the tool's start, and over its copy phase (the first copy to the last, as
+    kafka-dr's job counts its copy tasks; for MirrorMaker 2 sampled every 0.1 s)."""
     return {
         "seconds": round(seconds, 2),
         "records_per_s": round(records / seconds),
+        "copy_seconds": round(copy_seconds, 2),
+        "copy_records_per_s": round(records / copy_seconds) if copy_seconds else None,
         "cpu_s": round(cpu, 2),
         "cpu_s_per_million": round(cpu * 1_000_000 / records, 2),
         "records_per_cpu_s": round(records / cpu),
@@ -164,6 +184,7 @@ def throughput(dc1: BrokerProcess, dc2: BrokerProcess, root: Path, records: int,
         "ratios": {
             name: {
                 "records_per_s": round(kdr["records_per_s"] / medians[name]["records_per_s"], 3),
+                "copy_records_per_s": round(kdr["copy_records_per_s"] / medians[name]["copy_records_per_s"], 3),
                 "records_per_cpu_s": round(kdr["records_per_cpu_s"] / medians[name]["records_per_cpu_s"], 3),
             }
             for name in MM2_CONFIGS
@@ -217,7 +238,7 @@ def replicating(
             flows += f'  - {{name: {topic}-back, source: dc2, target: dc1, topics: {{include: ["{topic}"]}}{epoch}}}\n'
         topology = write_clusters_topology(root / f"{topic}.yaml", {"dc1": dc1.bootstrap, "dc2": dc2.bootstrap}, flows)
         names = [topic, f"{topic}-back"] if both_ways else [topic]
-        logs = [root / f"{name}.log" for name in names]
+        logs = [root / f"kafka-dr-{name}.log" for name in names]
         procs = [
             subprocess.Popen(
                 spark_submit_command(
@@ -247,9 +268,10 @@ def replicating(
                 tree.stop()
     else:
         settings = {**MM2_CONFIGS[tool], **({"replication.policy.class": IDENTITY_POLICY} if both_ways else {})}
-        aliases = (f"from-{topic}", f"to-{topic}")  # new aliases, new internal topics: nothing of an earlier run
+        # New aliases, new internal topics: nothing of an earlier run, nor of another MirrorMaker 2 beside this one.
+        aliases = (f"{tool}-{topic}-from", f"{tool}-{topic}-to")
         text = properties(dc1, dc2, topic, settings, aliases, both_ways)
-        with mirror_maker(root, topic, text) as mm2:
+        with mirror_maker(root, f"{tool}-{topic}", text) as mm2:
             copy = topic if both_ways else f"{aliases[0]}.{topic}"
             yield Running(copy, mm2.running, mm2.cpu_seconds, f"see {mm2.log_path}")
 
@@ -276,6 +298,224 @@ def active_active(dc1: BrokerProcess, dc2: BrokerProcess, root: Path, records: i
         }
         print(f"active-active {tool}: {found[tool]}", flush=True)
     return found
+
+
+# --- offsets after a disaster ----------------------------------------------------------------------------------------
+
+GROUPS = 1000
+BEHIND = (1000, 5000)  # records a lagging group stays behind its partitions' ends
+MOVE_EVERY_S = 5.0  # the live and lagging groups commit again this often
+FILL_PER_PARTITION = 20_000  # before the groups' first commits: room to be thousands behind
+# The cut, seconds after every tool copies: past MirrorMaker 2's first checkpoints at its default 60 s interval, and
+# the idle groups idle for minutes by then.
+CUT_AFTER_S = (90.0, 180.0)
+
+
+def wait_for_copies(dc2: BrokerProcess, running: Running, timeout: float = 180.0) -> None:
+    """Until the tool's copy holds records."""
+    held, deadline = Watermarks(dc2), time.monotonic() + timeout
+    while not held.total(running.copy):
+        assert running.alive() and time.monotonic() < deadline, f"nothing copied into {running.copy}; {running.log}"
+        time.sleep(0.5)
+
+
+def mm2_checkpoints(dc2: BrokerProcess, source_alias: str, copy: str) -> dict[str, dict[int, tuple[int, int, int]]]:
+    """What `RemoteClusterUtils.translateOffsets` returns, with what each translation came from and when: the last
+    record per group and partition of `copy` in MirrorMaker 2's `{source alias}.checkpoints.internal`, as
+    {group: {partition: (upstream offset, downstream offset, epoch ms)}}. Key: group, topic, partition; value: version,
+    upstream offset, downstream offset, metadata (Kafka's Struct encoding: int16-prefixed strings, big-endian)."""
+    found: dict[str, dict[int, tuple[int, int, int]]] = {}
+    for message in read_records(dc2.config, f"{source_alias}.checkpoints.internal"):
+        key = message.key()
+        group_len = struct.unpack_from(">h", key)[0]
+        group = key[2 : 2 + group_len].decode()
+        topic_len = struct.unpack_from(">h", key, 2 + group_len)[0]
+        topic = key[4 + group_len : 4 + group_len + topic_len].decode()
+        (partition,) = struct.unpack_from(">i", key, 4 + group_len + topic_len)
+        _, upstream, downstream = struct.unpack_from(">hqq", message.value())
+        if topic == copy:
+            found.setdefault(group, {})[partition] = (upstream, downstream, message.timestamp()[1])
+    return found
+
+
+def kafka_dr_checkpoints(dc2: BrokerProcess, flow: str) -> dict[str, dict[int, tuple[int, int, int]]]:
+    """kafka-dr's checkpoints of `flow` in dc2 (what a disaster failover applies) in mm2_checkpoints' shape."""
+    dated, _ = dated_checkpoints_in(read_records(dc2.config, CHECKPOINTS), flow)
+    return {
+        group: {t.partition: (t.source_offset, t.dest_offset, at_ms) for t, at_ms in found}
+        for group, found in dated.items()
+    }
+
+
+def copies_by_origin(broker: BrokerProcess, copy: str) -> dict[int, list[tuple[int, int]]]:
+    """Each partition of `copy` as (copy offset, origin offset) in log order, read_committed: the origin offset is the
+    sequence the benchmark's only producer wrote into the value, the source offset of an idempotent producer's
+    record (a copy read twice, at least once, shows twice)."""
+    found: dict[int, list[tuple[int, int]]] = {}
+    for message in read_records(broker.config, copy):
+        found.setdefault(message.partition(), []).append((message.offset(), int(message.value())))
+    return found
+
+
+def records_between(copies: list[tuple[int, int]], start: int, stop: int) -> int:
+    return sum(1 for offset, _ in copies if start <= offset < stop)
+
+
+def resume_offset(copies: list[tuple[int, int]], source_offset: int) -> int:
+    """Where a group that committed `source_offset` at the source resumes exactly in the copy: at the first copy of
+    a record at or past it, or at the copy's end when none was copied (those records are the disaster's RPO)."""
+    at = next((offset for offset, origin in copies if origin >= source_offset), None)
+    return at if at is not None else (copies[-1][0] + 1 if copies else 0)
+
+
+def score(
+    translations: dict[str, dict[int, tuple[int, int, int]]],
+    copies: dict[int, list[tuple[int, int]]],
+    commits: dict[str, dict[int, int]],
+    cut_ms: int,
+) -> dict:
+    """Each group's translation against the copy's provenance: records it would read again or skip, against the
+    source offset the translation was made from (its accuracy) and against the group's last commit before the cut
+    (what the group lives through: also what it committed after the translation was made); and the age of the
+    translation at the cut. A partition without a translation starts where the group's auto.offset.reset says."""
+    exact = untranslated = reread = skipped = stale_reread = stale_skipped = 0
+    per_group: list[int] = []
+    ages: list[float] = []
+    translated_groups = 0
+    for group, committed in commits.items():
+        found = translations.get(group, {})
+        translated_groups += set(committed) <= set(found)
+        group_reread = 0
+        for partition, last in committed.items():
+            if partition not in found:
+                untranslated += 1
+                continue
+            upstream, downstream, at_ms = found[partition]
+            part = copies.get(partition, [])
+            right = resume_offset(part, upstream)
+            exact += right == downstream
+            reread += records_between(part, downstream, right)
+            skipped += records_between(part, right, downstream)
+            now = resume_offset(part, last)
+            group_reread += records_between(part, downstream, now)
+            stale_skipped += records_between(part, now, downstream)
+            # A pass that read the source just before the cut stamps its checkpoints as it writes them, after it.
+            ages.append(max(0.0, (cut_ms - at_ms) / 1000))
+        stale_reread += group_reread
+        per_group.append(group_reread)
+    return {
+        "groups": len(commits),
+        "groups_translated": translated_groups,
+        "partitions_untranslated": untranslated,
+        "partitions_exact": exact,
+        "reread_vs_translated_offset": reread,
+        "skipped_vs_translated_offset": skipped,
+        "reread_vs_last_commit": stale_reread,
+        "skipped_vs_last_commit": stale_skipped,
+        "reread_per_group_median": statistics.median(per_group) if per_group else None,
+        "reread_per_group_max": max(per_group) if per_group else None,
+        "age_s_median": round(statistics.median(ages), 1) if ages else None,
+        "age_s_max": round(max(ages), 1) if ages else None,
+    }
+
+
+class Groups:
+    """`count` groups committing in dc1 as applications do: a third at their partitions' ends, a third 1,000-5,000
+    records behind them (each its own lag; both kinds committing again every MOVE_EVERY_S, never backwards), a third
+    committed once at the start and idle since; the last commit of each that dc1 acknowledged is kept (the ground
+    truth once dc1 is gone)."""
+
+    def __init__(self, dc1: BrokerProcess, topic: str, count: int) -> None:
+        self.admin = AdminClient(dc1.config)
+        self.topic = topic
+        self.count = count
+        chosen = random.Random(49)
+        self.lag = {i: chosen.randint(*BEHIND) for i in range(count)}
+        self.idle_at = {i: chosen.random() for i in range(count)}  # where in the log an idle group stopped
+        self.committed: dict[str, dict[int, int]] = {}
+
+    def commit(self, ends: dict[int, int], moving_only: bool) -> None:
+        offsets = {}
+        for i in range(self.count):
+            kind = i % 3
+            if kind == 0:
+                wanted = dict(ends)
+            elif kind == 1:
+                wanted = {p: max(0, end - self.lag[i]) for p, end in ends.items()}
+            elif moving_only:
+                continue
+            else:
+                wanted = {p: int(end * self.idle_at[i]) for p, end in ends.items()}
+            offsets[f"peers-group-{i:04d}"] = wanted
+        groups = {g: [TopicPartition(self.topic, p, o) for p, o in w.items()] for g, w in offsets.items()}
+        for applied in apply_offsets(self.admin, groups, 30):
+            if applied.applied:
+                self.committed[applied.group] = offsets[applied.group]
+
+
+def disaster_offsets(dc1: BrokerProcess, dc2: BrokerProcess, root: Path, rate: int, count: int) -> dict:
+    """`count` groups at varied lags, kafka-dr and MirrorMaker 2 (defaults, tuned) replicating at once (the same
+    records, the same commits, the same cut), the source node killed at a random moment CUT_AFTER_S after every tool
+    copied its first record; each tool's translations scored against the copies."""
+    topic = "orders"
+    create(dc1, topic, PARTITIONS)
+    sequence = {p: 0 for p in range(PARTITIONS)}
+    producer = Producer({**dc1.config, "enable.idempotence": True, "linger.ms": 5})
+
+    def send() -> None:
+        """One record to each partition, its value the partition's sequence: the source offset it gets."""
+        for partition in range(PARTITIONS):
+            while True:
+                try:
+                    producer.produce(topic, b"%d" % sequence[partition], partition=partition)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            sequence[partition] += 1
+        producer.poll(0)
+
+    for _ in range(FILL_PER_PARTITION):
+        send()
+    assert producer.flush(60) == 0
+    groups = Groups(dc1, topic, count)
+    groups.commit(dict(sequence), moving_only=False)
+    stop = threading.Event()
+
+    def produce() -> None:
+        start, rounds = time.monotonic(), 0
+        while not stop.is_set():
+            send()
+            rounds += 1
+            time.sleep(max(0.0, start + rounds * PARTITIONS / rate - time.monotonic()))
+
+    with contextlib.ExitStack() as tools:
+        kdr = tools.enter_context(replicating("kafka-dr", dc1, dc2, root, topic))
+        mm2 = {name: tools.enter_context(replicating(name, dc1, dc2, root, topic)) for name in MM2_CONFIGS}
+        writer = threading.Thread(target=produce, daemon=True)
+        writer.start()
+        for running in (kdr, *mm2.values()):  # each tool up and copying: the clock of the cut starts
+            wait_for_copies(dc2, running)
+        cut_after = random.Random().uniform(*CUT_AFTER_S)
+        started = time.monotonic()
+        while time.monotonic() - started < cut_after:
+            time.sleep(MOVE_EVERY_S)
+            groups.commit(dict(sequence), moving_only=True)
+        dc1.kill()  # the disaster: SIGKILL, nothing flushed, no goodbye
+        cut_ms = int(time.time() * 1000)
+        stop.set()
+        writer.join(10)
+        time.sleep(5)  # what each tool had in flight lands (or not) in dc2
+        print(f"dc1 killed {cut_after:.0f} s into the traffic", flush=True)
+        found = {}
+        for name, running in (("kafka-dr", kdr), *mm2.items()):
+            copies = copies_by_origin(dc2, running.copy)
+            if name == "kafka-dr":
+                translations = kafka_dr_checkpoints(dc2, topic)
+            else:
+                translations = mm2_checkpoints(dc2, running.copy.rsplit(".", 1)[0], running.copy)
+            found[name] = score(translations, copies, groups.committed, cut_ms)
+            print(f"offsets {name}: {found[name]}", flush=True)
+    return {"cut_after_s": round(cut_after), "rate": rate, **found}
 
 
 def count_records(broker: BrokerProcess, topic: str) -> int:
@@ -305,13 +545,16 @@ def count_records(broker: BrokerProcess, topic: str) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("which", choices=["throughput", "latency", "active-active", "all"], nargs="?", default="all")
+    parts = ["throughput", "latency", "active-active", "offsets", "all"]
+    parser.add_argument("which", choices=parts, nargs="?", default="all")
     parser.add_argument("--records", type=int, default=500_000)
     parser.add_argument("--size", type=int, default=200, help="value bytes")
     parser.add_argument("--rounds", type=int, default=ROUNDS, help="throughput: rounds, medians reported")
     parser.add_argument("--rate", type=int, default=2000, help="latency: the lower rate (the higher is 10x)")
     parser.add_argument("--seconds", type=int, default=30)
     parser.add_argument("--active-records", type=int, default=10_000)
+    parser.add_argument("--offsets-rate", type=int, default=1000, help="offsets: records/s while the groups commit")
+    parser.add_argument("--groups", type=int, default=GROUPS, help="offsets: consumer groups")
     args = parser.parse_args()
     result: dict = {"kafka": KAFKA_VERSION, "date": time.strftime("%Y-%m-%d %H:%M")}
     with temporary_brokers("dc1", "dc2") as (root, brokers):
@@ -323,6 +566,8 @@ def main() -> int:
             result["latency"] = latency(dc1, dc2, root, [args.rate, 10 * args.rate], args.seconds)
         if args.which in ("active-active", "all"):
             result["active_active"] = active_active(dc1, dc2, root, args.active_records, args.seconds)
+        if args.which in ("offsets", "all"):  # last: it kills dc1
+            result["offsets"] = disaster_offsets(dc1, dc2, root, args.offsets_rate, args.groups)
     print(json.dumps(result))
     return 0
 

@@ -183,9 +183,12 @@ def checkpoint_groups(
     target with a lag snapshot of the flow (the RPO estimate should the source be lost), and return them.
     `translate` runs the per-partition requests: in Spark tasks (translate_offsets.py) or in process. `written`:
     the writer's memory of what it wrote (write_checkpoints)."""
+    # Stamped when the source's committed offsets are read, not when the pass ends: a pass slowed down (a loaded
+    # source, many groups) would otherwise make its checkpoints look fresher than the commits they hold.
+    read_at_ms = int(time.time() * 1000)
     groups = translate_from_source(topology, flow, pattern, translate, retries, unseen_from)
     target_config = client_config(topology.cluster(flow.target))
-    write_checkpoints(target_config, flow.name, groups, int(time.time() * 1000), written, all_groups=pattern is None)
+    write_checkpoints(target_config, flow.name, groups, read_at_ms, written, all_groups=pattern is None)
     try:
         save_snapshot(target_config, flow_lag(topology, flow.name))
     except LagError as exc:  # the checkpoints are what matters; the snapshot only refines a later RPO estimate
