@@ -57,9 +57,9 @@ TUNED = {
     # New groups and topics found every 10 s instead of every 10 minutes.
     "refresh.groups.interval.seconds": "10",
     "refresh.topics.interval.seconds": "10",
-    # Bigger batches for throughput, as kafka-dr's writers and the plain loop send them.
-    "producer.override.linger.ms": "20",
-    "producer.override.batch.size": "1000000",
+    # Batches of up to 1 MB, as kafka-dr's writers and the plain loop send them (the records' producer is the Connect
+    # worker's, configured through the target cluster's `producer.` settings; linger.ms stays 5 ms, for latency).
+    "{target}.producer.batch.size": "1000000",
 }
 
 
@@ -73,7 +73,8 @@ def properties(
 ) -> str:
     """mm2.properties replicating `topics` (a regex) from `source` to `target`, and back when `both_ways`. A new pair
     of `aliases` is a new replication: MirrorMaker 2 names its internal topics, and with its default policy the
-    remote topics, after them (`{source alias}.{topic}`)."""
+    remote topics, after them (`{source alias}.{topic}`). `{source}` and `{target}` in a setting's key are the
+    aliases."""
     a, b = aliases
     lines = {
         "clusters": f"{a}, {b}",
@@ -84,7 +85,7 @@ def properties(
         f"{b}->{a}.enabled": "true" if both_ways else "false",
         **({f"{b}->{a}.topics": topics} if both_ways else {}),
         **SINGLE_NODE,
-        **settings,
+        **{key.format(source=a, target=b): value for key, value in settings.items()},
     }
     return "".join(f"{key} = {value}\n" for key, value in lines.items())
 
