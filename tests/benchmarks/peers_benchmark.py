@@ -82,7 +82,9 @@ class Watermarks:
         self.admin = AdminClient(broker.config)
 
     def total(self, topic: str) -> int:
-        metadata = self.admin.list_topics(topic, timeout=10).topics.get(topic)
+        # All topics' metadata: asking for one by name makes a broker with auto.create.topics.enable (Kafka's default)
+        # create it, with one partition, before the tool does.
+        metadata = self.admin.list_topics(timeout=10).topics.get(topic)
         if metadata is None or metadata.error is not None:
             return 0
         partitions = [(topic, p) for p in metadata.partitions]
@@ -261,7 +263,8 @@ def replicating(
             )
         finally:
             for proc in procs:
-                os.killpg(proc.pid, signal.SIGTERM)
+                with contextlib.suppress(ProcessLookupError):  # one that died is reported by the caller
+                    os.killpg(proc.pid, signal.SIGTERM)
             for proc in procs:
                 proc.wait(60)
             for tree in trees:
@@ -315,7 +318,10 @@ def wait_for_copies(dc2: BrokerProcess, running: Running, timeout: float = 180.0
     """Until the tool's copy holds records."""
     held, deadline = Watermarks(dc2), time.monotonic() + timeout
     while not held.total(running.copy):
-        assert running.alive() and time.monotonic() < deadline, f"nothing copied into {running.copy}; {running.log}"
+        if not running.alive() or time.monotonic() > deadline:
+            logs = [Path(word.rstrip(",")) for word in running.log.split() if word.startswith("/")]
+            tails = "\n".join("\n".join(path.read_text().splitlines()[-30:]) for path in logs if path.exists())
+            raise AssertionError(f"nothing copied into {running.copy}; {running.log}:\n{tails}")
         time.sleep(0.5)
 
 
