@@ -26,6 +26,7 @@ One JSON line with every figure at the end.
 from __future__ import annotations
 
 import argparse
+import bisect
 import contextlib
 import json
 import os
@@ -353,30 +354,41 @@ def kafka_dr_checkpoints(dc2: BrokerProcess, flow: str) -> dict[str, dict[int, t
     }
 
 
-def copies_by_origin(broker: BrokerProcess, copy: str) -> dict[int, list[tuple[int, int]]]:
-    """Each partition of `copy` as (copy offset, origin offset) in log order, read_committed: the origin offset is the
-    sequence the benchmark's only producer wrote into the value, the source offset of an idempotent producer's
-    record (a copy read twice, at least once, shows twice)."""
-    found: dict[int, list[tuple[int, int]]] = {}
+@dataclass
+class Copies:
+    """One partition of a copy in log order: each record's offset there and its origin offset (a copy written twice,
+    at least once, shows twice), searchable by bisection."""
+
+    offsets: list[int]
+    reached: list[int]  # the highest origin offset copied up to each record: non-decreasing, even with duplicates
+
+    def between(self, start: int, stop: int) -> int:
+        """Records at offsets start <= offset < stop."""
+        return max(0, bisect.bisect_left(self.offsets, stop) - bisect.bisect_left(self.offsets, start))
+
+    def resume_offset(self, source_offset: int) -> int:
+        """Where a group that committed `source_offset` at the source resumes exactly: at the first copy of a record at
+        or past it, or at the copy's end when none was copied (those records are the disaster's RPO)."""
+        at = bisect.bisect_left(self.reached, source_offset)
+        if at < len(self.offsets):
+            return self.offsets[at]
+        return self.offsets[-1] + 1 if self.offsets else 0
+
+
+def copies_by_origin(broker: BrokerProcess, copy: str) -> dict[int, Copies]:
+    """Each partition of `copy`, read_committed: the origin offset of a record is the sequence the benchmark's only
+    producer wrote into its value, the source offset of an idempotent producer's record."""
+    found: dict[int, Copies] = {}
     for message in read_records(broker.config, copy):
-        found.setdefault(message.partition(), []).append((message.offset(), int(message.value())))
+        part = found.setdefault(message.partition(), Copies([], []))
+        part.offsets.append(message.offset())
+        part.reached.append(max(int(message.value()), part.reached[-1] if part.reached else -1))
     return found
-
-
-def records_between(copies: list[tuple[int, int]], start: int, stop: int) -> int:
-    return sum(1 for offset, _ in copies if start <= offset < stop)
-
-
-def resume_offset(copies: list[tuple[int, int]], source_offset: int) -> int:
-    """Where a group that committed `source_offset` at the source resumes exactly in the copy: at the first copy of
-    a record at or past it, or at the copy's end when none was copied (those records are the disaster's RPO)."""
-    at = next((offset for offset, origin in copies if origin >= source_offset), None)
-    return at if at is not None else (copies[-1][0] + 1 if copies else 0)
 
 
 def score(
     translations: dict[str, dict[int, tuple[int, int, int]]],
-    copies: dict[int, list[tuple[int, int]]],
+    copies: dict[int, Copies],
     commits: dict[str, dict[int, int]],
     cut_ms: int,
 ) -> dict:
@@ -397,14 +409,14 @@ def score(
                 untranslated += 1
                 continue
             upstream, downstream, at_ms = found[partition]
-            part = copies.get(partition, [])
-            right = resume_offset(part, upstream)
+            part = copies.get(partition, Copies([], []))
+            right = part.resume_offset(upstream)
             exact += right == downstream
-            reread += records_between(part, downstream, right)
-            skipped += records_between(part, right, downstream)
-            now = resume_offset(part, last)
-            group_reread += records_between(part, downstream, now)
-            stale_skipped += records_between(part, now, downstream)
+            reread += part.between(downstream, right)
+            skipped += part.between(right, downstream)
+            now = part.resume_offset(last)
+            group_reread += part.between(downstream, now)
+            stale_skipped += part.between(now, downstream)
             # A pass that read the source just before the cut stamps its checkpoints as it writes them, after it.
             ages.append(max(0.0, (cut_ms - at_ms) / 1000))
         stale_reread += group_reread
