@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.replication_benchmark import create, fill, first_copy, send_and_measure, warm_up, write_topology
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 from support.cpu import TreeCpu, cpu_seconds
 from support.mirrormaker import DEFAULTS, IDENTITY_POLICY, TUNED, MirrorMaker, properties
@@ -538,27 +538,7 @@ def disaster_offsets(dc1: BrokerProcess, dc2: BrokerProcess, root: Path, rate: i
 
 def count_records(broker: BrokerProcess, topic: str) -> int:
     """The records `topic` holds, read to its end (read_committed: copies of aborted transactions do not count)."""
-    consumer = Consumer(
-        {
-            **broker.config,
-            "group.id": "peers-count",
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-        }
-    )
-    partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-    count, ended = 0, set()
-    deadline = time.monotonic() + 300
-    while len(ended) < len(partitions) and time.monotonic() < deadline:
-        for m in consumer.consume(10_000, timeout=1):
-            if m.error() is None:
-                count += 1
-            elif m.error().code() == KafkaError._PARTITION_EOF:
-                ended.add(m.partition())
-    consumer.close()
-    return count
+    return sum(1 for _ in read_records(broker.config, topic))
 
 
 def main() -> int:

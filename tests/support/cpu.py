@@ -40,18 +40,16 @@ class TreeCpu:
         self._thread.start()
 
     def _sample(self) -> None:
-        parents: dict[int, int] = {}
-        for entry in os.listdir("/proc"):
-            if entry.isdigit() and (stat := _stat(int(entry))) is not None:
-                parents[int(entry)] = stat[0]
-                if int(entry) in self._used:
-                    self._used[int(entry)] = max(self._used[int(entry)], stat[1])
-        for pid in parents:
+        stats = {int(entry): stat for entry in os.listdir("/proc") if entry.isdigit() and (stat := _stat(int(entry)))}
+        for pid, (_, used) in stats.items():
+            if pid in self._used:
+                self._used[pid] = max(self._used[pid], used)
+        for pid, (_, used) in stats.items():
             ancestor, seen = pid, 0
             while ancestor not in self._used and ancestor != self.root and ancestor > 1 and seen < 64:
-                ancestor, seen = parents.get(ancestor, 0), seen + 1
+                ancestor, seen = stats[ancestor][0] if ancestor in stats else 0, seen + 1
             if (ancestor == self.root or ancestor in self._used) and pid not in self._used:
-                self._used[pid] = cpu_seconds(pid)
+                self._used[pid] = used
 
     def _run(self) -> None:
         while True:
