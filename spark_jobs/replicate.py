@@ -78,8 +78,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--checkpoint-interval",
         type=float,
-        default=30.0,
-        help="continuous: seconds between group-offset checkpoints in the target (0: none)",
+        help="continuous: seconds between group-offset checkpoints in the target (default: the flow's "
+        "checkpoint_seconds; 0: none)",
     )
     parser.add_argument(
         "--retries",
@@ -198,7 +198,8 @@ def run(
     obeyed: list[StopRequest] = []  # the stop request obeyed, if one was
     context = FlowContext(topology, flow, retries=args.retries)
     heartbeats = HeartbeatTask(context.source_config, flow.name, args.heartbeat_interval, stop)
-    checkpoints = CheckpointTask(topology, flow, args.checkpoint_interval, stop)
+    interval = flow.checkpoint_seconds if args.checkpoint_interval is None else args.checkpoint_interval
+    checkpoints = CheckpointTask(topology, flow, interval, stop)
     plan_flow = functools.partial(context.plan, force=force)  # from positions copied so far, if given
     ends: EpochEnds | None = None  # continuous: how the driver ends an epoch before its deadline
     probe = SourceProbe(context.source_config)

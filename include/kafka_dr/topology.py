@@ -46,6 +46,8 @@ def is_data_topic(topic: str) -> bool:
 # written at the start of each, so the epoch also bounds how long a stop and the failover's activity watch take.
 DEFAULT_EPOCH_S = 5.0
 MAX_EPOCH_S = 300.0
+DEFAULT_CHECKPOINT_S = 30.0
+MAX_CHECKPOINT_S = 3600.0
 
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _TOPIC_CHARS_RE = re.compile(r"[A-Za-z0-9._-]*")
@@ -101,6 +103,8 @@ class Flow:
     groups: TopicFilter = ALL_GROUPS
     start: str = "earliest"  # where a new flow begins: earliest, latest or an ISO time (FLOW_STARTS)
     epoch_seconds: float = DEFAULT_EPOCH_S  # how long each Spark job of a continuous replicator copies for
+    # how often a continuous replicator keeps its groups' translated offsets in the target (what a disaster reads)
+    checkpoint_seconds: float = DEFAULT_CHECKPOINT_S
 
     @property
     def start_ms(self) -> int | None:
@@ -489,7 +493,7 @@ class _Parser:
             value,
             path,
             ("name", "source", "target", "topics"),
-            ("rename", "provenance", "sync_topic_configs", "groups", "start", "epoch_seconds"),
+            ("rename", "provenance", "sync_topic_configs", "groups", "start", "epoch_seconds", "checkpoint_seconds"),
         )
         name = self.name(raw["name"], f"{path}.name", "flow name")
         source = self.cluster_ref(raw["source"], f"{path}.source", clusters)
@@ -506,13 +510,17 @@ class _Parser:
             sync_topic_configs=self.boolean(raw.get("sync_topic_configs", True), f"{path}.sync_topic_configs"),
             groups=self.filter(raw.get("groups", {}), f"{path}.groups", default_include=(".*",)),
             start=self.flow_start(raw.get("start", "earliest"), f"{path}.start"),
-            epoch_seconds=self.epoch_seconds(raw.get("epoch_seconds", DEFAULT_EPOCH_S), f"{path}.epoch_seconds"),
+            epoch_seconds=self.seconds(raw.get("epoch_seconds", DEFAULT_EPOCH_S), f"{path}.epoch_seconds", MAX_EPOCH_S),
+            checkpoint_seconds=self.seconds(
+                raw.get("checkpoint_seconds", DEFAULT_CHECKPOINT_S), f"{path}.checkpoint_seconds", MAX_CHECKPOINT_S
+            ),
         )
 
-    def epoch_seconds(self, value: Any, path: str) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= MAX_EPOCH_S:
+    def seconds(self, value: Any, path: str, maximum: float) -> float:
+        """A number of seconds above 0 and at most `maximum`."""
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= maximum:
             raise self.error(
-                path, f"must be a number of seconds > 0 and <= {MAX_EPOCH_S:g}, got {_type_name(value)} {value!r}"
+                path, f"must be a number of seconds > 0 and <= {maximum:g}, got {_type_name(value)} {value!r}"
             )
         return float(value)
 

@@ -16,11 +16,17 @@ offsets: --groups consumer groups at varied lags while every tool replicates the
   a random moment; each tool's translations (kafka-dr's checkpoints, MirrorMaker 2's as RemoteClusterUtils reads
   them) against the records' origin: records each group would read again or skip, and the translations' age. Last:
   it kills dc1.
+failover: each tool on two clusters of its own: --failover-rate records/s into dc1 and an application consuming them
+  there (at least once: it commits each batch it processed); dc1 killed at a random moment (the same for every
+  tool); then the tool's failover as a person runs it (kafka-dr: dr_failover; MirrorMaker 2: its documented procedure,
+  scripted) and the application in dc2 on the copy. Per tool: each step's seconds, the wall time from the kill to
+  the application's first record in dc2, records lost, delivered twice and skipped.
 
 One JSON line with every figure at the end.
 
     make bench-peers
-    PYTHONPATH=tests .venv/bin/python tests/benchmarks/peers_benchmark.py [throughput|latency|active-active|offsets|all]
+    PYTHONPATH=tests .venv/bin/python tests/benchmarks/peers_benchmark.py
+        [throughput|latency|active-active|offsets|failover|all]
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ import statistics
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -44,9 +51,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.replication_benchmark import create, fill, first_copy, send_and_measure, warm_up, write_topology
-from confluent_kafka import Producer, TopicPartition
+from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 from support.cpu import TreeCpu, cpu_seconds
+from support.drills import fail_over, states_of
 from support.mirrormaker import DEFAULTS, IDENTITY_POLICY, TUNED, MirrorMaker, properties
 from support.servers import BrokerProcess, temporary_brokers
 from support.spark import last_json_line
@@ -54,6 +62,7 @@ from support.topology import write_topology as write_clusters_topology
 
 from kafka_dr.clients import offsets_of
 from kafka_dr.local.apache import KAFKA_VERSION
+from kafka_dr.replication import replicators
 from kafka_dr.replication.internal import CHECKPOINTS, read_records
 from kafka_dr.spark.submit import spark_env, spark_submit_command
 from kafka_dr.translation.checkpoints import dated_checkpoints_in
@@ -220,12 +229,21 @@ def latency(dc1: BrokerProcess, dc2: BrokerProcess, root: Path, rates: list[int]
 @dataclass
 class Running:
     """A tool replicating continuously: the copy's name in dc2, whether the tool still runs, its CPU-seconds so far,
-    and where its log is."""
+    and its logs."""
 
     copy: str
     alive: Callable[[], bool]
     cpu: Callable[[], float]
-    log: str
+    logs: list[Path]
+
+    @property
+    def log(self) -> str:
+        return f"see {', '.join(map(str, self.logs))}"
+
+    def log_lines(self, containing: str = "", last: int = 30) -> str:
+        """The last `last` lines of its logs that contain `containing`."""
+        found = [line for path in self.logs if path.exists() for line in path.read_text(errors="replace").splitlines()]
+        return "\n".join([line for line in found if containing in line][-last:])
 
 
 @contextmanager
@@ -260,7 +278,7 @@ def replicating(
                 topic if both_ways else f"{topic}.copy",
                 lambda: all(p.poll() is None for p in procs),
                 lambda: sum(tree.seconds for tree in trees),
-                f"see {', '.join(map(str, logs))}",
+                logs,
             )
         finally:
             for proc in procs:
@@ -277,7 +295,7 @@ def replicating(
         text = properties(dc1, dc2, topic, settings, aliases, both_ways)
         with mirror_maker(root, f"{tool}-{topic}", text) as mm2:
             copy = topic if both_ways else f"{aliases[0]}.{topic}"
-            yield Running(copy, mm2.running, mm2.cpu_seconds, f"see {mm2.log_path}")
+            yield Running(copy, mm2.running, mm2.cpu_seconds, [mm2.log_path])
 
 
 def active_active(dc1: BrokerProcess, dc2: BrokerProcess, root: Path, records: int, seconds: int) -> dict:
@@ -320,9 +338,7 @@ def wait_for_copies(dc2: BrokerProcess, running: Running, timeout: float = 180.0
     held, deadline = Watermarks(dc2), time.monotonic() + timeout
     while not held.total(running.copy):
         if not running.alive() or time.monotonic() > deadline:
-            logs = [Path(word.rstrip(",")) for word in running.log.split() if word.startswith("/")]
-            tails = "\n".join("\n".join(path.read_text().splitlines()[-30:]) for path in logs if path.exists())
-            raise AssertionError(f"nothing copied into {running.copy}; {running.log}:\n{tails}")
+            raise AssertionError(f"nothing copied into {running.copy}; {running.log}:\n{running.log_lines()}")
         time.sleep(0.5)
 
 
@@ -471,57 +487,85 @@ class Groups:
                 self.committed[applied.group] = offsets[applied.group]
 
 
+class Orders:
+    """One idempotent producer writing each of `topic`'s partitions in turn, a record's value the partition's sequence
+    (the offset it gets at the source, with one idempotent producer); `acked` counts per partition the records the
+    broker acknowledged (a prefix of the sequence: one producer, in order)."""
+
+    def __init__(self, broker: BrokerProcess, topic: str) -> None:
+        self.topic = topic
+        self.sequence = {p: 0 for p in range(PARTITIONS)}
+        self.acked = {p: 0 for p in range(PARTITIONS)}
+        self.producer = Producer({**broker.config, "enable.idempotence": True, "linger.ms": 5})
+        self.stopped = threading.Event()
+        self.writer: threading.Thread | None = None
+
+    def _delivered(self, err: object, message: Message) -> None:
+        if err is None:
+            self.acked[message.partition()] = max(self.acked[message.partition()], int(message.value()) + 1)
+
+    def send(self) -> None:
+        """One record to each partition."""
+        for partition in range(PARTITIONS):
+            value = b"%d" % self.sequence[partition]
+            while True:
+                try:
+                    self.producer.produce(self.topic, value, partition=partition, on_delivery=self._delivered)
+                    break
+                except BufferError:
+                    self.producer.poll(0.05)
+            self.sequence[partition] += 1
+        self.producer.poll(0)
+
+    def fill(self, per_partition: int) -> None:
+        for _ in range(per_partition):
+            self.send()
+        assert self.producer.flush(60) == 0
+
+    def start(self, rate: int) -> None:
+        """`rate` records a second from a thread of its own until stop()."""
+
+        def produce() -> None:
+            start, rounds = time.monotonic(), 0
+            while not self.stopped.is_set():
+                self.send()
+                rounds += 1
+                time.sleep(max(0.0, start + rounds * PARTITIONS / rate - time.monotonic()))
+
+        self.writer = threading.Thread(target=produce, daemon=True)
+        self.writer.start()
+
+    def stop(self) -> None:
+        """No more records (what is in flight stays in flight: a producer whose cluster is gone)."""
+        self.stopped.set()
+        if self.writer is not None:
+            self.writer.join(10)
+
+
 def disaster_offsets(dc1: BrokerProcess, dc2: BrokerProcess, root: Path, rate: int, count: int) -> dict:
     """`count` groups at varied lags, kafka-dr and MirrorMaker 2 (defaults, tuned) replicating at once (the same
     records, the same commits, the same cut), the source node killed at a random moment CUT_AFTER_S after every tool
     copied its first record; each tool's translations scored against the copies."""
     topic = "orders"
     create(dc1, topic, PARTITIONS)
-    sequence = {p: 0 for p in range(PARTITIONS)}
-    producer = Producer({**dc1.config, "enable.idempotence": True, "linger.ms": 5})
-
-    def send() -> None:
-        """One record to each partition, its value the partition's sequence: the source offset it gets."""
-        for partition in range(PARTITIONS):
-            while True:
-                try:
-                    producer.produce(topic, b"%d" % sequence[partition], partition=partition)
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-            sequence[partition] += 1
-        producer.poll(0)
-
-    for _ in range(FILL_PER_PARTITION):
-        send()
-    assert producer.flush(60) == 0
+    orders = Orders(dc1, topic)
+    orders.fill(FILL_PER_PARTITION)
     groups = Groups(dc1, topic, count)
-    groups.commit(dict(sequence), moving_only=False)
-    stop = threading.Event()
-
-    def produce() -> None:
-        start, rounds = time.monotonic(), 0
-        while not stop.is_set():
-            send()
-            rounds += 1
-            time.sleep(max(0.0, start + rounds * PARTITIONS / rate - time.monotonic()))
-
+    groups.commit(dict(orders.sequence), moving_only=False)
     with contextlib.ExitStack() as tools:
         kdr = tools.enter_context(replicating("kafka-dr", dc1, dc2, root, topic))
         mm2 = {name: tools.enter_context(replicating(name, dc1, dc2, root, topic)) for name in MM2_CONFIGS}
-        writer = threading.Thread(target=produce, daemon=True)
-        writer.start()
+        orders.start(rate)
         for running in (kdr, *mm2.values()):  # each tool up and copying: the clock of the cut starts
             wait_for_copies(dc2, running)
         cut_after = random.Random().uniform(*CUT_AFTER_S)
         started = time.monotonic()
         while time.monotonic() - started < cut_after:
             time.sleep(MOVE_EVERY_S)
-            groups.commit(dict(sequence), moving_only=True)
+            groups.commit(dict(orders.sequence), moving_only=True)
         dc1.kill()  # the disaster: SIGKILL, nothing flushed, no goodbye
         cut_ms = int(time.time() * 1000)
-        stop.set()
-        writer.join(10)
+        orders.stop()
         time.sleep(5)  # what each tool had in flight lands (or not) in dc2
         print(f"dc1 killed {cut_after:.0f} s into the traffic", flush=True)
         found = {}
@@ -533,7 +577,196 @@ def disaster_offsets(dc1: BrokerProcess, dc2: BrokerProcess, root: Path, rate: i
                 translations = mm2_checkpoints(dc2, running.copy.rsplit(".", 1)[0], running.copy)
             found[name] = score(translations, copies, groups.committed, cut_ms)
             print(f"offsets {name}: {found[name]}", flush=True)
+            if found[name]["groups_translated"] < found[name]["groups"]:  # why not: its checkpoint passes, as logged
+                print(running.log_lines("heckpoint", 10), flush=True)
     return {"cut_after_s": round(cut_after), "rate": rate, **found}
+
+
+# --- a failover a person runs ---------------------------------------------------------------------------------------
+
+APP_GROUP = "orders-app"
+APP_BATCH = 500
+FAILOVER_RATE = 2000
+# The cut, seconds after the tool copies: past MirrorMaker 2's first checkpoints at its default 60 s interval.
+FAILOVER_CUT_S = (60.0, 120.0)
+IDLE_S = 5.0  # a consumer in dc2 that read nothing for this long has read all there is
+# kafka-dr's flow settings per configuration: its defaults (a checkpoint every 30 s), and checkpoints every second as
+# MirrorMaker 2's tuned configuration emits them.
+KAFKA_DR_FAILOVER = {"kafka-dr": "", "kafka-dr-checkpoints-1s": ", checkpoint_seconds: 1"}
+
+
+class Application:
+    """A consumer application of APP_GROUP as at-least-once applications are written: it processes each batch it
+    polled, then commits it synchronously. `processed` holds (partition, origin sequence) in the order processed;
+    `first_at` is when its first record came (monotonic clock)."""
+
+    def __init__(self, broker: BrokerProcess, topic: str) -> None:
+        settings = {"group.id": APP_GROUP, "enable.auto.commit": False, "auto.offset.reset": "earliest"}
+        self.consumer = Consumer({**broker.config, **settings})
+        self.consumer.subscribe([topic])
+        self.processed: list[tuple[int, int]] = []
+        self.first_at: float | None = None
+
+    def poll_batch(self) -> int:
+        batch = [message for message in self.consumer.consume(APP_BATCH, 0.5) if message.error() is None]
+        if batch:
+            self.first_at = self.first_at if self.first_at is not None else time.monotonic()
+            self.processed.extend((message.partition(), int(message.value())) for message in batch)
+            self.consumer.commit(asynchronous=False)
+        return len(batch)
+
+    def run_until(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            self.poll_batch()
+        self.consumer.close()
+
+    def read_all(self, timeout: float = 120.0) -> None:
+        """Until nothing came for IDLE_S (the copy holds no more), or `timeout`."""
+        deadline, last = time.monotonic() + timeout, time.monotonic()
+        while time.monotonic() - last < IDLE_S and time.monotonic() < deadline:
+            if self.poll_batch():
+                last = time.monotonic()
+        self.consumer.close()
+
+
+def timed(steps: list[tuple[str, float]], name: str, step: Callable[[], object]) -> None:
+    started = time.perf_counter()
+    step()
+    steps.append((name, round(time.perf_counter() - started, 2)))
+
+
+@contextmanager
+def kafka_dr_flow(
+    dc1: BrokerProcess, dc2: BrokerProcess, root: Path, topic: str, settings: str
+) -> Iterator[tuple[Path, Running]]:
+    """`topic` replicated into dc2 under its own name by a continuous replicator started as dr_bringup starts it
+    (tracked in the state directory, so that dr_failover stops it), the flow's further `settings` (YAML) given; the
+    topology file and the copy."""
+    flow = f'  - {{name: {topic}, source: dc1, target: dc2, topics: {{include: ["{topic}"]}}{settings}}}\n'
+    topology = write_clusters_topology(root / "failover.yaml", {"dc1": dc1.bootstrap, "dc2": dc2.bootstrap}, flow)
+    command = spark_submit_command("replicate", ["--topology", str(topology), "--flow", topic, "--mode", "continuous"])
+    replicator, _ = replicators.start(topic, command, env=spark_env())
+    try:
+        yield topology, Running(topic, lambda: replicators.is_running(topic), lambda: 0.0, [Path(replicator.log)])
+    finally:
+        with contextlib.suppress(replicators.ReplicatorError):
+            replicators.stop(topic)
+
+
+def mm2_procedure(mm2: MirrorMaker, dc2: BrokerProcess, source_alias: str, copy: str, synced: bool) -> list:
+    """MirrorMaker 2's documented consumer failover, scripted: stop MirrorMaker 2 (its source is gone); where it does
+    not sync the groups' offsets itself, translate them as `RemoteClusterUtils.translateOffsets` does (the newest
+    checkpoint per partition in `{source}.checkpoints.internal`) and commit them in dc2 for the remote topic, as
+    `kafka-consumer-groups --reset-offsets --from-file` would. Its steps and their seconds."""
+    steps: list[tuple[str, float]] = []
+    timed(steps, "stop MirrorMaker 2", lambda: mm2.stop(timeout=60))
+    if synced:
+        return steps
+    translated: dict[int, int] = {}
+
+    def translate() -> None:
+        found = mm2_checkpoints(dc2, source_alias, copy).get(APP_GROUP, {})
+        translated.update({partition: downstream for partition, (_, downstream, _) in found.items()})
+
+    def commit() -> None:
+        offsets = {APP_GROUP: [TopicPartition(copy, p, offset) for p, offset in translated.items()]}
+        assert all(applied.applied for applied in apply_offsets(AdminClient(dc2.config), offsets, 30)) or not translated
+
+    timed(steps, "translate the group's offsets (RemoteClusterUtils)", translate)
+    timed(steps, "commit them in dc2 (kafka-consumer-groups --reset-offsets)", commit)
+    return steps
+
+
+def failover_by(tool: str, dags: dict, rate: int, cut_after: float) -> dict:
+    """One tool on two new clusters: `rate` records a second into `orders` in dc1, an application consuming them there;
+    after `cut_after` seconds of copies the application stops at a commit and dc1 is killed; the tool's failover
+    procedure, then the application in dc2 on the copy. Records lost (acknowledged by dc1, not in the copy),
+    delivered twice, skipped (in the copy, never delivered), and the wall time to the first record in dc2."""
+    topic = "orders"
+    with temporary_brokers("dc1", "dc2") as (root, brokers), contextlib.ExitStack() as tool_running:
+        dc1, dc2 = brokers["dc1"], brokers["dc2"]
+        create(dc1, topic, PARTITIONS)
+        orders, app, app_stop = Orders(dc1, topic), Application(dc1, topic), threading.Event()
+        consuming = threading.Thread(target=app.run_until, args=(app_stop,), daemon=True)
+        orders.start(rate)
+        consuming.start()
+        while not app.processed:  # the group committed: it exists when the tool starts, as production groups do
+            time.sleep(0.1)
+        if tool in KAFKA_DR_FAILOVER:
+            os.environ["KDR_STATE_DIR"] = str(root / "state")
+            flow = kafka_dr_flow(dc1, dc2, root, topic, KAFKA_DR_FAILOVER[tool])
+            topology, running = tool_running.enter_context(flow)
+        else:
+            source_alias = f"{tool}-from"
+            text = properties(dc1, dc2, topic, MM2_CONFIGS[tool], (source_alias, f"{tool}-to"))
+            mm2 = tool_running.enter_context(mirror_maker(root, tool, text))
+            running = Running(f"{source_alias}.{topic}", mm2.running, mm2.cpu_seconds, [mm2.log_path])
+        wait_for_copies(dc2, running)
+        time.sleep(cut_after)
+        app_stop.set()  # the application's last batch processed and committed, then its DC goes
+        consuming.join(30)
+        dc1.kill()
+        killed = time.monotonic()
+        orders.stop()
+        if tool in KAFKA_DR_FAILOVER:
+            steps: list[tuple[str, float]] = []
+            timed(steps, "dr_failover (disaster)", lambda: failed_over(dags, topology))
+        else:
+            steps = mm2_procedure(mm2, dc2, source_alias, running.copy, MM2_CONFIGS[tool] is TUNED)
+        again = Application(dc2, running.copy)
+        again.read_all()
+        copied = [(message.partition(), int(message.value())) for message in read_records(dc2.config, running.copy)]
+    return {
+        "cut_after_s": round(cut_after),
+        "steps": steps,
+        "to_first_record_in_dc2_s": None if again.first_at is None else round(again.first_at - killed, 2),
+        **failover_score(orders.acked, copied, app.processed, again.processed),
+    }
+
+
+def failed_over(dags: dict, topology: Path) -> None:
+    run = fail_over(dags, topology, "disaster", groups=APP_GROUP)
+    assert str(run.state) == "success", states_of(run)
+
+
+def failover_score(
+    acked: dict[int, int],
+    copied: list[tuple[int, int]],
+    before: list[tuple[int, int]],
+    after: list[tuple[int, int]],
+) -> dict:
+    """What the application lived through: records dc1 acknowledged that the copy lacks (the RPO), records it was
+    given twice (in dc1 and again in dc2, or twice in dc2: a record copied twice included), and records of the copy
+    it was never given. Records are (partition, origin sequence)."""
+    given = before + after
+    copies = set(copied)
+    return {
+        "records_acknowledged_by_dc1": sum(acked.values()),
+        "processed_in_dc1": len(before),
+        "processed_in_dc2": len(after),
+        "copied_twice": len(copied) - len(copies),
+        "lost": sum(1 for p, count in acked.items() for sequence in range(count) if (p, sequence) not in copies),
+        "delivered_twice": len(given) - len(set(given)),
+        "skipped": len(copies - set(given)),
+    }
+
+
+def failovers(rate: int) -> dict:
+    """Each tool's failover on clusters of its own, the same moment of the cut for all."""
+    from benchmarks.failover_benchmark import warm_up as warm_up_airflow
+    from support.airflow import configure_environment, load_dag, migrate_db
+
+    session = Path(tempfile.mkdtemp(prefix="kdr-peers-failover-"))
+    configure_environment(session)
+    migrate_db(session)
+    dags = {"dr_failover": load_dag("dr_failover")}
+    warm_up_airflow(None, dags["dr_failover"], session)  # a deployed Airflow has built its execution API long before
+    cut_after = random.Random().uniform(*FAILOVER_CUT_S)
+    found = {}
+    for tool in (*KAFKA_DR_FAILOVER, *MM2_CONFIGS):
+        found[tool] = failover_by(tool, dags, rate, cut_after)
+        print(f"failover {tool}: {found[tool]}", flush=True)
+    return found
 
 
 def count_records(broker: BrokerProcess, topic: str) -> int:
@@ -543,7 +776,7 @@ def count_records(broker: BrokerProcess, topic: str) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parts = ["throughput", "latency", "active-active", "offsets", "all"]
+    parts = ["throughput", "latency", "active-active", "offsets", "failover", "all"]
     parser.add_argument("which", choices=parts, nargs="?", default="all")
     parser.add_argument("--records", type=int, default=500_000)
     parser.add_argument("--size", type=int, default=200, help="value bytes")
@@ -553,19 +786,24 @@ def main() -> int:
     parser.add_argument("--active-records", type=int, default=10_000)
     parser.add_argument("--offsets-rate", type=int, default=1000, help="offsets: records/s while the groups commit")
     parser.add_argument("--groups", type=int, default=GROUPS, help="offsets: consumer groups")
+    parser.add_argument("--failover-rate", type=int, default=FAILOVER_RATE, help="failover: records/s")
     args = parser.parse_args()
     result: dict = {"kafka": KAFKA_VERSION, "date": time.strftime("%Y-%m-%d %H:%M")}
-    with temporary_brokers("dc1", "dc2") as (root, brokers):
-        dc1, dc2 = brokers["dc1"], brokers["dc2"]
-        warm_up(dc1, dc2, args.records)  # both tools measured on brokers whose JIT is done with these paths
-        if args.which in ("throughput", "all"):
-            result["throughput"] = throughput(dc1, dc2, root, args.records, args.size, args.rounds)
-        if args.which in ("latency", "all"):
-            result["latency"] = latency(dc1, dc2, root, [args.rate, 10 * args.rate], args.seconds)
-        if args.which in ("active-active", "all"):
-            result["active_active"] = active_active(dc1, dc2, root, args.active_records, args.seconds)
-        if args.which in ("offsets", "all"):  # last: it kills dc1
-            result["offsets"] = disaster_offsets(dc1, dc2, root, args.offsets_rate, args.groups)
+    chosen = {part for part in parts if args.which in (part, "all")}
+    if chosen - {"failover"}:  # the parts that share one pair of clusters
+        with temporary_brokers("dc1", "dc2") as (root, brokers):
+            dc1, dc2 = brokers["dc1"], brokers["dc2"]
+            warm_up(dc1, dc2, args.records)  # both tools measured on brokers whose JIT is done with these paths
+            if "throughput" in chosen:
+                result["throughput"] = throughput(dc1, dc2, root, args.records, args.size, args.rounds)
+            if "latency" in chosen:
+                result["latency"] = latency(dc1, dc2, root, [args.rate, 10 * args.rate], args.seconds)
+            if "active-active" in chosen:
+                result["active_active"] = active_active(dc1, dc2, root, args.active_records, args.seconds)
+            if "offsets" in chosen:  # last: it kills dc1
+                result["offsets"] = disaster_offsets(dc1, dc2, root, args.offsets_rate, args.groups)
+    if "failover" in chosen:  # each tool on clusters of its own: each kills its dc1
+        result["failover"] = failovers(args.failover_rate)
     print(json.dumps(result))
     return 0
 

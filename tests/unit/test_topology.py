@@ -105,10 +105,11 @@ def test_default_file_is_the_replicator_demo_topology() -> None:
     assert [p.pattern for p in forward.groups.exclude] == ["console-consumer-.*"]
 
 
-def test_a_flow_sets_its_replicator_epoch(tmp_path: Path) -> None:
+def test_a_flow_sets_its_replicator_epoch_and_checkpoint_interval(tmp_path: Path) -> None:
     data = copy.deepcopy(DESIGN_TOPOLOGY)
-    data["flows"][0]["epoch_seconds"] = 2.5
-    assert load_topology(write(tmp_path, data)).flow("dc1-to-dc2").epoch_seconds == 2.5
+    data["flows"][0] |= {"epoch_seconds": 2.5, "checkpoint_seconds": 1}
+    flow = load_topology(write(tmp_path, data)).flow("dc1-to-dc2")
+    assert (flow.epoch_seconds, flow.checkpoint_seconds) == (2.5, 1.0)
 
 
 def test_defaults_of_a_minimal_flow() -> None:
@@ -118,6 +119,7 @@ def test_defaults_of_a_minimal_flow() -> None:
     assert backward.provenance is True
     assert backward.sync_topic_configs is True
     assert backward.epoch_seconds == 5.0
+    assert backward.checkpoint_seconds == 30.0
     assert [p.pattern for p in backward.topics.exclude] == []
     assert [p.pattern for p in backward.groups.include] == [".*"]
     assert [p.pattern for p in backward.groups.exclude] == []
