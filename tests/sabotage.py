@@ -43,6 +43,19 @@ PROBE_ONCE = (
 
 SABOTAGES = (
     Sabotage(
+        "group-requests-all-at-once",
+        "every group coordinator request sent at once (librdkafka aborts the process when a queued one times out)",
+        (
+            (
+                "include/kafka_dr/clients.py",
+                "    for start in range(0, len(items), GROUPS_IN_FLIGHT):\n"
+                "        window = ask(items[start : start + GROUPS_IN_FLIGHT])\n",
+                "    for start in range(0, len(items), len(items)):\n        window = ask(items[start:])\n",
+            ),
+        ),
+        ("tests/unit/test_clients.py::test_group_requests_go_out_a_window_at_a_time",),
+    ),
+    Sabotage(
         "stalled-unnamed",
         "a replicator that runs and copies nothing is never called STALLED",
         (

@@ -8,14 +8,15 @@ logs. librdkafka's own log lines go to the Python logger `kafka_dr.librdkafka`, 
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
 import re
 import threading
 import time
-from collections.abc import Iterator, Mapping
-from concurrent.futures import Future
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, wait
 from typing import Any
 
 from confluent_kafka import (
@@ -143,6 +144,27 @@ COORDINATOR_BUSY = (
 )
 
 
+# librdkafka 2.16 (confluent-kafka 2.16.1) aborts the whole process (an assertion in
+# rd_kafka_enq_once_del_source_return) when a group-coordinator admin request (DescribeGroups, ListConsumerGroupOffsets,
+# AlterConsumerGroupOffsets) times out on the client while it is still queued. A thousand sent at once on loaded cores
+# wait that long, the last of them: a continuous replicator's checkpoint pass over 1,000 groups killed it so. Sent this
+# many at a time, each is answered in milliseconds.
+GROUPS_IN_FLIGHT = 50
+
+
+def in_windows(
+    items: Sequence[Any], ask: Callable[[Sequence[Any]], dict[str, Future]], timeout: float
+) -> dict[str, Future]:
+    """`ask` for GROUPS_IN_FLIGHT of `items` at a time, the next window sent once this one is answered (or `timeout`
+    passed: librdkafka's own request timeout answers first); every window's futures, by group."""
+    futures: dict[str, Future] = {}
+    for start in range(0, len(items), GROUPS_IN_FLIGHT):
+        window = ask(items[start : start + GROUPS_IN_FLIGHT])
+        wait(list(window.values()), timeout)
+        futures |= window
+    return futures
+
+
 # A coordinator that may still answer NOT_COORDINATOR next: busy, or not heard from within the timeout.
 UNSETTLED = (*COORDINATOR_BUSY, KafkaError._TIMED_OUT)
 # One DescribeGroups attempt's bound: it answers in milliseconds, so a request unanswered this long was lost (a node
@@ -161,7 +183,8 @@ def describe_groups(admin: AdminClient, groups: list[str], timeout: float = 15.0
     while pending:
         busy = []
         left = min(DESCRIBE_ATTEMPT_S, max(1.0, deadline - time.monotonic()))
-        for group, future in admin.describe_consumer_groups(pending, request_timeout=left).items():
+        asked = in_windows(pending, functools.partial(admin.describe_consumer_groups, request_timeout=left), left + 5)
+        for group, future in asked.items():
             try:
                 answers[group] = future.result(left + 5.0)  # librdkafka's own request timeout answers first
             except KafkaException as exc:
@@ -181,13 +204,17 @@ def describe_groups(admin: AdminClient, groups: list[str], timeout: float = 15.0
 def list_group_offsets(
     admin: AdminClient, requests: list[ConsumerGroupTopicPartitions], timeout: float = 15.0
 ) -> dict[str, Future]:
-    """ListConsumerGroupOffsets for each request, all in flight, once every group's coordinator answers: confluent-kafka
+    """ListConsumerGroupOffsets for each request (in windows), once every group's coordinator answers: confluent-kafka
     2.16.1 crashes the process (a segfault in librdkafka) when a coordinator answers it NOT_COORDINATOR, as Apache
     Kafka does while the coordinator loads. TimeoutError names a group whose coordinator stays busy."""
     for group, answer in describe_groups(admin, [r.group_id for r in requests], timeout).items():
         if isinstance(answer, KafkaException) and answer.args[0].code() in UNSETTLED:
             raise TimeoutError(f"the coordinator of group {group} is still loading after {timeout:g} s")
-    return {r.group_id: admin.list_consumer_group_offsets([r], request_timeout=timeout)[r.group_id] for r in requests}
+
+    def ask(window: Sequence[ConsumerGroupTopicPartitions]) -> dict[str, Future]:
+        return {r.group_id: admin.list_consumer_group_offsets([r], request_timeout=timeout)[r.group_id] for r in window}
+
+    return in_windows(requests, ask, timeout + 5)
 
 
 def offsets_of(

@@ -563,6 +563,7 @@ def disaster_offsets(dc1: BrokerProcess, dc2: BrokerProcess, root: Path, rate: i
         while time.monotonic() - started < cut_after:
             time.sleep(MOVE_EVERY_S)
             groups.commit(dict(orders.sequence), moving_only=True)
+        alive = {name: running.alive() for name, running in (("kafka-dr", kdr), *mm2.items())}
         dc1.kill()  # the disaster: SIGKILL, nothing flushed, no goodbye
         cut_ms = int(time.time() * 1000)
         orders.stop()
@@ -575,7 +576,7 @@ def disaster_offsets(dc1: BrokerProcess, dc2: BrokerProcess, root: Path, rate: i
                 translations = kafka_dr_checkpoints(dc2, topic)
             else:
                 translations = mm2_checkpoints(dc2, running.copy.rsplit(".", 1)[0], running.copy)
-            found[name] = score(translations, copies, groups.committed, cut_ms)
+            found[name] = {"running_at_the_cut": alive[name], **score(translations, copies, groups.committed, cut_ms)}
             print(f"offsets {name}: {found[name]}", flush=True)
             if found[name]["groups_translated"] < found[name]["groups"]:  # why not: its checkpoint passes, as logged
                 print(running.log_lines("heckpoint", 10), flush=True)

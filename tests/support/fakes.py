@@ -9,6 +9,7 @@ Each log is what a read_committed consumer sees: `high` is its end (the last sta
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
@@ -254,7 +255,9 @@ class FakeGroupAdmin:
     error; `partition_errors` answers a group's next commits with that error on every partition, one answer per
     commit, as a broker does whose coordinator loads or moves; `loading` answers a group's next DescribeGroups that many
     times with `busy` (NOT_COORDINATOR unless set). `commits` records the commits made, `asked` the calls in their
-    order, `describe_timeouts` each DescribeGroups' request timeout."""
+    order, `describe_timeouts` each DescribeGroups' request timeout. With `latency` (seconds) each answer comes that
+    long after its request, from a thread of its own, as a broker's does; `most_in_flight` is then the most requests
+    ever sent and not yet answered."""
 
     def __init__(self) -> None:
         self.committed: dict[str, list[Any]] = {}  # TopicPartition-like: topic, partition, offset, error
@@ -266,6 +269,30 @@ class FakeGroupAdmin:
         self.asked: list[tuple[str, str]] = []
         self.describe_timeouts: list[float | None] = []
         self.commits: list[tuple[str, list[TopicPartition]]] = []
+        self.latency: float | None = None
+        self.in_flight = self.most_in_flight = 0
+        self._lock = threading.Lock()
+
+    def _later(self, answers: dict[str, Future]) -> dict[str, Future]:
+        """`answers` (done) as futures answered `latency` seconds from now; at once without one."""
+        if self.latency is None:
+            return answers
+        with self._lock:
+            self.in_flight += len(answers)
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        pending = {group: Future() for group in answers}
+
+        def answer() -> None:
+            for group, done in answers.items():
+                with self._lock:
+                    self.in_flight -= 1
+                if done.exception() is None:
+                    pending[group].set_result(done.result())
+                else:
+                    pending[group].set_exception(done.exception())
+
+        threading.Timer(self.latency, answer).start()
+        return pending
 
     def list_consumer_groups(self, request_timeout: float | None = None) -> Future:
         groups = sorted({*self.committed, *self.members})
@@ -276,11 +303,13 @@ class FakeGroupAdmin:
     ) -> dict[str, Future]:
         (request,) = requests  # as confluent-kafka: one group a call
         self.asked.append(("list", request.group_id))
-        return {
-            request.group_id: _done(
-                ConsumerGroupTopicPartitions(request.group_id, self.committed.get(request.group_id, []))
-            )
-        }
+        return self._later(
+            {
+                request.group_id: _done(
+                    ConsumerGroupTopicPartitions(request.group_id, self.committed.get(request.group_id, []))
+                )
+            }
+        )
 
     def describe_consumer_groups(self, groups: list[str], request_timeout: float | None = None) -> dict[str, Future]:
         self.asked += [("describe", group) for group in groups]
@@ -288,13 +317,16 @@ class FakeGroupAdmin:
         loading = {group for group in groups if self.loading.get(group, 0) > 0}
         for group in loading:
             self.loading[group] -= 1
-        return {group: _done(error=self.busy) for group in loading} | {
-            group: _done(SimpleNamespace(group_id=group, members=[object()] * self.members[group]))
-            if group in self.members
-            else _done(error=KafkaError(KafkaError.GROUP_ID_NOT_FOUND))
-            for group in groups
-            if group not in loading
-        }
+        return self._later(
+            {group: _done(error=self.busy) for group in loading}
+            | {
+                group: _done(SimpleNamespace(group_id=group, members=[object()] * self.members[group]))
+                if group in self.members
+                else _done(error=KafkaError(KafkaError.GROUP_ID_NOT_FOUND))
+                for group in groups
+                if group not in loading
+            }
+        )
 
     def alter_consumer_group_offsets(
         self, requests: list[ConsumerGroupTopicPartitions], request_timeout: float | None = None
@@ -310,7 +342,7 @@ class FakeGroupAdmin:
             ]
             return {group: _done(SimpleNamespace(group_id=group, topic_partitions=answered))}
         self.commits.append((group, list(request.topic_partitions)))
-        return {group: _done(request)}
+        return self._later({group: _done(request)})
 
 
 def patch_sleep(monkeypatch: Any, module: Any, sleep: Callable[[float], None]) -> None:

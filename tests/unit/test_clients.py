@@ -11,6 +11,7 @@ from support.fakes import FakeGroupAdmin, patch_sleep
 
 from kafka_dr import clients as clients_module
 from kafka_dr.clients import (
+    GROUPS_IN_FLIGHT,
     LIBRDKAFKA_LOG,
     ClientConfigError,
     client_config,
@@ -21,6 +22,7 @@ from kafka_dr.clients import (
     redact,
 )
 from kafka_dr.topology import parse_topology
+from kafka_dr.translation.groups import apply_offsets
 
 CLUSTER = parse_topology({"clusters": {"us-east": {"bootstrap_servers": "10.0.0.1:9092"}}}).cluster("us-east")
 SECRET = "s3cret-never-shown"
@@ -104,3 +106,18 @@ def test_a_coordinator_that_never_answers_is_a_timeout_and_nothing_is_listed(mon
     with pytest.raises(TimeoutError, match="the coordinator of group billing is still loading after 15 s"):
         list_group_offsets(admin, [ConsumerGroupTopicPartitions("billing")], 15)
     assert ("list", "billing") not in admin.asked
+
+
+def test_group_requests_go_out_a_window_at_a_time() -> None:
+    """librdkafka 2.16 aborts the process when a group coordinator request times out while still queued, as the last
+    of a thousand sent at once do on loaded cores: describing, listing and committing keep at most GROUPS_IN_FLIGHT
+    requests unanswered, and every group is still answered."""
+    admin = FakeGroupAdmin()
+    admin.latency = 0.002
+    groups = [f"group-{i}" for i in range(157)]
+    admin.committed = {group: [TopicPartition("orders", 0, i)] for i, group in enumerate(groups)}
+    listed = list_group_offsets(admin, [ConsumerGroupTopicPartitions(group) for group in groups], 5)
+    assert [listed[g].result(5).topic_partitions[0].offset for g in groups] == list(range(len(groups)))
+    applied = apply_offsets(admin, {group: [TopicPartition("orders", 0, 1)] for group in groups}, 5)
+    assert [a.group for a in applied if a.applied] == sorted(groups)
+    assert admin.most_in_flight == GROUPS_IN_FLIGHT < len(groups)

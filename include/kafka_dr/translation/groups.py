@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +18,7 @@ from typing import Any
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from ..clients import COORDINATOR_BUSY, describe_groups, list_group_offsets
+from ..clients import COORDINATOR_BUSY, describe_groups, in_windows, list_group_offsets
 from ..topology import FAILBACK_FLOW_SUFFIX, INTERNAL_TOPIC_PREFIX, Flow, Topology
 from .offsets import PartitionRequest, Translated
 
@@ -137,13 +137,17 @@ def apply_offsets(admin: AdminClient, groups: dict[str, list[TopicPartition]], t
             results.append(Applied(group, False, f"{members} active member(s) in the target"))
         else:
             pending[group] = offsets
-    while pending:
-        commits = {
+
+    def commit(window: Sequence[tuple[str, list[TopicPartition]]]) -> dict[str, Future]:
+        return {
             group: admin.alter_consumer_group_offsets(
                 [ConsumerGroupTopicPartitions(group, offsets)], request_timeout=timeout
             )[group]
-            for group, offsets in pending.items()
+            for group, offsets in window
         }
+
+    while pending:
+        commits = in_windows(list(pending.items()), commit, timeout + 5)
         busy: dict[str, list[TopicPartition]] = {}
         for group, future in commits.items():
             error = _commit_error(future, timeout)
