@@ -231,9 +231,12 @@ class CheckpointTask:
         if time.monotonic() - self.full_pass_at >= FULL_PASS_S:
             self.written.clear()
             self.full_pass_at = time.monotonic()
+        started = time.monotonic()
         try:
             groups = self.checkpoint(self.topology, self.flow, None, retries=1, written=self.written)
-            log.info("flow %s: checkpointed %d groups", self.flow.name, len(groups))
+            log.info(
+                "flow %s: checkpointed %d groups in %.1f s", self.flow.name, len(groups), time.monotonic() - started
+            )
         except Exception as exc:  # noqa: BLE001 - a source outage must not stop replication; the last ones stay
             log.warning("flow %s: group offsets not checkpointed: %s", self.flow.name, exc)
 
