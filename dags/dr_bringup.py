@@ -29,6 +29,7 @@ with DAG(
     default_args={"on_failure_callback": DagFailedNotifier()},  # the dag_failed alert
     schedule=None,
     catchup=False,
+    is_paused_upon_creation=False,  # a run triggered on a paused DAG queues and never starts
     max_active_runs=1,
     render_template_as_native_obj=True,  # thresholds reach the lag gate as numbers (or None)
     tags=["kafka-dr"],

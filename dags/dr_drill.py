@@ -43,6 +43,7 @@ with DAG(
     default_args={"on_failure_callback": DagFailedNotifier()},
     schedule=os.environ.get("KDR_DRILL_SCHEDULE") or None,
     catchup=False,
+    is_paused_upon_creation=False,  # runs when triggered, or on $KDR_DRILL_SCHEDULE when one is set
     max_active_runs=1,
     tags=["kafka-dr"],
     doc_md=runbook_doc_md("dr_drill", __doc__),

@@ -53,6 +53,7 @@ with DAG(
     default_args={"on_failure_callback": DagFailedNotifier()},  # the dag_failed alert
     schedule=None,
     catchup=False,
+    is_paused_upon_creation=False,  # a run triggered on a paused DAG queues and never starts
     max_active_runs=1,
     tags=["kafka-dr"],
     doc_md=runbook_doc_md("dr_failback", __doc__),

@@ -44,6 +44,7 @@ with DAG(
     default_args={"on_failure_callback": DagFailedNotifier()},  # the dag_failed alert
     schedule=None,
     catchup=False,
+    is_paused_upon_creation=False,  # a failover triggered on a paused DAG queues and never starts
     max_active_runs=1,
     tags=["kafka-dr"],
     doc_md=runbook_doc_md("dr_failover", __doc__),

@@ -31,6 +31,7 @@ with DAG(
     schedule=os.environ.get("KDR_HEALTH_SCHEDULE") or "*/5 * * * *",
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
+    is_paused_upon_creation=False,  # its checks, alerts and failover proposals run from the first schedule on
     max_active_runs=1,
     tags=["kafka-dr"],
     doc_md=runbook_doc_md("dr_replication_health", __doc__),

@@ -50,6 +50,14 @@ def test_dag_ids_are_the_designed_ones(dagbag: DagBag) -> None:
         assert Path(dagbag.dags[dag_id].fileloc).name == f"{dag_id}.py", "one DAG per file, named by its id"
 
 
+def test_every_dag_starts_unpaused(dagbag: DagBag) -> None:
+    """In an Airflow whose DAGs are paused at creation (its default), a DR DAG paused would queue a 3 a.m. failover
+    and never start it: every kafka-dr DAG says so itself, whatever the deployment's setting."""
+    assert {dag_id: dag.is_paused_upon_creation for dag_id, dag in dagbag.dags.items()} == dict.fromkeys(
+        DESIGN_DAG_IDS, False
+    )
+
+
 def test_every_dag_links_its_runbook(dagbag: DagBag) -> None:
     """The DAG's docs in the UI open its runbook on the DR page's copy of the site (docs/runbooks/<dag_id>.md)."""
     docs = Path(__file__).resolve().parents[2] / "docs" / "runbooks"
