@@ -5,8 +5,8 @@ validate (params, else the run's hourly data interval; the window checked agains
 backfill" in the UI, `airflow backfill create --dag-id dr_backfill --from-date ... --to-date ...`) re-run past hours;
 each run copies only what the target lacks, so re-runs copy nothing. The DAG starts unpaused, so that a run triggered
 from the form, the REST API or `airflow backfill create` starts at once; its scheduled hourly runs copy nothing (they
-skip themselves) unless the topology sets `dr.hourly_gap_repair: true`, and then each repairs the hour before it
-for the `flow` param's default, the first flow of the topology.
+skip themselves): the past hour of a running flow is in its destination already, and older copies cannot be appended
+after newer ones.
 """
 
 from __future__ import annotations

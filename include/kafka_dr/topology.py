@@ -223,6 +223,11 @@ class Alerts:
 
 
 APPROVALS = ("required", "none")
+# Why dr.hourly_gap_repair is gone: copies of a past hour can only be appended after the running flow's newer ones.
+REMOVED_GAP_REPAIR = (
+    "was removed: a running flow's destination cannot take a past hour's copies in order (dr_backfill refuses it); "
+    "delete the key, and repair a lost window with a dr_backfill run into a topic of its own"
+)
 DEFAULT_APPROVAL_TIMEOUT_S = 3600.0
 
 
@@ -232,7 +237,7 @@ class DrPolicy:
     `approve` task for a person, who may answer (Airflow user names; empty: any user), whether the user who
     triggered the run may approve it (`four_eyes`: not), and how long the approval waits before the run fails;
     after how many dr_replication_health runs in a row with a cluster unreachable a disaster failover is proposed
-    (0: never); whether dr_backfill's scheduled hourly runs copy what the past hour lacks (else they do nothing);
+    (0: never);
     the objectives a dr_drill checks (`rpo_records`: records a failover may lose; `rto_seconds`: run start to clients
     switched; None: not set, the drill reports the figure without a verdict)."""
 
@@ -241,7 +246,6 @@ class DrPolicy:
     four_eyes: bool = True
     approval_timeout_s: float = DEFAULT_APPROVAL_TIMEOUT_S
     propose_failover_after: int = 3
-    hourly_gap_repair: bool = False
     rpo_records: int | None = None
     rto_seconds: float | None = None
     cut_off_command: str | None = None  # how a disaster drill cuts a cluster off ({cluster}), and brings it back
@@ -588,14 +592,16 @@ class _Parser:
 
     def dr(self, value: Any) -> DrPolicy:
         """The `dr:` section: `approval` required|none, `approvers` a list of user names, `four_eyes` a boolean,
-        `approval_timeout` a duration like 30m or 1h, `propose_failover_after` a count of runs (0 or more),
-        `hourly_gap_repair` a boolean, the drill's objectives `rpo_records` (a whole number >= 0) and `rto_seconds` (a
+        `approval_timeout` a duration like 30m or 1h, `propose_failover_after` a count of runs (0 or more), the drill's
+        objectives `rpo_records` (a whole number >= 0) and `rto_seconds` (a
         number > 0), and the commands with which a disaster drill cuts a cluster off and brings it back (`{cluster}`:
         the embedded stack's `kafka-dr local stop|start {cluster}`; a deployment's own, e.g. a firewall rule)."""
         keys = (
-            "approval", "approvers", "four_eyes", "approval_timeout", "propose_failover_after", "hourly_gap_repair",
-            "rpo_records", "rto_seconds", "cut_off_command", "bring_back_command",
+            "approval", "approvers", "four_eyes", "approval_timeout", "propose_failover_after", "rpo_records",
+            "rto_seconds", "cut_off_command", "bring_back_command",
         )  # fmt: skip
+        if isinstance(value, dict) and "hourly_gap_repair" in value:
+            raise self.error("dr.hourly_gap_repair", REMOVED_GAP_REPAIR)
         raw = self.mapping(value, "dr", (), keys)
         approval = raw.get("approval", "required")
         if approval not in APPROVALS:
@@ -608,7 +614,6 @@ class _Parser:
         after = raw.get("propose_failover_after", 3)
         if isinstance(after, bool) or not isinstance(after, int) or after < 0:
             raise self.error("dr.propose_failover_after", f"must be a count of runs (0: never), got {after!r}")
-        repair = self.boolean(raw.get("hourly_gap_repair", False), "dr.hourly_gap_repair")
         rpo = raw.get("rpo_records")
         if rpo is not None and (isinstance(rpo, bool) or not isinstance(rpo, int) or rpo < 0):
             raise self.error("dr.rpo_records", f"must be a whole number of records >= 0, got {rpo!r}")
@@ -621,7 +626,7 @@ class _Parser:
         ]
         if (commands[0] is None) != (commands[1] is None):
             raise self.error("dr", "cut_off_command and bring_back_command go together: a drill undoes its cut")
-        policy = (tuple(a.strip() for a in approvers), four_eyes, timeout, after, repair, rpo, rto, *commands)
+        policy = (tuple(a.strip() for a in approvers), four_eyes, timeout, after, rpo, rto, *commands)
         return DrPolicy(approval, *policy)
 
     def duration(self, value: Any, path: str) -> float:

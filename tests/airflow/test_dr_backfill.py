@@ -140,8 +140,8 @@ def test_airflow_backfill_create_copies_each_hour_once(airflow_execution_api, st
     reports = sorted((state / "reports").glob("dr_backfill-backfill__*.json"))  # one per run, in hour order
     copied = [(body["copied"], body["already_present"]) for body in (json.loads(r.read_text()) for r in reports)]
     assert copied == [(PER_HOUR, 0)] * 2
-    # The DAG is unpaused at creation, so the scheduler also made its scheduled run of the latest hour; the topology
-    # (the default one) does not ask for hourly gap repair, so that run skipped itself and copied nothing.
+    # The DAG is unpaused at creation, so the scheduler also made its scheduled run of the latest hour, which skipped
+    # itself and copied nothing.
     scheduled = scheduled_runs("dr_backfill")
     assert scheduled and all(state == "success" for state, _ in scheduled), scheduled
     assert all(set(tasks.values()) == {"skipped"} for _, tasks in scheduled), scheduled

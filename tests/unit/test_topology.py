@@ -375,9 +375,9 @@ def test_health_slos_are_read_and_optional() -> None:
 def test_the_dr_policy_requires_approval_by_another_user_unless_it_says_otherwise() -> None:
     assert parse_topology(mutated(lambda d: d.pop("dr", None))).dr == DrPolicy("required", (), True, 3600.0)
     policy = {"approval": "required", "approvers": ["alice", "bob"], "four_eyes": False, "approval_timeout": "15m"}
-    policy |= {"propose_failover_after": 0, "hourly_gap_repair": True, "rpo_records": 0, "rto_seconds": 45.5}
+    policy |= {"propose_failover_after": 0, "rpo_records": 0, "rto_seconds": 45.5}
     assert parse_topology(mutated(lambda d: d.update(dr=policy))).dr == DrPolicy(
-        "required", ("alice", "bob"), False, 900, 0, True, 0, 45.5
+        "required", ("alice", "bob"), False, 900, 0, 0, 45.5
     )
     unset = parse_topology(mutated(lambda d: d.update(dr={}))).dr
     assert (unset.rpo_records, unset.rto_seconds) == (None, None)  # no objective: a drill gives figures, no verdict

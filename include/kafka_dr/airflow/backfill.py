@@ -27,7 +27,7 @@ def validate_backfill(params: dict[str, Any] | None = None) -> dict[str, Any]:
     """Check every param and the window against the source (offsets past the end, topics outside the flow, a target
     that would take the copies out of order); returns the backfill's arguments (BackfillPlan). A run without window
     params takes its data interval (Airflow's own backfill re-runs past hours this way). A scheduled run skips itself,
-    and so the run, unless the topology asks for hourly gap repair."""
+    and so the run (its hourly data intervals are for Airflow's backfill)."""
     params = params or {}
     context = get_current_context()
     try:
@@ -35,7 +35,7 @@ def validate_backfill(params: dict[str, Any] | None = None) -> dict[str, Any]:
         topo = load_topology(path)
         alert_targets(topo)  # a bad alert URL or a missing ${VAR}: one line, before anything changes
         run_type = context["dag_run"].run_type
-        idle = idle_reason(getattr(run_type, "value", str(run_type)), topo)
+        idle = idle_reason(getattr(run_type, "value", str(run_type)))
         if idle is not None:
             raise AirflowSkipException(idle)
         flow = topo.flow(str(params.get("flow") or ""))

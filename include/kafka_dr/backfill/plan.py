@@ -92,10 +92,10 @@ class BackfillPlan:
         )
 
 
-def idle_reason(run_type: str, topology: Topology) -> str | None:
+def idle_reason(run_type: str) -> str | None:
     """Why a dr_backfill run copies nothing, or None when it copies: the DAG is unpaused so that a manual trigger
-    and Airflow's own backfill start at once, and its scheduled hourly runs copy only when the topology asks for
-    hourly gap repair (`dr.hourly_gap_repair`)."""
-    if run_type == "scheduled" and not topology.dr.hourly_gap_repair:
-        return "a scheduled run copies nothing unless the topology sets dr.hourly_gap_repair: true"
+    and Airflow's own backfill start at once; its hourly data intervals are there for Airflow's backfill, and a
+    scheduled run would target the past hour of a flow that already copies it."""
+    if run_type == "scheduled":
+        return "a scheduled run copies nothing: trigger dr_backfill, or run Airflow's backfill over past hours"
     return None
