@@ -229,6 +229,7 @@ REMOVED_GAP_REPAIR = (
     "delete the key, and repair a lost window with a dr_backfill run into a topic of its own"
 )
 DEFAULT_APPROVAL_TIMEOUT_S = 3600.0
+DEFAULT_DRILL_MAX_AGE_S = 31 * 86400.0
 
 
 @dataclass(frozen=True)
@@ -250,6 +251,8 @@ class DrPolicy:
     rto_seconds: float | None = None
     cut_off_command: str | None = None  # how a disaster drill cuts a cluster off ({cluster}), and brings it back
     bring_back_command: str | None = None
+    airflow_site: str | None = None  # where Airflow and its state run: a cluster's name, or any other site's
+    drill_max_age_s: float = DEFAULT_DRILL_MAX_AGE_S  # readiness: the last passing dr_drill at most this old
 
 
 @dataclass(frozen=True)
@@ -594,11 +597,13 @@ class _Parser:
         """The `dr:` section: `approval` required|none, `approvers` a list of user names, `four_eyes` a boolean,
         `approval_timeout` a duration like 30m or 1h, `propose_failover_after` a count of runs (0 or more), the drill's
         objectives `rpo_records` (a whole number >= 0) and `rto_seconds` (a
-        number > 0), and the commands with which a disaster drill cuts a cluster off and brings it back (`{cluster}`:
-        the embedded stack's `kafka-dr local stop|start {cluster}`; a deployment's own, e.g. a firewall rule)."""
+        number > 0), the commands with which a disaster drill cuts a cluster off and brings it back (`{cluster}`:
+        the embedded stack's `kafka-dr local stop|start {cluster}`; a deployment's own, e.g. a firewall rule), where
+        Airflow runs (`airflow_site`: a cluster's name, or any other site's) and how old the last passing drill may
+        be (`drill_max_age`, a duration; readiness checks both)."""
         keys = (
             "approval", "approvers", "four_eyes", "approval_timeout", "propose_failover_after", "rpo_records",
-            "rto_seconds", "cut_off_command", "bring_back_command",
+            "rto_seconds", "cut_off_command", "bring_back_command", "airflow_site", "drill_max_age",
         )  # fmt: skip
         if isinstance(value, dict) and "hourly_gap_repair" in value:
             raise self.error("dr.hourly_gap_repair", REMOVED_GAP_REPAIR)
@@ -626,7 +631,9 @@ class _Parser:
         ]
         if (commands[0] is None) != (commands[1] is None):
             raise self.error("dr", "cut_off_command and bring_back_command go together: a drill undoes its cut")
-        policy = (tuple(a.strip() for a in approvers), four_eyes, timeout, after, rpo, rto, *commands)
+        site = None if raw.get("airflow_site") is None else self.string(raw["airflow_site"], "dr.airflow_site")
+        max_age = self.duration(raw.get("drill_max_age", "31d"), "dr.drill_max_age")
+        policy = (tuple(a.strip() for a in approvers), four_eyes, timeout, after, rpo, rto, *commands, site, max_age)
         return DrPolicy(approval, *policy)
 
     def duration(self, value: Any, path: str) -> float:

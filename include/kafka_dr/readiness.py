@@ -1,0 +1,173 @@
+"""Readiness: every condition that would stop or slow a failover tonight, each with one line and its runbook section.
+
+Pure over `Facts`, what a caller gathered (`kafka-dr readiness`, a health run): each check is a function of the
+topology and the facts, so that one condition can be made true at a time. A check whose facts were not gathered
+(Airflow's own state, asked from a command line without Airflow) says so: it is not counted as ready.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+
+from .topology import Topology
+
+RUNBOOK = "docs/runbooks/readiness.md"
+# The DAGs a failover, its approval and the way back need: a paused one queues its run and never starts it.
+DR_DAGS = ("dr_failover", "dr_failback", "dr_schema_redirect", "dr_replication_health", "dr_bringup")
+SCHEMAS_TOPIC = "_schemas"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One condition: `ready` True, False, or None when its facts were not gathered here."""
+
+    check: str
+    ready: bool | None
+    reason: str
+
+    @property
+    def runbook(self) -> str:
+        return f"{RUNBOOK}#{self.check.replace('_', '-')}"
+
+    def line(self) -> str:
+        mark = {True: "ready", False: "NOT READY", None: "not checked"}[self.ready]
+        return f"{self.check}: {mark}: {self.reason}" + ("" if self.ready else f" (see {self.runbook})")
+
+    def to_dict(self) -> dict[str, object]:
+        return {**asdict(self), "runbook": self.runbook}
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the checks look at, gathered by the caller. None: not gathered here."""
+
+    now: datetime
+    paused_dags: frozenset[str] | None = None  # Airflow's paused DAG ids
+    known_users: frozenset[str] | None = None  # the user ids Airflow's auth manager knows
+    flows_running: Mapping[str, bool | None] = field(default_factory=dict)  # flow -> its replicator runs
+    rpo_records: Mapping[str, int | None] = field(default_factory=dict)  # flow -> records a disaster would lose now
+    last_drill_passed: datetime | None = None  # when the newest passing dr_drill started
+    drills_known: bool = False  # whether the reports were read (else last_drill_passed means nothing)
+    runnable: Callable[[str], bool] = lambda program: shutil.which(program) is not None
+
+
+def evaluate(topology: Topology, facts: Facts) -> list[Finding]:
+    """Every check, in the order an on-call engineer would fix them."""
+    return [check(topology, facts) for check in CHECKS]
+
+
+def ready(findings: list[Finding]) -> bool:
+    return all(finding.ready is True for finding in findings)
+
+
+def dags_unpaused(topology: Topology, facts: Facts) -> Finding:
+    if facts.paused_dags is None:
+        return Finding("dags_unpaused", None, "Airflow's DAGs were not asked (no Airflow API given)")
+    paused = sorted(set(DR_DAGS) & facts.paused_dags)
+    if paused:
+        return Finding("dags_unpaused", False, f"paused: {', '.join(paused)}: a run triggered now would never start")
+    return Finding("dags_unpaused", True, f"{', '.join(DR_DAGS)} unpaused")
+
+
+def approvers(topology: Topology, facts: Facts) -> Finding:
+    policy = topology.dr
+    if policy.approval == "none":
+        return Finding("approvers", True, "dr.approval is none: no approval is asked")
+    if not policy.approvers:
+        return Finding("approvers", True, "any Airflow user may approve (dr.approvers is empty)")
+    if facts.known_users is None:
+        return Finding("approvers", None, "Airflow's users were not asked (no Airflow API given)")
+    known = [user for user in policy.approvers if user in facts.known_users]
+    if not known:
+        listed = ", ".join(policy.approvers)
+        return Finding("approvers", False, f"no approver Airflow knows: dr.approvers lists {listed}, not user ids")
+    return Finding("approvers", True, f"approvers Airflow knows: {', '.join(known)}")
+
+
+def commands(topology: Topology, facts: Facts) -> Finding:
+    """The commands a failover or a drill runs on a host: the registry's restart, the drill's cut-off and way back."""
+    templates = {
+        "schema_registry.restart_command": topology.schema_registry_restart,
+        "dr.cut_off_command": topology.dr.cut_off_command,
+        "dr.bring_back_command": topology.dr.bring_back_command,
+    }
+    missing = [
+        f"{key}: {program!r} not found"
+        for key, template in templates.items()
+        if template is not None and not facts.runnable(program := shlex.split(template)[0])
+    ]
+    if missing:
+        return Finding("commands", False, "; ".join(missing))
+    given = [key for key, template in templates.items() if template is not None]
+    return Finding("commands", True, f"runnable: {', '.join(given)}" if given else "none configured")
+
+
+def schema_registry(topology: Topology, facts: Facts) -> Finding:
+    """A registry failover needs the primary's `_schemas` copied to every other cluster with a registry."""
+    primary = topology.schema_registry_primary
+    if primary is None:
+        return Finding("schema_registry", True, "no primary registry: nothing to redirect")
+    others = [name for name, c in topology.clusters.items() if name != primary and c.schema_registry is not None]
+    copied = {flow.target for flow in topology.flows if flow.source == primary and flow.copies(SCHEMAS_TOPIC)}
+    uncopied = [name for name in others if name not in copied]
+    if uncopied:
+        return Finding(
+            "schema_registry", False, f"{SCHEMAS_TOPIC} of {primary} is copied by no flow into {', '.join(uncopied)}"
+        )
+    return Finding("schema_registry", True, f"{SCHEMAS_TOPIC} of {primary} copied into {', '.join(others) or 'none'}")
+
+
+def flows(topology: Topology, facts: Facts) -> Finding:
+    """Every flow's replicator runs, and what a disaster would lose now is within dr.rpo_records."""
+    problems, unknown = [], []
+    for flow in topology.flows:
+        running = facts.flows_running.get(flow.name)
+        rpo = facts.rpo_records.get(flow.name)
+        if running is False:
+            problems.append(f"{flow.name} not running")
+        elif running is None:
+            unknown.append(flow.name)
+        objective = topology.dr.rpo_records
+        if objective is not None and rpo is not None and rpo > objective:
+            problems.append(f"{flow.name} would lose {rpo} records, over dr.rpo_records {objective}")
+    if problems:
+        return Finding("flows", False, "; ".join(problems))
+    if unknown:
+        return Finding("flows", None, f"not known whether these run: {', '.join(unknown)}")
+    return Finding("flows", True, f"{len(topology.flows)} flow(s) running within the RPO objective")
+
+
+def client_aliases(topology: Topology, facts: Facts) -> Finding:
+    if not topology.clients:
+        return Finding("client_aliases", False, "no client alias: a failover moves no application, each by hand")
+    return Finding("client_aliases", True, f"{len(topology.clients)} alias(es) a failover moves")
+
+
+def airflow_site(topology: Topology, facts: Facts) -> Finding:
+    """Airflow (scheduler, database, triggerer, state directory) must not sit in a DC a failover may start from."""
+    site = topology.dr.airflow_site
+    if site is None:
+        return Finding("airflow_site", None, "dr.airflow_site does not say where Airflow runs")
+    sources = sorted({flow.source for flow in topology.flows})
+    if site in sources:
+        return Finding("airflow_site", False, f"Airflow runs in {site}, which a failover may start from: lost with it")
+    return Finding("airflow_site", True, f"Airflow runs in {site}, no flow's source")
+
+
+def drill_age(topology: Topology, facts: Facts) -> Finding:
+    if not facts.drills_known:
+        return Finding("drill_age", None, "the drill reports were not read")
+    limit = timedelta(seconds=topology.dr.drill_max_age_s)
+    if facts.last_drill_passed is None:
+        return Finding("drill_age", False, "no dr_drill has passed")
+    age = facts.now - facts.last_drill_passed
+    if age > limit:
+        return Finding("drill_age", False, f"the last passing dr_drill is {age.days} days old, over dr.drill_max_age")
+    return Finding("drill_age", True, f"the last passing dr_drill is {age.days} days old")
+
+
+CHECKS = (dags_unpaused, approvers, flows, schema_registry, commands, client_aliases, airflow_site, drill_age)
