@@ -180,6 +180,14 @@ def _parser() -> argparse.ArgumentParser:
     health.add_argument("--json", action="store_true", help='print {"flows": [...]} as docs/design.md describes it')
     health.set_defaults(run=_health)
 
+    ready = commands.add_parser(
+        "readiness", help="what would stop or slow a failover now, each with its runbook; exit 1 if anything would"
+    )
+    _topology_option(ready)
+    _verbose_option(ready, default=argparse.SUPPRESS)  # after the command too
+    ready.add_argument("--json", action="store_true", help='print {"ready": bool, "findings": [...]}')
+    ready.set_defaults(run=_readiness)
+
     metrics = commands.add_parser(
         "metrics", help="Prometheus metrics from the latest health runs and reports (no cluster is asked)"
     )
@@ -448,6 +456,22 @@ def _health(args: argparse.Namespace) -> int:
     else:
         print(render_table(results))
     return 1 if any(h.status == "ERR" for h in results) else 0
+
+
+def _readiness(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    from kafka_dr import readiness
+
+    topology = load_topology(args.topology)
+    findings = readiness.evaluate(topology, readiness.gather(topology, datetime.now(UTC)))
+    ready = readiness.ready(findings)
+    if args.json:
+        print(json.dumps({"ready": ready, "findings": [f.to_dict() for f in findings]}, indent=2))
+    else:
+        print("\n".join(f.line() for f in findings))
+        print("READY" if ready else "NOT READY: a failover now would stop or slow on the lines above")
+    return 0 if ready else 1
 
 
 def _metrics(args: argparse.Namespace) -> int:

@@ -7,12 +7,20 @@ topology and the facts, so that one condition can be made true at a time. A chec
 
 from __future__ import annotations
 
+import json
 import shlex
 import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
+from pathlib import Path
 
+from confluent_kafka import KafkaException
+
+from .clients import client_config
+from .paths import state_dir
+from .replication import liveness
+from .replication.lag import LagError, flow_lag
 from .topology import Topology
 
 RUNBOOK = "docs/runbooks/readiness.md"
@@ -66,7 +74,7 @@ def ready(findings: list[Finding]) -> bool:
 
 def dags_unpaused(topology: Topology, facts: Facts) -> Finding:
     if facts.paused_dags is None:
-        return Finding("dags_unpaused", None, "Airflow's DAGs were not asked (no Airflow API given)")
+        return Finding("dags_unpaused", None, "Airflow's paused DAGs were not gathered here")
     paused = sorted(set(DR_DAGS) & facts.paused_dags)
     if paused:
         return Finding("dags_unpaused", False, f"paused: {', '.join(paused)}: a run triggered now would never start")
@@ -80,7 +88,7 @@ def approvers(topology: Topology, facts: Facts) -> Finding:
     if not policy.approvers:
         return Finding("approvers", True, "any Airflow user may approve (dr.approvers is empty)")
     if facts.known_users is None:
-        return Finding("approvers", None, "Airflow's users were not asked (no Airflow API given)")
+        return Finding("approvers", None, "Airflow's users were not gathered here")
     known = [user for user in policy.approvers if user in facts.known_users]
     if not known:
         listed = ", ".join(policy.approvers)
@@ -171,3 +179,39 @@ def drill_age(topology: Topology, facts: Facts) -> Finding:
 
 
 CHECKS = (dags_unpaused, approvers, flows, schema_registry, commands, client_aliases, airflow_site, drill_age)
+
+
+def gather(topology: Topology, now: datetime) -> Facts:
+    """What the clusters and the state directory say (not Airflow's own state): whether each flow's replicator runs
+    and its lag in records (None where a cluster does not answer), and the newest passing drill."""
+    running: dict[str, bool | None] = {}
+    rpo: dict[str, int | None] = {}
+    for flow in topology.flows:
+        try:
+            running[flow.name] = liveness.liveness(flow.name, client_config(topology.cluster(flow.target))).running
+        except KafkaException:
+            running[flow.name] = None
+        try:
+            rpo[flow.name] = flow_lag(topology, flow.name).total_records
+        except LagError:
+            rpo[flow.name] = None
+    return Facts(
+        now=now,
+        flows_running=running,
+        rpo_records=rpo,
+        last_drill_passed=last_passing_drill(state_dir() / "reports"),
+        drills_known=True,
+    )
+
+
+def last_passing_drill(reports: Path) -> datetime | None:
+    """When the newest passing dr_drill started, from its reports; None when none passed (or none is readable)."""
+    started = []
+    for path in reports.glob("dr_drill-*.json"):
+        try:
+            body = json.loads(path.read_text(encoding="utf-8"))
+            if body.get("passed") is True and body.get("started"):
+                started.append(datetime.fromisoformat(body["started"]))
+        except (OSError, ValueError, AttributeError):
+            continue  # a report being written, or not a drill's: the others decide
+    return max(started, default=None)
