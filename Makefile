@@ -78,15 +78,17 @@ constraints:
 	mv constraints.txt.new constraints.txt
 
 # The project's own Python files compiled once for every process to load (not cached at run time either).
+MERMAID_VERSION := 11.12.0
+MERMAID := docs/assets/javascripts/mermaid.min.js
 BYTECODE := $(BIN)/python -m compileall -q include spark_jobs dags plugins tests
 
-demo: venv
+demo: venv $(MERMAID)
 	$(BYTECODE)
 	@# The documentation site, which the DR page serves at /kafka-dr/docs/ (each DAG's doc_md links its runbook there).
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build -q
 	$(BIN)/kafka-dr demo
 
-test: lint
+test: lint $(MERMAID)
 	$(BYTECODE)
 	@# A file at a time to whichever worker is free, longest first (tests/conftest.py); the 25 slowest tests listed.
 	$(BIN)/python -m pytest -n 3 --dist loadfile --durations=25 tests
@@ -110,8 +112,18 @@ format: venv
 
 # The documentation site from docs/ into site/ (mkdocs.yml); --strict: a broken link or anchor fails it, as it fails
 # tests/docs in make test. Serve it with Airflow at /kafka-dr/docs/, or alone with `.venv/bin/mkdocs serve`.
-docs: venv
+docs: venv $(MERMAID)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# Mermaid for the architecture page's diagrams, served with the site so that they render offline (mkdocs-material
+# otherwise loads it from unpkg.com): from npm, as the Kafka jars come from Maven. A failed fetch is one line.
+$(MERMAID):
+	@command -v npm >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q npm; }
+	@mkdir -p $(dir $@) build/mermaid
+	@cd build/mermaid && npm pack -q mermaid@$(MERMAID_VERSION) >/dev/null 2>&1 \
+		|| { echo "mermaid $(MERMAID_VERSION) could not be fetched from npm" >&2; exit 1; }
+	@tar -xzf build/mermaid/mermaid-$(MERMAID_VERSION).tgz -C build/mermaid package/dist/mermaid.min.js
+	@mv build/mermaid/package/dist/mermaid.min.js $@
 
 # Benchmarks print a ratio against a baseline measured in the same run (docs/benchmarks.md).
 # They share the tests' support package, found through PYTHONPATH as pytest finds it through `pythonpath`.

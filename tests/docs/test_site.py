@@ -24,9 +24,16 @@ SOURCES = [
 ]
 
 
-def test_site_builds_strictly(tmp_path: Path) -> None:
+MERMAID = DOCS / "assets" / "javascripts" / "mermaid.min.js"  # make docs and make test fetch it from npm
+DRAWN = "return [...document.querySelectorAll('div.mermaid')].filter(e => e.offsetHeight > 0).length"
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site, built once for this module's tests."""
+    built = tmp_path_factory.mktemp("docs") / "site"
     result = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(built)],
         cwd=ROOT,
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},  # mkdocs-material's banner about its end of life
         capture_output=True,
@@ -34,8 +41,29 @@ def test_site_builds_strictly(tmp_path: Path) -> None:
         timeout=120,
     )
     assert result.returncode == 0, result.stderr[-3000:]
+    return built
+
+
+def test_site_builds_strictly(site: Path) -> None:
     for dag_id in DAG_IDS:
-        assert (tmp_path / "site" / "runbooks" / dag_id / "index.html").exists(), dag_id
+        assert (site / "runbooks" / dag_id / "index.html").exists(), dag_id
+
+
+@pytest.mark.integration  # a browser
+def test_the_diagrams_render_without_a_network(site: Path) -> None:
+    """In an air-gapped DC the site (served by Airflow at /kafka-dr/docs/) must draw its diagrams with the Mermaid it
+    carries, not one from unpkg.com: Chromium, which reaches no outside host here, renders them from file://."""
+    from selenium.webdriver.support.ui import WebDriverWait
+    from support.browser import chromium
+
+    assert MERMAID.exists(), f"{MERMAID.relative_to(ROOT)} missing: make test and make docs fetch it from npm"
+    diagrams = (DOCS / "architecture.md").read_text(encoding="utf-8").count("```mermaid")
+    assert diagrams, "the architecture page has no diagram"
+    with chromium() as driver:
+        driver.get((site / "architecture" / "index.html").as_uri())
+        # The theme swaps each diagram's <pre> for a <div class="mermaid"> holding the SVG in a closed shadow root:
+        # drawn, it has a height. Without Mermaid it waits for unpkg.com, and no such div appears.
+        WebDriverWait(driver, 30).until(lambda d: d.execute_script(DRAWN) == diagrams)
 
 
 def test_every_dag_has_a_runbook() -> None:

@@ -279,15 +279,23 @@ def dockerfile_problems(model: Model, topology: Topology) -> list[str]:
     requirements = (ROOT / "requirements.txt").read_text()
     spark_defaults = SPARK_DEFAULTS.read_text(encoding="utf-8")
     return base_image_problems(dockerfile, requirements, project_python()) + image_setup_problems(
-        dockerfile, spark_defaults
+        dockerfile, spark_defaults, makefile_mermaid()
     )
 
 
-def image_setup_problems(dockerfile: str, spark_defaults: str) -> list[str]:
+def makefile_mermaid() -> str:
+    """The Mermaid version `make docs` fetches for the site's diagrams."""
+    found = re.search(r"^MERMAID_VERSION := (\S+)$", (ROOT / "Makefile").read_text(), flags=re.MULTILINE)
+    return found.group(1) if found else "?"
+
+
+def image_setup_problems(dockerfile: str, spark_defaults: str, mermaid: str) -> list[str]:
     """What a job's driver needs in the image: SPARK_HOME (pyspark's package, where spark-submit is), the driver's
     class archive made at build time (`make venv` does it locally), and a cap on driver memory (every driver runs in
-    the scheduler's container)."""
+    the scheduler's container); and the site's own Mermaid, the version `make docs` fetches."""
     problems = []
+    if f"/mermaid/-/mermaid-{mermaid}.tgz" not in dockerfile:
+        problems.append(f"docker/Dockerfile does not give the site Mermaid {mermaid}, the Makefile's")
     if not re.search(r"^ENV\s+SPARK_HOME=\S*/site-packages/pyspark\s*$", dockerfile, flags=re.MULTILINE):
         problems.append("docker/Dockerfile does not set SPARK_HOME to pyspark's package")
     if "python -m kafka_dr.spark.class_archive" not in dockerfile:
@@ -799,13 +807,14 @@ def test_the_base_image_check_reports_an_other_airflow(base: str) -> None:
         ("dockerfile", "ENV SPARK_HOME=", "ENV SPARK_HOMES=", "does not set SPARK_HOME"),
         ("dockerfile", "python -m kafka_dr.spark.class_archive", "true", "class archive"),
         ("spark_defaults", "spark.driver.memory", "spark.executor.cores", "does not cap spark.driver.memory"),
+        ("dockerfile", "/mermaid/-/mermaid-", "/mermaid/-/mermaid-10", "does not give the site Mermaid"),
     ],
 )
 def test_the_image_setup_check_reports_a_broken_copy(file: str, old: str, new: str, expected: str) -> None:
     texts = {"dockerfile": DOCKERFILE.read_text(encoding="utf-8"), "spark_defaults": SPARK_DEFAULTS.read_text()}
-    assert image_setup_problems(**texts) == [] and old in texts[file]
+    assert image_setup_problems(**texts, mermaid=makefile_mermaid()) == [] and old in texts[file]
     texts[file] = texts[file].replace(old, new)
-    assert any(expected in problem for problem in image_setup_problems(**texts))
+    assert any(expected in problem for problem in image_setup_problems(**texts, mermaid=makefile_mermaid()))
 
 
 def test_the_celery_profile_passes_every_check(celery_model: Model, topology: Topology) -> None:
