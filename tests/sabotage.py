@@ -177,7 +177,11 @@ SABOTAGES = (
         "the topology validator accepts a key the configuration reference does not list, and the CLI a flag the "
         "command-line reference does not",
         (
-            ("include/kafka_dr/topology.py", '"rpo_records", "rto_seconds",', '"rpo_records", "rto_seconds", "rto_p",'),
+            (
+                "include/kafka_dr/topology.py",
+                '"airflow_site", "drill_max_age",',
+                '"airflow_site", "drill_max_age", "rto_p",',
+            ),
             (
                 "include/kafka_dr/cli.py",
                 'clients.add_argument("--json", action="store_true", help="print JSON")',
