@@ -21,9 +21,10 @@ from .clients import client_config
 from .paths import state_dir
 from .replication import liveness
 from .replication.lag import LagError, flow_lag
+from .runbooks import RUNBOOKS_DIR
 from .topology import Topology
 
-RUNBOOK = "docs/runbooks/readiness.md"
+RUNBOOK = f"{RUNBOOKS_DIR}/readiness.md"  # a check's section is its name, dashed (tests/docs checks each)
 # The DAGs a failover, its approval and the way back need: a paused one queues its run and never starts it.
 DR_DAGS = ("dr_failover", "dr_failback", "dr_schema_redirect", "dr_replication_health", "dr_bringup")
 SCHEMAS_TOPIC = "_schemas"
@@ -132,6 +133,7 @@ def schema_registry(topology: Topology, facts: Facts) -> Finding:
 def flows(topology: Topology, facts: Facts) -> Finding:
     """Every flow's replicator runs, and what a disaster would lose now is within dr.rpo_records."""
     problems, unknown = [], []
+    objective = topology.dr.rpo_records
     for flow in topology.flows:
         running = facts.flows_running.get(flow.name)
         rpo = facts.rpo_records.get(flow.name)
@@ -139,7 +141,6 @@ def flows(topology: Topology, facts: Facts) -> Finding:
             problems.append(f"{flow.name} not running")
         elif running is None:
             unknown.append(flow.name)
-        objective = topology.dr.rpo_records
         if objective is not None and rpo is not None and rpo > objective:
             problems.append(f"{flow.name} would lose {rpo} records, over dr.rpo_records {objective}")
     if problems:

@@ -8,13 +8,16 @@ import os
 import re
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import yaml
 from support.docs import DOCS, ROOT, anchors, code_of, markdown_files
 
+from kafka_dr import readiness
 from kafka_dr.runbooks import RUNBOOKS_DIR
+from kafka_dr.topology import parse_topology
 
 DAG_IDS = sorted(path.stem for path in (ROOT / "dags").glob("dr_*.py"))
 SOURCES = [
@@ -92,6 +95,18 @@ def test_the_runbook_sections_the_code_names_exist() -> None:
         page = DOCS / "runbooks" / f"{dag_id}.md"
         assert page.exists(), f"{where}: no {page.relative_to(ROOT)}"
         assert not section or section in anchors(page), f"{where}: {page.relative_to(ROOT)} has no #{section}"
+
+
+def test_every_readiness_check_has_its_section() -> None:
+    """A readiness finding links `docs/runbooks/readiness.md#<its check, dashed>`: built from the check's name, so
+    checked here rather than by the literal runbook() calls above."""
+    topology = parse_topology({"clusters": {"dc1": {"bootstrap_servers": "dc1:9092"}}})
+    findings = readiness.evaluate(topology, readiness.Facts(now=datetime.now(UTC)))
+    assert len(findings) == len(readiness.CHECKS)
+    page, sections = (ROOT / readiness.RUNBOOK).resolve(), anchors(ROOT / readiness.RUNBOOK)
+    for finding in findings:
+        path, section = finding.runbook.split("#")
+        assert (ROOT / path).resolve() == page and section in sections, finding.runbook
 
 
 def test_every_alert_names_an_existing_page() -> None:
