@@ -20,12 +20,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from kafka_dr.local import apache
 
 ROOT = Path(__file__).resolve().parent.parent
+# pytest runs at a time: the breaks caught by unit tests take a few seconds, those caught on brokers minutes of waiting.
+JOBS = 3
 
 
 @dataclass(frozen=True)
@@ -371,14 +374,17 @@ def apply(copy: Path, sabotage: Sabotage) -> None:
 
 
 def run_tests(copy: Path, tests: tuple[str, ...], log: Path) -> dict[str, str]:
-    """Each test's outcome ("passed", "failed", "error", ...) in the copy, from pytest's report lines."""
+    """Each test's outcome ("passed", "failed", "error", ...) in the copy, from pytest's report lines. Two xdist
+    workers for the baseline's many tests; a break's one or two tests run in one process (a worker's start-up costs
+    more than they do)."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(copy / "include"), str(copy / "tests")]),
         apache.LIBS_ENV: str(apache.libs_dir()),  # the copy has no .venv: this project's Kafka jars
     }
     env.pop("PYTEST_ADDOPTS", None)
-    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA", "-q", "-n", "2", *tests]
+    workers = ["-n", "2" if len(tests) > 2 else "0"]
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA", "-q", *workers, *tests]
     with open(log, "w") as out:
         subprocess.run(command, cwd=copy, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=1800, check=False)
     outcomes = {test: "not run" for test in tests}
@@ -389,9 +395,15 @@ def run_tests(copy: Path, tests: tuple[str, ...], log: Path) -> dict[str, str]:
     return outcomes
 
 
+def slow_first(sabotage: Sabotage) -> int:
+    """How many of its tests start servers (those outside tests/unit and tests/docs): the slow breaks start first."""
+    return -sum(not test.startswith(("tests/unit/", "tests/docs/")) for test in sabotage.tests)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help="sabotages to run (default: all)")
+    parser.add_argument("--jobs", type=int, default=JOBS, help=f"pytest runs at a time (default {JOBS})")
     args = parser.parse_args()
     chosen = [s for s in SABOTAGES if not args.names or s.name in args.names]
     if args.names and len(chosen) != len(args.names):
@@ -399,30 +411,40 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="kdr-sabotage-"))
     print(f"scratch copies and logs in {work}", flush=True)
     tests = tuple(dict.fromkeys(t for s in chosen for t in s.tests))
-    started = time.monotonic()
-    baseline = run_tests(scratch_copy(work / "baseline"), tests, work / "baseline.log")
-    print(f"baseline, no sabotage: {sum(o == 'passed' for o in baseline.values())}/{len(tests)} passed "
-          f"({time.monotonic() - started:.0f} s)", flush=True)  # fmt: skip
-    ok = all(outcome == "passed" for outcome in baseline.values())
-    rows = []
-    for sabotage in chosen:
+    began = time.monotonic()
+
+    def baseline() -> dict[str, str]:
+        started = time.monotonic()
+        outcomes = run_tests(scratch_copy(work / "baseline"), tests, work / "baseline.log")
+        passed = sum(o == "passed" for o in outcomes.values())
+        print(f"baseline, no sabotage: {passed}/{len(tests)} passed ({time.monotonic() - started:.0f} s)", flush=True)
+        return outcomes
+
+    def sabotaged(sabotage: Sabotage) -> dict[str, str]:
         started = time.monotonic()
         copy = scratch_copy(work / sabotage.name)
         apply(copy, sabotage)
         outcomes = run_tests(copy, sabotage.tests, work / f"{sabotage.name}.log")
         caught = all(outcome == "failed" for outcome in outcomes.values())
-        ok &= caught
-        print(
-            f"{sabotage.name}: {'caught' if caught else 'NOT CAUGHT'} ({time.monotonic() - started:.0f} s)", flush=True
-        )
-        for test, outcome in outcomes.items():
-            rows.append((sabotage.name, test, outcome))
+        verdict = "caught" if caught else "NOT CAUGHT"
+        print(f"{sabotage.name}: {verdict} ({time.monotonic() - started:.0f} s)", flush=True)
+        return outcomes
+
+    # The baseline and the breaks run side by side (each in its own copy, each test on brokers of its own): a failure
+    # is the break's doing only if the baseline passed, which is checked once all have run.
+    with ThreadPoolExecutor(args.jobs) as pool:
+        base = pool.submit(baseline)
+        runs = {s.name: pool.submit(sabotaged, s) for s in sorted(chosen, key=slow_first)}
+    rows = [(s.name, test, outcome) for s in chosen for test, outcome in runs[s.name].result().items()]
     print("\n| sabotage | test | outcome |\n|---|---|---|")
     for name, test, outcome in rows:
         print(f"| {name} | `{test}` | {outcome} |")
-    if not all(outcome == "passed" for outcome in baseline.values()):
-        print(f"\nbaseline failed: {baseline}", file=sys.stderr)
-    return 0 if ok else 1
+    caught = all(outcome == "failed" for _, _, outcome in rows)
+    passed = all(outcome == "passed" for outcome in base.result().values())
+    if not passed:
+        print(f"\nbaseline failed: {base.result()}", file=sys.stderr)
+    print(f"\n{len(chosen)} breaks in {time.monotonic() - began:.0f} s", flush=True)
+    return 0 if caught and passed else 1
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ from kafka_dr.health import rules
 from kafka_dr.health.check import check_flow
 from kafka_dr.replication import activity, replicators
 from kafka_dr.replication.copier import copy_ranges
-from kafka_dr.replication.internal import HEARTBEATS, PROGRESS, latest_value, owner_key
+from kafka_dr.replication.internal import HEARTBEATS, PROGRESS, latest_value, newest_value, owner_key
 from kafka_dr.replication.lag import flow_lag, load_snapshot
 from kafka_dr.replication.planner import FlowContext
 from kafka_dr.replication.provenance import HEADER, hops
@@ -652,14 +652,16 @@ def test_two_replicators_of_one_flow_raced_on_purpose_copy_each_record_once(clus
         assert not replicators.is_running("race-flow")  # this host's tracker cannot see it...
         replicators.start("race-flow", command, env=spark_env())  # ...so a second one starts
         produce(dc1.config, "raced", tagged(20_000, 4, "r2"))  # while both run
-        try:
-            out, _ = other_host.communicate(timeout=180)
+        first_pid = json.loads(first_claim)["pid"]
+        deadline = time.monotonic() + 180
+        while json.loads(newest_value(dc2.config, PROGRESS, owner_key("race-flow")))["pid"] == first_pid:
+            assert replicators.is_running("race-flow"), replicators.last_error("race-flow")
+            assert time.monotonic() < deadline, "the second replicator did not claim the flow within 180 s"
+            time.sleep(0.5)
+        try:  # claimed: the first is fenced at its next claim renewal (every second) or transaction
+            out, _ = other_host.communicate(timeout=60)
         except subprocess.TimeoutExpired:
-            second = replicators.status("race-flow")
-            pytest.fail(
-                f"the first replicator was not fenced within 180 s; the second (tracked) is "
-                f"{'running' if second and second.running else 'not running'}: {replicators.last_error('race-flow')}"
-            )
+            pytest.fail("the first replicator still ran 60 s after the second claimed the flow: it was not fenced")
         summary = json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
         assert other_host.returncode == 1, summary
         assert "fenced out of dc2 by a newer replicator of this flow" in summary["error"]
