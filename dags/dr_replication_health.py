@@ -6,7 +6,9 @@ dead continuous replicator, at most 3 times an hour per flow) -> report (snapsho
 one line per flow in ERR). Beside self-heal: count_outages (each cluster a check could not reach, runs in a row)
 -> propose_failover (a disaster dr_failover of a cluster unreachable in `dr.propose_failover_after` runs, which
 waits at its `approve` task with its preview ready; one per outage, and it ends by itself if the cluster answers
-again before anyone approved).
+again before anyone approved). Beside them: readiness (what would stop or slow a failover now: paused DR DAGs,
+unknown approvers, flows down or over the RPO objective, an old drill, ...; saved for the DR page and the metrics,
+alerted when it degrades; it never fails the run).
 
 The schedule is $KDR_HEALTH_SCHEDULE (a cron expression or preset, read when the DAG file is parsed),
 every 5 minutes by default.
@@ -21,7 +23,7 @@ from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOpe
 from airflow.sdk import DAG, chain
 
 from kafka_dr.airflow.common import flows_param, topology_param
-from kafka_dr.airflow.health import check, count_outages, report, self_heal, validate_flows
+from kafka_dr.airflow.health import check, check_readiness, count_outages, report, self_heal, validate_flows
 from kafka_dr.airflow.notifications.dag_failed import DagFailedNotifier
 from kafka_dr.runbooks import runbook_doc_md
 
@@ -45,6 +47,7 @@ with DAG(
     healed = self_heal(checked, topology="{{ params.topology }}")
     done = report(checked, healed, topology="{{ params.topology }}")
     proposals = count_outages(checked, topology="{{ params.topology }}")
+    check_readiness(checked, topology="{{ params.topology }}")
     # One run id per outage (count_outages): Airflow refuses a second, and the mapped task then skips.
     proposed = TriggerDagRunOperator.partial(
         task_id="propose_failover", trigger_dag_id="dr_failover", skip_when_already_exists=True

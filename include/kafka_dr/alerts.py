@@ -23,6 +23,8 @@ from . import reports
 from .health.rules import FlowHealth
 from .paths import state_dir
 from .processes import locked
+from .readiness import Finding
+from .roles import FailedOver
 from .state import now_iso, subdir, write_json
 from .topology import Alerts
 
@@ -31,6 +33,7 @@ log = logging.getLogger(__name__)
 FIRING, RESOLVED, SUCCEEDED, PENDING = "firing", "resolved", "succeeded", "pending"
 NOTIFY_TYPES = {FIRING: "failure", RESOLVED: "success", SUCCEEDED: "success", PENDING: "info"}
 SENT_KEPT = 200  # newest alerts kept in the sent log
+READINESS_KEY = "readiness"  # its last notified state in notified.json
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -47,7 +50,7 @@ class Target:
 
 @dataclass(frozen=True)
 class Alert:
-    event: str  # flow_status, dag_failed, approval_needed, dr_report
+    event: str  # flow_status, readiness, failed_over, dag_failed, approval_needed, dr_report
     subject: str  # the flow, DAG or cluster it is about
     state: str  # firing, resolved, succeeded or pending
     title: str
@@ -148,6 +151,78 @@ def notify_flow_statuses(
     return sent
 
 
+def readiness_alert(config: Alerts, findings: Sequence[Finding], now: float | None = None) -> Alert | None:
+    """What readiness calls for against the last notified: a new set of checks NOT READY fires, the same set repeats
+    after `repeat_after`, all ready again resolves. A check not gathered (None) is no news either way."""
+    if "readiness" not in config.on or not config.urls:
+        return None
+    now = time.time() if now is None else now
+    failing = [finding for finding in findings if finding.ready is False]
+    last = _load_state().get(READINESS_KEY) or {}
+    before, sent_at = last.get("not_ready", []), last.get("sent_at", 0.0)
+    names = [finding.check for finding in failing]
+    if not names:
+        if not before:
+            return None
+        return Alert("readiness", "readiness", RESOLVED, "kafka-dr readiness: ready again", f"was: {', '.join(before)}")
+    if names == before and now - sent_at < config.repeat_after_s:
+        return None
+    again = " (still)" if names == before else ""
+    title = f"kafka-dr readiness: NOT READY{again}: {', '.join(names)}"
+    return Alert("readiness", "readiness", FIRING, title, "\n".join(finding.line() for finding in failing))
+
+
+def notify_readiness(
+    config: Alerts, findings: Sequence[Finding], to: Sequence[Target], now: float | None = None
+) -> list[dict[str, Any]]:
+    """Send what readiness_alert calls for; its state counts as notified once a target accepted it. Returns what was
+    sent, with each target's answer ([] when nothing was due)."""
+    now = time.time() if now is None else now
+    alert = readiness_alert(config, findings, now)
+    if alert is None:
+        return []
+    results = send(alert, to)
+    if any(r["accepted"] for r in results):
+        names = [finding.check for finding in findings if finding.ready is False]
+        _remember(READINESS_KEY, {"not_ready": names, "sent_at": now})
+    return [{**asdict(alert), "targets": results}]
+
+
+def notify_failovers(
+    config: Alerts, pending: Mapping[str, FailedOver], to: Sequence[Target], now: float | None = None
+) -> list[dict[str, Any]]:
+    """One `failed_over` alert per failover whose failback is pending, again every `repeat_after` (it stands in for
+    the alerts about the cluster failed over from, which the health runs hold back), and one resolving it once the
+    failback ran. A state counts as notified once a target accepted it. Returns what was sent."""
+    if "failed_over" not in config.on or not config.urls:
+        return []
+    now = time.time() if now is None else now
+    notified = _load_state()
+    due = []
+    for away, entry in sorted(pending.items()):
+        last = notified.get(f"failed_over/{away}")
+        if last is None or now - last.get("sent_at", 0.0) >= config.repeat_after_s:
+            again = " (still)" if last else ""
+            title = f"kafka-dr failed_over {away}: {entry.serving} serves, failback pending{again}"
+            due.append(Alert("failed_over", away, FIRING, title, entry.line()))
+    for key in sorted(notified):
+        away = key.removeprefix("failed_over/")
+        if key.startswith("failed_over/") and away not in pending:
+            body = "the failback ran: alerts about it are sent as usual again"
+            due.append(Alert("failed_over", away, RESOLVED, f"kafka-dr failed_over {away}: failed back", body))
+    sent = []
+    for alert in due:
+        results = send(alert, to)
+        if any(r["accepted"] for r in results):
+            key = f"failed_over/{alert.subject}"
+            if alert.state == FIRING:
+                _remember(key, {"sent_at": now})
+            else:
+                _forget(key)
+        sent.append({**asdict(alert), "targets": results})
+    return sent
+
+
 def notify(
     config: Alerts, alert: Alert, to: Sequence[Target], once_per: str | None = None, now: float | None = None
 ) -> list[dict[str, Any]]:
@@ -236,3 +311,9 @@ def _remember(key: str, value: dict[str, Any]) -> None:
         state = _load_state()
         state[key] = value
         write_json(path, state)
+
+
+def _forget(key: str) -> None:
+    path = subdir("alerts") / "notified.json"
+    with locked(path):
+        write_json(path, {k: v for k, v in _load_state().items() if k != key})

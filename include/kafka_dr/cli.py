@@ -188,6 +188,12 @@ def _parser() -> argparse.ArgumentParser:
     ready.add_argument("--json", action="store_true", help='print {"ready": bool, "findings": [...]}')
     ready.set_defaults(run=_readiness)
 
+    status = commands.add_parser(
+        "status", help="which DC serves: each failover whose failback is pending, and the last readiness verdict"
+    )
+    status.add_argument("--json", action="store_true", help='print {"failed_over": [...], "readiness": {...}}')
+    status.set_defaults(run=_status)
+
     metrics = commands.add_parser(
         "metrics", help="Prometheus metrics from the latest health runs and reports (no cluster is asked)"
     )
@@ -472,6 +478,28 @@ def _readiness(args: argparse.Namespace) -> int:
         print("\n".join(f.line() for f in findings))
         print("READY" if ready else "NOT READY: a failover now would stop or slow on the lines above")
     return 0 if ready else 1
+
+
+def _status(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from kafka_dr import readiness, roles
+
+    pending, checked = roles.pending(), readiness.load()
+    if args.json:
+        print(json.dumps({"failed_over": [asdict(e) for e in pending.values()], "readiness": checked}, indent=2))
+        return 0
+    for entry in pending.values():
+        print(f"failed over: {entry.line()}")
+    if not pending:
+        print("no failover pending: every cluster serves its own clients")
+    if checked is None:
+        print("readiness: not checked yet (each dr_replication_health run checks it; `kafka-dr readiness` now)")
+    else:
+        verdict = "ready" if checked["ready"] else "NOT READY"
+        failing = [f["check"] for f in checked["findings"] if f["ready"] is False]
+        print(f"readiness at {checked['checked_at']}: {verdict}" + (f" ({', '.join(failing)})" if failing else ""))
+    return 0
 
 
 def _metrics(args: argparse.Namespace) -> int:

@@ -1,9 +1,10 @@
 """kafka-dr's Prometheus metrics, in the text exposition format, served from what health runs and DR runs left on disk:
 each flow's latest evaluation (STATE_DIR/health/<flow>.json, health.check.save_evaluation), the newest report of
-each DR DAG and the drills' evidence (STATE_DIR/drills/). A scrape makes no Kafka round trip: a Prometheus that
-scrapes every 15 s must not load the clusters, and a cluster that is down must not slow the scrape. The values are
-those of the last health run; their age is `kafka_dr_health_last_run_timestamp_seconds`. No Airflow import: the
-api-server's route (dashboard.app) and `kafka-dr metrics` use it alike.
+each DR DAG, the drills' evidence (STATE_DIR/drills/) and the newest readiness check (STATE_DIR/readiness.json). A
+scrape makes no Kafka round trip: a Prometheus that scrapes every 15 s must not load the clusters, and a cluster that
+is down must not slow the scrape. The values are those of the last health run; their age is
+`kafka_dr_health_last_run_timestamp_seconds`. No Airflow import: the api-server's route (dashboard.app) and
+`kafka-dr metrics` use it alike.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from . import readiness, roles
 from .alerts import delivery_counts
 from .drill.history import drill_history
 from .health.proposal import cluster_reachability
@@ -26,6 +28,7 @@ from .health.snapshots import load_snapshots
 from .paths import default_topology
 from .processes import write_atomic
 from .reports import latest_reports
+from .roles import FailedOver
 from .times import epoch_ms
 from .topology import Topology, TopologyError, load_topology
 
@@ -84,8 +87,10 @@ class DrCollector(Collector):
         yield from flow_metrics(snapshots, time.time())
         if topology is not None:
             yield from topology_metrics(topology, snapshots)
+            yield from failover_metrics(topology, roles.pending())
         yield from report_metrics(latest_reports())
         yield from drill_metrics(drill_history())
+        yield from readiness_metrics(readiness.load())
         deliveries = CounterMetricFamily(
             "kafka_dr_alert_deliveries",
             "Alerts sent, per target (alerts.urls[i]) and result",
@@ -186,6 +191,34 @@ def drill_metrics(drills: Sequence[Mapping[str, Any]]) -> Iterator[Metric]:
     )
     yield _gauge("kafka_dr_drill_last_rto_seconds", "Seconds to switch the clients in the newest drill", rto, labels)
     yield _gauge("kafka_dr_drill_last_timestamp_seconds", "When the newest drill ended (Unix time)", ended, labels)
+
+
+def failover_metrics(topology: Topology, pending: Mapping[str, FailedOver]) -> Iterator[Metric]:
+    """Each failover whose failback is pending (kafka_dr.roles), and the flows it holds: the alerting rules leave
+    those flows and that cluster to KafkaDrFailedOver instead of paging about each."""
+    away = [([f.away, f.serving], 1) for f in pending.values()]
+    since = [([f.away], epoch_ms(f.switched_at, "switched_at") / 1000) for f in pending.values()]
+    held = [([flow], 1) for flow in sorted(roles.away_flows(topology, pending))]
+    yield _gauge("kafka_dr_failed_over", "1 while the cluster's failback is pending", away, ["cluster", "serving"])
+    yield _gauge(
+        "kafka_dr_failed_over_timestamp_seconds",
+        "When the cluster's clients were moved (Unix time)",
+        since,
+        ["cluster"],
+    )
+    yield _gauge("kafka_dr_flow_failed_over", "1 for a flow from or into a cluster failed over from", held, ["flow"])
+
+
+def readiness_metrics(saved: Mapping[str, Any] | None) -> Iterator[Metric]:
+    """The newest health run's readiness: each check gathered there, 1 ready or 0 not (a check that could not be
+    gathered is left out), and when it was checked."""
+    findings = [] if saved is None else [f for f in saved["findings"] if f["ready"] is not None]
+    ready = [([f["check"]], f["ready"]) for f in findings]
+    yield _gauge(
+        "kafka_dr_readiness", "1 when nothing this check looks at would stop or slow a failover", ready, ["check"]
+    )
+    checked = [] if saved is None else [([], epoch_ms(saved["checked_at"], "checked_at") / 1000)]
+    yield _gauge("kafka_dr_readiness_timestamp_seconds", "When readiness was last checked (Unix time)", checked)
 
 
 def _gauge(

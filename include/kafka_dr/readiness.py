@@ -12,22 +12,27 @@ import shlex
 import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta
-from pathlib import Path
+from datetime import UTC, datetime, timedelta
 
 from confluent_kafka import KafkaException
 
 from .clients import client_config
+from .drill.history import drill_history
 from .paths import state_dir
 from .replication import liveness
 from .replication.lag import LagError, flow_lag
+from .roles import pending as pending_failovers
 from .runbooks import RUNBOOKS_DIR
+from .schema_registry import registry_role
+from .state import write_json
+from .times import epoch_ms
 from .topology import Topology
 
 RUNBOOK = f"{RUNBOOKS_DIR}/readiness.md"  # a check's section is its name, dashed (tests/docs checks each)
 # The DAGs a failover, its approval and the way back need: a paused one queues its run and never starts it.
 DR_DAGS = ("dr_failover", "dr_failback", "dr_schema_redirect", "dr_replication_health", "dr_bringup")
 SCHEMAS_TOPIC = "_schemas"
+SNAPSHOT = "readiness.json"  # in the state directory: the newest health run's findings
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,8 @@ class Facts:
     known_users: frozenset[str] | None = None  # the user ids Airflow's auth manager knows
     flows_running: Mapping[str, bool | None] = field(default_factory=dict)  # flow -> its replicator runs
     rpo_records: Mapping[str, int | None] = field(default_factory=dict)  # flow -> records a disaster would lose now
+    failed_over: frozenset[str] = frozenset()  # clusters failed over from, failback pending (kafka_dr.roles)
+    registry_roles: Mapping[str, str] | None = None  # cluster -> its registry's role (schema_registry.registry_role)
     last_drill_passed: datetime | None = None  # when the newest passing dr_drill started
     drills_known: bool = False  # whether the reports were read (else last_drill_passed means nothing)
     runnable: Callable[[str], bool] = lambda program: shutil.which(program) is not None
@@ -116,7 +123,8 @@ def commands(topology: Topology, facts: Facts) -> Finding:
 
 
 def schema_registry(topology: Topology, facts: Facts) -> Finding:
-    """A registry failover needs the primary's `_schemas` copied to every other cluster with a registry."""
+    """A registry failover needs the primary's `_schemas` copied to every other cluster with a registry, and the
+    registries to agree on one leader: two leaders issue clashing ids, none accepts no new schema."""
     primary = topology.schema_registry_primary
     if primary is None:
         return Finding("schema_registry", True, "no primary registry: nothing to redirect")
@@ -127,14 +135,31 @@ def schema_registry(topology: Topology, facts: Facts) -> Finding:
         return Finding(
             "schema_registry", False, f"{SCHEMAS_TOPIC} of {primary} is copied by no flow into {', '.join(uncopied)}"
         )
-    return Finding("schema_registry", True, f"{SCHEMAS_TOPIC} of {primary} copied into {', '.join(others) or 'none'}")
+    copied = f"{SCHEMAS_TOPIC} of {primary} copied into {', '.join(others) or 'none'}"
+    if facts.registry_roles is None:
+        return Finding("schema_registry", None, f"{copied}; the registries' roles were not gathered here")
+    roles = dict(sorted(facts.registry_roles.items()))
+    leaders = [name for name, role in roles.items() if role == "leader"]
+    down = [name for name, role in roles.items() if role == "unreachable"]
+    if len(leaders) > 1:
+        return Finding("schema_registry", False, f"{len(leaders)} registries lead ({', '.join(leaders)}): split brain")
+    if down:
+        return Finding("schema_registry", False, f"the registry of {', '.join(down)} does not answer")
+    if not leaders and any(role in ("leader", "follower") for role in roles.values()):
+        return Finding("schema_registry", False, "no registry leads: every one that says its role follows")
+    if not leaders:
+        return Finding("schema_registry", None, f"{copied}; the registries do not expose their roles")
+    return Finding("schema_registry", True, f"{copied}; {leaders[0]}'s registry leads, the others follow")
 
 
 def flows(topology: Topology, facts: Facts) -> Finding:
-    """Every flow's replicator runs, and what a disaster would lose now is within dr.rpo_records."""
+    """Every flow's replicator runs, and what a disaster would lose now is within dr.rpo_records; the flows from or
+    into a cluster failed over from wait for its failback, which is said once."""
     problems, unknown = [], []
     objective = topology.dr.rpo_records
-    for flow in topology.flows:
+    held = [flow for flow in topology.flows if {flow.source, flow.target} & facts.failed_over]
+    waiting = f"; failed over from {', '.join(sorted(facts.failed_over))}: {len(held)} flow(s) wait for the failback"
+    for flow in (flow for flow in topology.flows if flow not in held):
         running = facts.flows_running.get(flow.name)
         rpo = facts.rpo_records.get(flow.name)
         if running is False:
@@ -143,11 +168,12 @@ def flows(topology: Topology, facts: Facts) -> Finding:
             unknown.append(flow.name)
         if objective is not None and rpo is not None and rpo > objective:
             problems.append(f"{flow.name} would lose {rpo} records, over dr.rpo_records {objective}")
+    note = waiting if held else ""
     if problems:
-        return Finding("flows", False, "; ".join(problems))
+        return Finding("flows", False, "; ".join(problems) + note)
     if unknown:
-        return Finding("flows", None, f"not known whether these run: {', '.join(unknown)}")
-    return Finding("flows", True, f"{len(topology.flows)} flow(s) running within the RPO objective")
+        return Finding("flows", None, f"not known whether these run: {', '.join(unknown)}{note}")
+    return Finding("flows", True, f"{len(topology.flows) - len(held)} flow(s) running within the RPO objective{note}")
 
 
 def client_aliases(topology: Topology, facts: Facts) -> Finding:
@@ -182,37 +208,61 @@ def drill_age(topology: Topology, facts: Facts) -> Finding:
 CHECKS = (dags_unpaused, approvers, flows, schema_registry, commands, client_aliases, airflow_site, drill_age)
 
 
-def gather(topology: Topology, now: datetime) -> Facts:
+def gather(
+    topology: Topology,
+    now: datetime,
+    environ: Mapping[str, str] | None = None,
+    rpo_records: Mapping[str, int | None] | None = None,
+) -> Facts:
     """What the clusters and the state directory say (not Airflow's own state): whether each flow's replicator runs
-    and its lag in records (None where a cluster does not answer), and the newest passing drill."""
+    and its lag in records (None where a cluster does not answer), and the newest passing drill. `rpo_records`: the
+    lags a health run just measured, not measured again; `environ`: the clusters' security settings (clients)."""
     running: dict[str, bool | None] = {}
-    rpo: dict[str, int | None] = {}
+    rpo: dict[str, int | None] = dict(rpo_records or {})
     for flow in topology.flows:
         try:
-            running[flow.name] = liveness.liveness(flow.name, client_config(topology.cluster(flow.target))).running
+            target = client_config(topology.cluster(flow.target), environ)
+            running[flow.name] = liveness.liveness(flow.name, target).running
         except KafkaException:
             running[flow.name] = None
-        try:
-            rpo[flow.name] = flow_lag(topology, flow.name).total_records
-        except LagError:
-            rpo[flow.name] = None
+        if rpo_records is None:
+            try:
+                rpo[flow.name] = flow_lag(topology, flow.name, environ=environ).total_records
+            except LagError:
+                rpo[flow.name] = None
+    registries = {name: c for name, c in topology.clusters.items() if c.schema_registry is not None}
+    roles = {
+        name: registry_role(c.schema_registry, cluster=name, environ=environ)["role"] for name, c in registries.items()
+    }
     return Facts(
         now=now,
+        failed_over=frozenset(pending_failovers()),
+        registry_roles=roles,
         flows_running=running,
         rpo_records=rpo,
-        last_drill_passed=last_passing_drill(state_dir() / "reports"),
+        last_drill_passed=last_passing_drill(),
         drills_known=True,
     )
 
 
-def last_passing_drill(reports: Path) -> datetime | None:
-    """When the newest passing dr_drill started, from its reports; None when none passed (or none is readable)."""
-    started = []
-    for path in reports.glob("dr_drill-*.json"):
-        try:
-            body = json.loads(path.read_text(encoding="utf-8"))
-            if body.get("passed") is True and body.get("started"):
-                started.append(datetime.fromisoformat(body["started"]))
-        except (OSError, ValueError, AttributeError):
-            continue  # a report being written, or not a drill's: the others decide
-    return max(started, default=None)
+def save(findings: list[Finding], checked_at: datetime) -> dict[str, object]:
+    """The findings as the DR page and the metrics read them (STATE_DIR/readiness.json), returned as written."""
+    body = {"checked_at": checked_at.isoformat(timespec="seconds"), "ready": ready(findings)}
+    body["findings"] = [finding.to_dict() for finding in findings]
+    write_json(state_dir() / SNAPSHOT, body)
+    return body
+
+
+def load() -> dict[str, object] | None:
+    """The newest saved findings; None when no health run has checked readiness yet (or the file is unreadable)."""
+    try:
+        return json.loads((state_dir() / SNAPSHOT).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def last_passing_drill() -> datetime | None:
+    """When the newest passing dr_drill started, from the drills' evidence (drill.history, which reads each one's
+    verdict); None when none passed. An unreadable file is one entry with an error there: the others decide."""
+    started = [drill["started"] for drill in drill_history() if drill["error"] is None and drill["passed"] is True]
+    return max((datetime.fromtimestamp(epoch_ms(when, "started") / 1000, UTC) for when in started), default=None)

@@ -26,3 +26,11 @@ def runbook_doc_md(dag_id: str, doc: str | None) -> str:
     """A DAG's doc_md: its module docstring, then a link to its runbook on the DR page's copy of the site."""
     link = f"**Runbook:** [{dag_id}]({SITE_PATH}/runbooks/{dag_id}/) (source: `{runbook(dag_id)}`)"
     return f"{(doc or '').strip()}\n\n{link}\n"
+
+
+def site_url(source: str) -> str:
+    """The DR page's link to a docs page named by its Markdown source: `docs/runbooks/x.md#s` is
+    /kafka-dr/docs/runbooks/x/#s (mkdocs's directory URLs)."""
+    page, _, section = source.partition("#")
+    path = page.removeprefix("docs/").removesuffix(".md")
+    return f"{SITE_PATH}/{path}/" + (f"#{section}" if section else "")

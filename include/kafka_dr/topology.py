@@ -205,7 +205,7 @@ class Slo:
     max_checkpoint_age_s: float | None = None
 
 
-ALERT_EVENTS = ("flow_status", "dag_failed", "approval_needed", "dr_report")
+ALERT_EVENTS = ("flow_status", "readiness", "failed_over", "dag_failed", "approval_needed", "dr_report")
 DEFAULT_REPEAT_AFTER_S = 3600.0
 _DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d)")
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}

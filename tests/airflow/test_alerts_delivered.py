@@ -1,8 +1,9 @@
 """dr_replication_health's flow_status alerts, delivered by Apprise to real receivers on this machine: an HTTP
 server behind a `json://` URL and an SMTP server (aiosmtpd) that requires a login, behind a `mailto://` URL whose
 password is a `${VAR}` of the environment; a third target that nobody listens on fails without failing anything.
-Three dag.test() runs on the session stack: records nobody copied break the flow's lag SLO (ERR: fires once to each
-target), the same ERR again (no repeat: repeat_after is an hour), then the flow copied (OK: resolves). Neither secret
+Four dag.test() runs on the session stack: records nobody copied break the flow's lag SLO (ERR: fires once to each
+target), the same ERR again (no repeat: repeat_after is an hour), the flow's source failed over from (one failed_over
+alert instead, the run not failed for the flow), then failed back and the flow copied (OK: both resolve). Neither secret
 appears in any log, report or state file; a missing ${VAR} fails the run's first task in one line, nothing sent.
 A failed dr_failover run (dag_failed, from the tasks' on_failure_callback), a finished one (dr_report) and one waiting
 for approval (approval_needed) reach a target too. The DR page lists the alerts sent and each target's answer."""
@@ -24,6 +25,7 @@ from support.reports import failover_report
 from support.spark import run_in_process
 from support.stack import Stack
 
+from kafka_dr import roles
 from kafka_dr.alerts import sent_log
 from kafka_dr.dashboard.page import render_page
 from kafka_dr.dashboard.state import collect_state
@@ -32,6 +34,7 @@ from kafka_dr.state import report_path
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 FLOW, TOPIC = "al-flow", "al-orders"
 SMTP_USER, SMTP_PASSWORD = "oncall-bot", "Smtp-s3cret-91f2"  # the password only in the environment
+ON = "[flow_status, failed_over]"
 HOOK_TOKEN = "hook-t0ken-5d7e"  # a webhook credential, written in the URL's user part as Apprise allows
 
 
@@ -66,7 +69,7 @@ def test_a_broken_flow_fires_once_and_resolves_on_each_target(
             "alerts",
             f"  - {{name: {FLOW}, source: dc1, target: dc2, topics: {{include: ['{TOPIC}']}}}}",
             schema_registry=False,
-            extra=f"health: {{max_lag_records: 10}}\nalerts: {{urls: {json.dumps(urls)}, on: [flow_status]}}\n",
+            extra=f"health: {{max_lag_records: 10}}\nalerts: {{urls: {json.dumps(urls)}, on: {ON}}}\n",
         )
         create_topic({"bootstrap.servers": stack.bootstrap("dc1")}, TOPIC, 1)
         produce(stack.bootstrap("dc1"), TOPIC, 0, 50)  # nobody copies them: 50 behind, the SLO is 10
@@ -85,22 +88,34 @@ def test_a_broken_flow_fires_once_and_resolves_on_each_target(
         assert again.state == DagRunState.FAILED and report["alerts"] == []  # unchanged ERR: no repeat within 1 h
         assert len(posts.all()) == 1 and len(mails.all()) == 1
 
+        # dc1 failed over from (as a dr_failover's report records it): the flow out of it is still ERR, but its
+        # alert is the failover's, and the run does not fail for it.
+        roles.failed_over("dc1", "dc2", "disaster", "manual__lost", "2026-11-29T03:00:00+00:00")
+        folded, report = run(dag, path)
+        assert folded.state == DagRunState.SUCCESS and [f["status"] for f in report["flows"]] == ["ERR"], report
+        [pending] = report["alerts"]
+        assert pending["title"] == "kafka-dr failed_over dc1: dc2 serves, failback pending", pending
+        assert [f["away"] for f in report["failed_over"]] == ["dc1"]
+
+        roles.failed_back("dc1")
         code, summary, err = run_in_process("replicate", "--topology", str(path), "--flow", FLOW)
         assert code == 0, err
         healed, report = run(dag, path)
         assert healed.state == DagRunState.SUCCESS  # the dead target fails again, and the run still succeeds
-        [resolved] = report["alerts"]
+        resolved, back = report["alerts"]
         assert resolved["title"] == f"kafka-dr flow_status {FLOW}: OK again (was ERR)"
+        assert back["title"] == "kafka-dr failed_over dc1: failed back" and back["state"] == "resolved"
         assert [t["accepted"] for t in resolved["targets"]] == [True, True, False]
-        assert [p["type"] for p in posts.all()] == ["failure", "success"]
-        assert [subject_of(m) for m in mails.all()] == [alert["title"], resolved["title"]]
+        assert [p["type"] for p in posts.all()] == ["failure", "failure", "success", "success"]
+        titles = [alert["title"], pending["title"], resolved["title"], back["title"]]
+        assert [subject_of(m) for m in mails.all()] == titles
 
     # What the DR page lists, newest first, each target by its masked URL.
-    assert [a["state"] for a in sent_log()[:2]] == ["resolved", "firing"]
+    assert [a["state"] for a in sent_log()[:3]] == ["resolved", "resolved", "firing"]
     shown = [t["shown"] for t in sent_log()[0]["targets"]]
     assert shown[0].startswith("json://kdr:****@127.0.0.1") and "****" in shown[1], shown
     page = render_page(collect_state(path))
-    assert f"kafka-dr flow_status {FLOW}: OK again (was ERR)" in page and page.count("badge err'>failed") == 2
+    assert f"kafka-dr flow_status {FLOW}: OK again (was ERR)" in page and page.count("badge err'>failed") == 4
     written = capfd.readouterr()
     logs = [written.out, written.err]
     logs += [p.read_text(errors="replace") for p in state.rglob("*") if p.is_file()]

@@ -31,7 +31,7 @@ from support.drills import (
 from support.kafka import commit_offsets, create_topic
 from support.topology import write_topology as write_clusters_topology
 
-from kafka_dr import client_switch
+from kafka_dr import client_switch, roles
 from kafka_dr.replication import replicators
 from kafka_dr.replication.copier import close_clients, copy_ranges
 from kafka_dr.replication.planner import FlowContext
@@ -226,6 +226,8 @@ def test_seed_001_a_lost_cluster_comes_back_with_every_record_once_and_both_flow
         }
     )
     assert failover.state == DagRunState.SUCCESS, states_of(failover)
+    (away,) = roles.pending().values()  # the known state the DR page, status, metrics and health runs read
+    assert (away.away, away.serving, away.mode, away.run_id) == ("dc2", "dc1", "disaster", failover.run_id)
     send(dc1.broker_address, "topic1", [f"dc1-late-{i}" for i in range(10)])  # while dc2 is away
     read_in_dc1 = read_and_commit(dc1.broker_address, "app2", "topic1", limit=5)  # app2 goes on in dc1
     both = [f"dc1-{i}" for i in range(100)] + [f"dc2-{i}" for i in range(100)]
@@ -245,6 +247,7 @@ def test_seed_001_a_lost_cluster_comes_back_with_every_record_once_and_both_flow
         report = json.loads(sorted((state / "reports").glob("dr_failback-*.json"))[-1].read_text())
         assert report["unreplicated"]["records"] is None and report["resynced"]["records"] == 260
         assert client_switch.active_cluster(topology, "app2") == "dc2"
+        assert roles.pending() == {}  # failed back: alerts about dc2 go out as usual again
         # Both flows run again: a new record on either side arrives once on the other and never comes back.
         send(dc1.broker_address, "topic1", ["new-in-dc1"])
         send(dc2.broker_address, "topic1", ["new-in-dc2"])

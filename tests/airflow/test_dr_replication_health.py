@@ -20,6 +20,7 @@ from support.drills import produce
 from support.kafka import create_topic
 from support.stack import Stack
 
+from kafka_dr import readiness
 from kafka_dr.replication import replicators
 from kafka_dr.replication.lag import flow_lag
 from kafka_dr.spark.submit import spark_env, spark_submit_command
@@ -63,6 +64,15 @@ def test_dead_replicator_is_restarted_and_a_gap_fails_the_run(dag: Any, stack: S
         run, report = health_run(dag, path, state)
         assert run.state == DagRunState.SUCCESS, report
         assert [f["status"] for f in report["flows"]] == ["OK"] and report["self_heal"] == []
+        # Readiness beside the checks, with the lag they measured and the DAGs' paused flags as Airflow gives them.
+        found = {f["check"]: f for f in readiness.load()["findings"]}
+        assert list(found) == [check.__name__ for check in readiness.CHECKS]
+        assert found["flows"] == {
+            **found["flows"],
+            "ready": True,
+            "reason": "1 flow(s) running within the RPO objective",
+        }
+        assert found["dags_unpaused"]["ready"] is not None, found  # gathered in the task (not "not checked")
 
         dead = replicators.status(FLOW)
         os.killpg(dead.pid, signal.SIGKILL)  # a crash: nothing records a stop

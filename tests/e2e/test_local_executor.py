@@ -62,7 +62,7 @@ from support.retry import eventually
 from support.stack import Stack, running_stack
 from support.topology import cut_off_commands
 
-from kafka_dr import client_switch
+from kafka_dr import client_switch, roles
 from kafka_dr.airflow_rest import ANSWER_SETTLE_S, AirflowRestError
 from kafka_dr.cli import main
 from kafka_dr.clients import read_committed
@@ -205,7 +205,7 @@ def test_a_disaster_drill_passes_and_leaves_evidence(deployment: Deployment) -> 
         "orders-producer": "dc1",
         "orders-consumer": "dc1",
     }
-    assert ledger.open_record() is None
+    assert ledger.open_record() is None and roles.pending() == {}  # failed back: no failback pending
     dc1, dc2 = (deployment.stack.registry(dc) for dc in ("dc1", "dc2"))
     assert one_leader(dc2, dc1, "after-disaster-drill")  # dc1's registry leads again, dc2's follows it
     assert runs_of(found)["dr_failback"]["schema_registry"]["one_leader"]["via"] == "dc2"  # dc1 leads again
@@ -247,6 +247,7 @@ def test_a_drill_stopped_half_way_makes_the_next_one_refuse(
     # The operator stops the drill between its failover and its failback: the clients are on dc2.
     api.call("PATCH", f"/api/v2/dags/dr_drill/dagRuns/{urllib.parse.quote(run_id, safe='')}", {"state": "failed"})
     assert ledger.open_record()["run_id"] == run_id
+    assert [(f.away, f.serving, f.run_id) for f in roles.pending().values()] == [("dc1", "dc2", failover)]
     probe = subdir("drill-runs") / safe_name(run_id) / "probe"
     assert probe_process.running(probe)  # its last task never ran to stop it
 
@@ -268,6 +269,7 @@ def test_a_drill_stopped_half_way_makes_the_next_one_refuse(
     assert main(["drill", "resolve", "--topology", str(topology)]) == 1 and ledger.open_record() is not None
     assert main(["drill", "resolve", "--accept", "--topology", str(topology)]) == 0
     assert "closed: the state now accepted" in capsys.readouterr().out and ledger.open_record() is None
+    assert roles.pending() == {}  # accepted as it is: no failback pending
 
 
 def runs_of(evidence: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -488,9 +490,23 @@ def wait_for_checkpoint(stack: Stack, flow: str, failed: str, target: str) -> No
 def assert_prometheus_scrapes(api: AirflowApi, airflow: LocalAirflow, topology: Path, state: Path, root: Path) -> None:
     """A real Prometheus, with the repository's scrape config and rules, scrapes the api-server's /kafka-dr/metrics
     with the token `kafka-dr airflow up` made, after a dr_replication_health run: `up` is 1, the same job with
-    another token is refused (`up` 0), every partition's lag is the one the run evaluated, and the rules load."""
-    run = api.trigger("dr_replication_health", {"topology": str(topology)})
-    assert_succeeded(api, airflow, "dr_replication_health", run["dag_run_id"])
+    another token is refused (`up` 0), every partition's lag is the one the run evaluated, and the rules load. The
+    run's readiness, with dr_schema_redirect paused by hand: that check alone NOT READY, in its task's log and in the
+    metrics (the approvers, read from this Airflow's auth manager, are known)."""
+    redirect = "/api/v2/dags/dr_schema_redirect"
+    api.call("PATCH", redirect, {"is_paused": True})
+    try:
+        run = api.trigger("dr_replication_health", {"topology": str(topology)})
+        assert_succeeded(api, airflow, "dr_replication_health", run["dag_run_id"])
+    finally:
+        api.call("PATCH", redirect, {"is_paused": False})
+    found = {f["check"]: f for f in json.loads((state / "readiness.json").read_text())["findings"]}
+    assert [check for check, f in found.items() if f["ready"] is False] == ["dags_unpaused"], found
+    assert found["dags_unpaused"]["reason"].startswith("paused: dr_schema_redirect:"), found
+    assert found["approvers"] == {**found["approvers"], "ready": True, "reason": f"approvers Airflow knows: {APPROVER}"}
+    assert "dags_unpaused: NOT READY: paused: dr_schema_redirect" in task_log(
+        airflow, run["dag_run_id"], "readiness", "dr_replication_health"
+    )
     evaluated = {
         (flow, p["topic"], str(p["partition"])): p["lag_records"]
         for flow in BROWSER_FLOWS
@@ -502,15 +518,18 @@ def assert_prometheus_scrapes(api: AirflowApi, airflow: LocalAirflow, topology: 
     target = f"127.0.0.1:{airflow.port}"
     with prometheus(root / "prometheus", target, airflow.metrics_token_file(), wrong) as server:
 
-        def scraped() -> tuple[dict[str, str], dict[tuple[str, str, str], int]]:
+        def scraped() -> tuple[dict[str, str], dict[tuple[str, str, str], int], dict[str, str]]:
             up = {s["metric"]["job"]: s["value"][1] for s in server.query("up")}
             lag = {
                 (s["metric"]["flow"], s["metric"]["topic"], s["metric"]["partition"]): int(float(s["value"][1]))
                 for s in server.query("kafka_dr_partition_lag_records")
             }
-            return up, lag
+            ready = {s["metric"]["check"]: s["value"][1] for s in server.query('kafka_dr_readiness{job="kafka-dr"}')}
+            return up, lag, ready
 
-        eventually(lambda: scraped() == ({"kafka-dr": "1", "kafka-dr-wrong-token": "0"}, evaluated), "scraped", 30)
+        readiness = {check: "0" if f["ready"] is False else "1" for check, f in found.items() if f["ready"] is not None}
+        expected = ({"kafka-dr": "1", "kafka-dr-wrong-token": "0"}, evaluated, readiness)
+        eventually(lambda: scraped() == expected, "scraped", 30)
         [group] = server.rule_groups()
         [rules] = yaml.safe_load((MONITORING / "rules.yml").read_text())["groups"]  # every rule of the file loaded
         assert group["name"] == "kafka-dr" and len(group["rules"]) == len(rules["rules"]), group
@@ -630,9 +649,9 @@ def answer_in_ui(ui: AirflowUi, api: AirflowApi, run_id: str, option: str, name:
     ui.answer("dr_failover", run_id, "approve", option, name)
 
 
-def task_log(airflow: LocalAirflow, run_id: str, task_id: str) -> str:
-    """The task's log files of a dr_failover run, every try, as one text."""
-    logs = airflow.home / "logs" / "dag_id=dr_failover" / f"run_id={run_id}"
+def task_log(airflow: LocalAirflow, run_id: str, task_id: str, dag_id: str = "dr_failover") -> str:
+    """The task's log files of a run (of dr_failover unless told), every try, as one text."""
+    logs = airflow.home / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}"
     return "".join(path.read_text(errors="replace") for path in sorted(logs.glob(f"task_id={task_id}/**/*.log")))
 
 

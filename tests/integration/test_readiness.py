@@ -1,21 +1,22 @@
 """`kafka-dr readiness` gathers its facts from real clusters and the state directory: a flow with no replicator
-running is not running, its lag is what a disaster would lose, a passing drill report is found, and the command
-prints one line per check and exits 1."""
+running is not running, its lag is what a disaster would lose, the newest passing drill's evidence is found, and the
+command prints one line per check and exits 1."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from support.drill_evidence import drill_evidence
 from support.drills import copy_flow
 from support.kafka import Record, create_topic, produce
 from support.stack import BrokerPair
 from support.topology import write_topology
 
 from kafka_dr import cli, readiness
+from kafka_dr.drill.evidence import write_evidence
 from kafka_dr.topology import load_topology
 
 pytestmark = pytest.mark.integration
@@ -38,11 +39,10 @@ def test_readiness_reads_the_flows_and_the_drill_reports(
     topology = load_topology(path)
     copy_flow(topology, topic)  # copied to its end, then 30 more that nothing copies
     produce(broker_pair.dc1.config, topic, [Record(b"v", None, i % 2) for i in range(30)])
-    (state / "reports").mkdir(parents=True)
-    started = datetime.now(UTC) - timedelta(days=2)
-    report = {"passed": True, "started": started.isoformat(), "scenario": "disaster_round_trip"}
-    (state / "reports" / "dr_drill-manual.json").write_text(json.dumps(report))
-    (state / "reports" / "dr_drill-failed.json").write_text(json.dumps({**report, "passed": False, "started": None}))
+    started = (datetime.now(UTC) - timedelta(days=2)).replace(microsecond=0)
+    write_evidence(drill_evidence(run_id="passed", started=started.isoformat()), pdf=False)
+    failed = drill_evidence(run_id="failed", started=datetime.now(UTC).isoformat(), passed=False)
+    write_evidence(failed, pdf=False)  # newer, but failed: the passing one counts
 
     facts = readiness.gather(topology, datetime.now(UTC))
     assert (facts.flows_running, facts.rpo_records) == ({topic: False}, {topic: 30})

@@ -12,10 +12,11 @@ from support.drill_evidence import drill_evidence, failed_drill_evidence
 from support.fakes import FakePlugin
 from support.topology import write_topology
 
-from kafka_dr import alerts
+from kafka_dr import alerts, roles
 from kafka_dr.alerts import AlertConfigError, Target
 from kafka_dr.health.rules import FlowHealth
-from kafka_dr.topology import Alerts, load_topology
+from kafka_dr.readiness import Finding
+from kafka_dr.topology import ALERT_EVENTS, Alerts, load_topology
 
 CONFIG = Alerts(urls=("json://fake",), repeat_after_s=3600)
 
@@ -92,7 +93,7 @@ def test_the_topology_section(tmp_path: Path) -> None:
     topology = load_topology(write_topology(tmp_path / "t.yaml", {"dc1": "127.0.0.1:1"}, extra=text))
     assert topology.alerts == Alerts(("json://127.0.0.1:9099/kdr",), ("flow_status", "dr_report"), 1800.0)
     plain = load_topology(write_topology(tmp_path / "u.yaml", {"dc1": "127.0.0.1:1"}))
-    assert plain.alerts.urls == () and plain.alerts.repeat_after_s == 3600 and len(plain.alerts.on) == 4
+    assert plain.alerts.urls == () and plain.alerts.repeat_after_s == 3600 and plain.alerts.on == ALERT_EVENTS
 
 
 def test_a_drills_report_alert_names_its_verdict_and_a_failed_one_is_a_failure() -> None:
@@ -103,3 +104,44 @@ def test_a_drills_report_alert_names_its_verdict_and_a_failed_one_is_a_failure()
     failed = alerts.dr_report_alert("dr_drill", "r2", failed_drill_evidence(), "/s/drills/r2.json")
     assert failed.state == alerts.FIRING
     assert "FAILED: RTO objective missed: 21.0 s > 0.5 s (dr.rto_seconds)" in failed.title
+
+
+def test_readiness_alerts_once_per_change_repeats_what_stays_not_ready_and_resolves() -> None:
+    plugin = FakePlugin()
+    to = [Target("alerts.urls[0]", "json://fake", plugin)]
+    ready, unknown = Finding("flows", True, "1 flow(s) running"), Finding("approvers", None, "not gathered here")
+    paused = Finding("dags_unpaused", False, "paused: dr_failover")
+    old = Finding("drill_age", False, "no dr_drill has passed")
+
+    def titles(now: float, *findings: Finding) -> list[str]:
+        return [a["title"] for a in alerts.notify_readiness(CONFIG, [ready, unknown, *findings], to, now)]
+
+    assert titles(0) == []  # ready (a check not gathered is no news)
+    assert titles(10, paused) == ["kafka-dr readiness: NOT READY: dags_unpaused"]
+    assert titles(20, paused) == []
+    assert titles(30, paused, old) == ["kafka-dr readiness: NOT READY: dags_unpaused, drill_age"]
+    assert titles(30 + 3599, paused, old) == []
+    assert titles(30 + 3600, paused, old) == ["kafka-dr readiness: NOT READY (still): dags_unpaused, drill_age"]
+    assert titles(4000) == ["kafka-dr readiness: ready again"]
+    assert titles(5000) == []
+    assert [kind for _, kind in plugin.sent] == ["failure", "failure", "failure", "success"]
+    assert "(see docs/runbooks/readiness.md#dags-unpaused)" in alerts.sent_log()[-1]["body"]  # the oldest: its lines
+    assert alerts.readiness_alert(Alerts(urls=("json://fake",), on=("flow_status",)), [paused]) is None
+
+
+def test_a_pending_failback_is_one_alert_repeated_at_repeat_after_and_resolved_once_failed_back() -> None:
+    plugin = FakePlugin()
+    to = [Target("alerts.urls[0]", "json://fake", plugin)]
+    lost = roles.FailedOver("dc1", "dc2", "disaster", "manual__1", "2026-11-29T03:00:00+00:00", "2026-11-29T03:01:00")
+
+    def titles(now: float, pending: dict[str, roles.FailedOver]) -> list[str]:
+        return [a["title"] for a in alerts.notify_failovers(CONFIG, pending, to, now)]
+
+    assert titles(0, {}) == []
+    assert titles(10, {"dc1": lost}) == ["kafka-dr failed_over dc1: dc2 serves, failback pending"]
+    assert titles(20, {"dc1": lost}) == []
+    assert titles(10 + 3600, {"dc1": lost}) == ["kafka-dr failed_over dc1: dc2 serves, failback pending (still)"]
+    assert titles(4000, {}) == ["kafka-dr failed_over dc1: failed back"]
+    assert titles(5000, {}) == []
+    assert [kind for _, kind in plugin.sent] == ["failure", "failure", "success"]
+    assert "dc1 lost (dr_failover run manual__1, started 2026-11-29T03:00:00+00:00)" in alerts.sent_log()[-1]["body"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -13,11 +14,12 @@ from support.drill_evidence import drill_evidence, failed_drill_evidence
 from support.reports import failover_report
 from support.topology import write_topology
 
-from kafka_dr import alerts, cli, metrics
+from kafka_dr import alerts, cli, metrics, readiness, roles
 from kafka_dr.drill.evidence import write_evidence
 from kafka_dr.health import sampler
 from kafka_dr.health.check import check_flow, save_evaluation
 from kafka_dr.health.rules import FlowFindings, FlowHealth, PartitionStatus
+from kafka_dr.readiness import Finding
 from kafka_dr.topology import load_topology
 
 FLOWS = """\
@@ -181,3 +183,33 @@ def test_the_newest_failback_has_its_rpo_and_rto_beside_the_failovers() -> None:
         ("kafka_dr_last_rpo_records", "dr_failback"): 0,
         ("kafka_dr_last_rto_seconds", "dr_failback"): 12.5,
     }
+
+
+def test_the_newest_readiness_check_per_check_and_when() -> None:
+    assert ("kafka_dr_readiness_timestamp_seconds", ()) not in samples(metrics.render(None).decode())
+    findings = [
+        Finding("dags_unpaused", False, "paused: dr_failover"),
+        Finding("flows", True, "1 flow(s) running"),
+        Finding("approvers", None, "not gathered here"),
+    ]
+    readiness.save(findings, datetime(2026, 11, 29, 3, 0, tzinfo=UTC))
+    got = {k: v for k, v in samples(metrics.render(None).decode()).items() if k[0].startswith("kafka_dr_readiness")}
+    assert got == {
+        ("kafka_dr_readiness", (("check", "dags_unpaused"),)): 0,
+        ("kafka_dr_readiness", (("check", "flows"),)): 1,
+        ("kafka_dr_readiness_timestamp_seconds", ()): datetime(2026, 11, 29, 3, 0, tzinfo=UTC).timestamp(),
+    }
+
+
+def test_a_pending_failback_names_the_cluster_and_the_flows_it_holds(topology: Path) -> None:
+    entry = roles.failed_over("dc3", "dc1", "disaster", "manual__1", "2026-11-29T03:00:00+00:00")
+    got = {k: v for k, v in samples(metrics.render(topology).decode()).items() if "failed_over" in k[0]}
+    assert got == {
+        ("kafka_dr_failed_over", (("cluster", "dc3"), ("serving", "dc1"))): 1,
+        ("kafka_dr_failed_over_timestamp_seconds", (("cluster", "dc3"),)): datetime.fromisoformat(
+            entry.switched_at
+        ).timestamp(),
+        ("kafka_dr_flow_failed_over", (("flow", "third"),)): 1,
+    }
+    roles.failed_back("dc3")
+    assert not [k for k in samples(metrics.render(topology).decode()) if "failed_over" in k[0]]

@@ -20,6 +20,7 @@ from typing import Any
 from airflow.sdk import get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 
+from .. import roles
 from ..clients import ClientConfigError
 from ..failback import report, republish, switch_back, verify
 from ..failback.plan import FailbackPlan, FailbackRun, SwitchBack
@@ -252,6 +253,8 @@ def failback_report(plan: dict[str, Any], results: dict[str, Any]) -> dict[str, 
         failback, run, dag_id=dag_id, run_id=run_id, run_started=started, triggered_by=triggered_by(context)
     )
     written = write_report(dag_id, run_id, body, report.failback_page(body))
+    if run.switch_consumers:  # the clients are back: the failover of the restored cluster is over (kafka_dr.roles)
+        roles.failed_back(failback.restored)
     send_report_alert(load_topology(failback.topology), dag_id, run_id, written)
     return written
 

@@ -18,6 +18,7 @@ from typing import Any
 from airflow.sdk import get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 
+from .. import roles
 from ..clients import ClientConfigError
 from ..failover import preview, report, stop, verify
 from ..failover.plan import FailoverPlan, FailoverRun
@@ -242,6 +243,11 @@ def failover_report(plan: dict[str, Any], previewed: dict[str, Any], results: di
         writers=writers(topo),
     )
     written = write_report(dag_id, run_id, body, report.failover_page(body))
+    if run.switch_consumers:  # the clients moved: the deployment is failed over until a failback (kafka_dr.roles)
+        started = context["dag_run"].start_date
+        roles.failed_over(
+            failover.failed, failover.target, failover.mode, run_id, started.isoformat(timespec="seconds")
+        )
     send_report_alert(topo, dag_id, run_id, written)
     return written
 

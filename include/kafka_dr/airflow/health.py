@@ -7,12 +7,15 @@ settings, the restart of a dead replicator with its own command line, and the ru
 
 from __future__ import annotations
 
+from dataclasses import asdict, replace
+from datetime import UTC, datetime
 from typing import Any
 
 from airflow.sdk import get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 
-from ..alerts import answers, notify_flow_statuses
+from .. import readiness, roles
+from ..alerts import answers, notify_failovers, notify_flow_statuses, notify_readiness
 from ..clients import ClientConfigError
 from ..health.check import check_flow_findings
 from ..health.healing import heal
@@ -24,6 +27,7 @@ from . import topology_path
 from .common import selected_flows, write_report
 from .hooks.alerts import alert_targets
 from .hooks.kafka_cluster import flows_environ
+from .site import known_users, paused_dags
 
 
 @task
@@ -59,7 +63,7 @@ def count_outages(checked: list[dict[str, Any]], topology: str | None = None) ->
     outages = record_run(reachable, now_iso())
     for outage in outages.values():
         print(f"{outage.cluster} unreachable in {outage.runs} runs in a row, since {outage.since}")
-    made, refused = proposals(outages, topo, str(path))
+    made, refused = proposals(outages, topo, str(path), roles.pending())
     for line in refused:
         print(line)
     for made_one in made:
@@ -82,16 +86,24 @@ def self_heal(checked: list[dict[str, Any]], topology: str | None = None) -> lis
 
 @task(on_failure_callback=None)  # its failure is a flow in ERR: the flow_status alerts already say so, once
 def report(checked: list[dict[str, Any]], healed: list[dict[str, Any]], topology: str | None = None) -> dict[str, Any]:
-    """Send the flow_status alerts the run calls for (kafka_dr.alerts: a change fires or resolves, an unchanged ERR
-    repeats after `repeat_after`), write the run's snapshot to STATE_DIR/reports/<dag>-<run>.json, then fail the run
-    with one line per flow in ERR (a flow whose dead replicator was just restarted is reported, not failed). A target
-    that does not accept an alert is logged and listed, never a failure."""
+    """Send the alerts the run calls for (kafka_dr.alerts: a flow's status change fires or resolves, an unchanged ERR
+    repeats after `repeat_after`; while a failback is pending, one `failed_over` alert per failover instead of those
+    of the flows from or into the cluster failed over from), write the run's snapshot to
+    STATE_DIR/reports/<dag>-<run>.json, then fail the run with one line per flow in ERR (a flow whose dead replicator
+    was just restarted, or whose cluster was failed over from, is reported, not failed). A target that does not
+    accept an alert is logged and listed, never a failure."""
     context = get_current_context()
     dag_id, run_id = context["dag"].dag_id, context["run_id"]
     flows = [FlowHealth.from_dict(h) for h in checked]
     restarted = {action["flow"] for action in healed if action["action"] == "restarted"}
     topo = load_topology(topology_path(topology))
-    sent = notify_flow_statuses(topo.alerts, flows, alert_targets(topo))
+    failovers = roles.pending()
+    folded = roles.away_flows(topo, failovers)
+    for entry in failovers.values():
+        print(f"failed over: {entry.line()}")
+    to = alert_targets(topo)
+    sent = notify_flow_statuses(topo.alerts, [h for h in flows if h.name not in folded], to)
+    sent += notify_failovers(topo.alerts, failovers, to)
     for alert in sent:
         print(f"alert sent: {alert['title']} ({answers(alert['targets'])})")
     body = {
@@ -100,11 +112,41 @@ def report(checked: list[dict[str, Any]], healed: list[dict[str, Any]], topology
         "finished_at": now_iso(),
         "flows": [h.to_dict() for h in flows],
         "self_heal": list(healed),
+        "failed_over": [asdict(entry) for entry in failovers.values()],
         "alerts": sent,
     }
     written = write_report(dag_id, run_id, body)
     print(render_table(flows))
-    failed = [h.failure_line() for h in flows if h.status == "ERR" and h.name not in restarted]
+    failed = [h.failure_line() for h in flows if h.status == "ERR" and h.name not in restarted | folded]
     if failed:
         raise AirflowFailException("\n".join(failed))
     return written
+
+
+@task(task_id="readiness")
+def check_readiness(checked: list[dict[str, Any]], topology: str | None = None) -> dict[str, Any]:
+    """What would stop or slow a failover now (kafka_dr.readiness), with Airflow's own facts read from here (paused
+    DR DAGs, the auth manager's users) and the flows' lags this run measured: saved for the DR page and the metrics,
+    and alerted when it degrades (`readiness`: once per change, repeated at `repeat_after`). Never fails the run: a
+    health run's failure says a flow is in ERR."""
+    topo = load_topology(topology_path(topology))
+    lags = {
+        h["name"]: None if h.get("unreachable_cluster") else sum(p["lag_records"] for p in h["partitions"])
+        for h in checked
+    }
+    now = datetime.now(UTC)
+    facts = readiness.gather(
+        topo,
+        now,
+        flows_environ(topo, [f.name for f in topo.flows]),
+        {**dict.fromkeys(f.name for f in topo.flows), **lags},
+    )
+    facts = replace(
+        facts, paused_dags=paused_dags(get_current_context()["ti"], readiness.DR_DAGS), known_users=known_users()
+    )
+    findings = readiness.evaluate(topo, facts)
+    for finding in findings:
+        print(finding.line())
+    for alert in notify_readiness(topo.alerts, findings, alert_targets(topo)):
+        print(f"alert sent: {alert['title']} ({answers(alert['targets'])})")
+    return readiness.save(findings, now)

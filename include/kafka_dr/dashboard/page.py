@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
+from ..runbooks import site_url
 from ..times import epoch_ms
 
 # Airflow 3.3's UI has no route that opens a DAG's trigger form (it is a modal opened by the Trigger button of the
@@ -64,6 +65,10 @@ def render_page(state: Mapping[str, Any], ui_root: str = "/") -> str:
     ]
     if topology["error"]:
         parts.append(f"<div class='banner'>The topology does not load: {_e(topology['error'])}</div>")
+    for entry in state.get("failed_over") or []:  # the deployment's state since a failover, until its failback
+        back = _e(_dag_url(ui_root, "dr_failback"))
+        parts.append(f"<div class='banner'>Failed over: {_e(entry['line'])} (<a href='{back}'>dr_failback</a>)</div>")
+    parts += _readiness(state.get("readiness"))
     parts += _clusters(state["clusters"], topology["error"])
     parts += _flows(state["flows"], topology["error"])
     parts += _clients(state["clients"], state["clients_error"], topology["error"])
@@ -72,6 +77,22 @@ def render_page(state: Mapping[str, Any], ui_root: str = "/") -> str:
     parts += _alerts(state.get("alerts") or [])
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _readiness(saved: Mapping[str, Any] | None) -> list[str]:
+    """The newest health run's readiness: what would stop or slow a failover now, each with its runbook section."""
+    parts = ["<h2>Ready to fail over?</h2>"]
+    if saved is None:
+        return [*parts, "<div class='muted'>Not checked yet: each dr_replication_health run checks it.</div>"]
+    verdict = _badge("ready", "ok") if saved["ready"] else _badge("NOT READY", "err")
+    parts.append(f"<div>{verdict} <span class='muted'>checked at {_e(saved['checked_at'])}</span></div>")
+    parts.append("<table><tr><th>Check</th><th>State</th><th>Why</th></tr>")
+    marks = {True: ("ready", "ok"), False: ("NOT READY", "err"), None: ("not checked", "info")}
+    for finding in saved["findings"]:
+        mark = _badge(*marks[finding["ready"]])
+        link = f" <a href='{_e(site_url(finding['runbook']))}'>runbook</a>" if finding["ready"] is not True else ""
+        parts.append(f"<tr><td>{_e(finding['check'])}</td><td>{mark}</td><td>{_e(finding['reason'])}{link}</td></tr>")
+    return [*parts, "</table>"]
 
 
 def _clusters(clusters: Sequence[Mapping[str, Any]], topology_error: str | None) -> list[str]:

@@ -3,10 +3,12 @@
 Sources: the topology; each cluster asked for its id (reachability) and its schema registry for its role; each flow's
 latest `dr_replication_health` evaluation (STATE_DIR/health/<flow>.json) and its earlier ones, read back from the
 target's `_kdr.health` for the lag chart; the client aliases' active clusters; the newest failover, failback and
-backfill reports; the drills done (kafka_dr.drill.history); the newest alerts sent. Each source fails on its own (a
-topology that does not load, a cluster that does not answer, a report that does not parse) and shows as a one-line error
-in its place, so a bad day never blanks the page; no cluster or registry is waited on much longer than `timeout`. No
-Airflow import: the CLI and tests use it as is.
+backfill reports; the failovers whose failback is pending (kafka_dr.roles); the newest health run's readiness
+(STATE_DIR/readiness.json); the drills done
+(kafka_dr.drill.history); the newest alerts sent. Each source fails on its own (a topology that does not load, a
+cluster that does not answer, a report that does not parse) and shows as a one-line error in its place, so a bad day
+never blanks the page; no cluster or registry is waited on much longer than `timeout`. No Airflow import: the CLI and
+tests use it as is.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 from confluent_kafka import IsolationLevel, KafkaException, Message
 from confluent_kafka.admin import AdminClient
 
-from .. import client_switch
+from .. import client_switch, readiness, roles
 from ..alerts import sent_log
 from ..clients import client_config, end_offsets, error_text, read_committed, start_offset
 from ..drill.history import drill_history
@@ -63,6 +65,8 @@ def collect_state(
         "reports": latest_reports(),
         "drills": drill_history(DRILLS_SHOWN),
         "alerts": sent_log(10),
+        "readiness": readiness.load(),
+        "failed_over": [{**asdict(entry), "line": entry.line()} for entry in roles.pending().values()],
     }
     try:
         topology = load_topology(path)

@@ -6,7 +6,8 @@ stays until the drill's last task finds everything as it was and removes it. A d
 run was stopped, leaves it: the next drill compares the record with the state now and refuses, naming each alias,
 flow and registry still not as found (`left`); once an operator has put them back (a failback, a dr_bringup run
 that starts the replicators), the next drill finds nothing left and goes on. `kafka-dr drill resolve --accept`
-closes the record when the state now is the one wanted.
+closes the record when the state now is the one wanted, and with it the failover the drill left recorded
+(kafka_dr.roles): no failback is pending for a state accepted as it is.
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ from typing import Any
 
 from confluent_kafka import KafkaException
 
-from .. import client_switch
+from .. import client_switch, roles
 from ..clients import client_config
 from ..replication.liveness import liveness
 from ..runbooks import see_runbook
 from ..schema_registry import registry_role
 from ..state import locked, now_iso, subdir, write_json
 from ..topology import Topology
+from .plan import inner_run_id
 
 LIVENESS_WINDOW_S = 2.0  # a replicator elsewhere renews its claim every second
 
@@ -133,4 +135,6 @@ def resolve(topology: Topology, accept: bool) -> tuple[dict[str, Any] | None, li
         changed = left(record["before"], snapshot(topology))
         if accept or not changed:
             _path().unlink()
+        if accept and changed:  # its failover's clients stay where they are: no failback is pending any more
+            roles.accepted(inner_run_id(record["run_id"], "failover"))
         return record, changed

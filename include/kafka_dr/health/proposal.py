@@ -10,7 +10,7 @@ with that id, and the proposing task then skips).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -65,15 +65,18 @@ def next_outages(previous: Mapping[str, Outage], reachable: Mapping[str, bool], 
 
 
 def proposals(
-    outages: Mapping[str, Outage], topology: Topology, topology_path: str
+    outages: Mapping[str, Outage], topology: Topology, topology_path: str, failed_over: Collection[str] = ()
 ) -> tuple[list[Proposal], list[str]]:
     """The failovers to propose (an outage of `dr.propose_failover_after` runs or more; 0: never), and one line for
     each outage that long that cannot be proposed: its cluster must replicate into exactly one other cluster, the
-    failover's target."""
+    failover's target, and not be failed over from already (`failed_over`: its failback is pending, kafka_dr.roles)."""
     after = topology.dr.propose_failover_after
     made, refused = [], []
     for outage in outages.values():
         if after == 0 or outage.runs < after:
+            continue
+        if outage.cluster in failed_over:
+            refused.append(f"{outage.cluster} unreachable in {outage.runs} runs: failed over already, failback pending")
             continue
         targets = sorted({f.target for f in topology.flows if f.source == outage.cluster})
         if len(targets) != 1:

@@ -4,7 +4,9 @@ RTO chart of a scenario's drills."""
 from __future__ import annotations
 
 from kafka_dr.dashboard.page import lag_chart, render_page, rto_chart
+from kafka_dr.readiness import Finding
 from kafka_dr.reports import summarize
+from kafka_dr.roles import FailedOver
 
 
 def test_lag_chart_is_inline_svg_with_escaped_tooltips() -> None:
@@ -71,3 +73,32 @@ def test_a_stalled_flow_says_so_beside_its_status() -> None:
     stalled = render_page({**state, "flows": [{**flow, "stalled_seconds": 300.0}]})
     assert "<span class='badge err'>ERR</span> <span class='badge err'>STALLED 300 s</span>" in stalled
     assert "STALLED 300 s" not in render_page({**state, "flows": [{**flow, "stalled_seconds": None}]})
+
+
+def test_readiness_says_what_would_stop_a_failover_with_its_runbook_and_when_it_was_checked() -> None:
+    state = {"topology": {"path": "t.yaml", "error": None}, "generated_at": "now", "collected_in_s": 0.1}
+    state |= {"clusters": [], "flows": [], "clients": [], "clients_error": None, "reports": {}}
+    assert "Not checked yet: each dr_replication_health run checks it." in render_page(state)
+    paused = Finding("dags_unpaused", False, "paused: dr_failover: a run triggered now would never start")
+    findings = [paused, Finding("flows", True, "1 flow(s) running"), Finding("approvers", None, "<not> gathered")]
+    state["readiness"] = {"checked_at": "2026-11-29T03:00:00+00:00", "ready": False}
+    state["readiness"]["findings"] = [f.to_dict() for f in findings]
+    page = render_page(state)
+    assert "NOT READY</span> <span class='muted'>checked at 2026-11-29T03:00:00+00:00" in page
+    assert "paused: dr_failover: a run triggered now would never start" in page
+    assert "href='/kafka-dr/docs/runbooks/readiness/#dags-unpaused'>runbook</a>" in page
+    assert "href='/kafka-dr/docs/runbooks/readiness/#flows'" not in page  # a ready check needs no runbook
+    assert "&lt;not&gt; gathered" in page and "<not>" not in page
+
+
+def test_a_pending_failback_is_a_banner_naming_who_serves_since_when_with_the_way_back() -> None:
+    state = {"topology": {"path": "t.yaml", "error": None}, "generated_at": "now", "collected_in_s": 0.1}
+    state |= {"clusters": [], "flows": [], "clients": [], "clients_error": None, "reports": {}}
+    assert "Failed over:" not in render_page(state)
+    lost = FailedOver("dc1", "dc2", "disaster", "manual__1", "2026-11-29T03:00:00+00:00", "2026-11-29T03:01:00+00:00")
+    state["failed_over"] = [{"line": lost.line()}]
+    page = render_page(state, "/ui")
+    assert (
+        "<div class='banner'>Failed over: dc1 lost (dr_failover run manual__1, started 2026-11-29T03:00:00+00:00); "
+        "dc2 serves since 2026-11-29T03:01:00+00:00; failback pending (<a href='/ui/dags/dr_failback'>dr_failback</a>)"
+    ) in page

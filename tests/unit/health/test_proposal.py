@@ -1,6 +1,7 @@
 """When dr_replication_health proposes a disaster failover (kafka_dr/health/proposal.py), without a cluster: which
 clusters a run reached, outages counted run after run, the proposal after `dr.propose_failover_after` runs (never
-with 0), one run id per outage, and no proposal where the target is not one cluster."""
+with 0), one run id per outage, and no proposal where the target is not one cluster or the cluster is failed over
+from already."""
 
 from __future__ import annotations
 
@@ -65,13 +66,17 @@ def test_the_third_run_proposes_a_disaster_failover_to_the_target_of_the_cluster
     assert again.run_id == made.run_id
 
 
-def test_no_proposal_with_zero_runs_or_without_exactly_one_target() -> None:
+def test_no_proposal_with_zero_runs_without_exactly_one_target_or_for_a_cluster_failed_over_from() -> None:
     long = {"dc1": Outage("dc1", "2026-11-26T10:00:00+00:00", 50)}
     assert proposals(long, topology({"propose_failover_after": 0}), "t.yaml") == ([], [])
     two_targets = topology(extra_flow={"name": "out3", "source": "dc1", "target": "dc3", "topics": {"include": ["x"]}})
     assert proposals(long, two_targets, "t.yaml") == (
         [],
         ["dc1 unreachable in 50 runs, no failover proposed: its flows go to dc2, dc3, not to exactly one"],
+    )
+    assert proposals(long, topology(), "t.yaml", failed_over={"dc1"}) == (
+        [],
+        ["dc1 unreachable in 50 runs: failed over already, failback pending"],
     )
     dc3 = {"dc3": Outage("dc3", "2026-11-26T10:00:00+00:00", 3)}
     assert proposals(dc3, topology(), "t.yaml")[1] == [
