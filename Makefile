@@ -91,7 +91,7 @@ demo: venv $(MERMAID)
 test: lint $(MERMAID)
 	$(BYTECODE)
 	@# A file at a time to whichever worker is free, longest first (tests/conftest.py); the 25 slowest tests listed.
-	$(BIN)/python -m pytest -n 3 --dist loadfile --durations=25 tests
+	$(BIN)/python -m pytest -n 4 --dist loadfile --durations=25 tests
 
 # The development loop's tier: the linters and the tests that start no broker, registry, Spark JVM nor Airflow (the
 # ones not marked integration; tests/conftest.py checks the markers). make test stays everything.
