@@ -192,7 +192,7 @@ def _parser() -> argparse.ArgumentParser:
         "status", help="which DC serves: each failover whose failback is pending, and the last readiness verdict"
     )
     status.add_argument("--json", action="store_true", help='print {"failed_over": [...], "readiness": {...}}')
-    status.set_defaults(run=_status)
+    status.set_defaults(run=_failover_status)
 
     metrics = commands.add_parser(
         "metrics", help="Prometheus metrics from the latest health runs and reports (no cluster is asked)"
@@ -480,7 +480,7 @@ def _readiness(args: argparse.Namespace) -> int:
     return 0 if ready else 1
 
 
-def _status(args: argparse.Namespace) -> int:
+def _failover_status(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from kafka_dr import readiness, roles
