@@ -106,10 +106,11 @@ def test_dr_replication_health_is_scheduled_one_run_at_a_time(dagbag: DagBag, mo
     assert (dag.schedule, dag.catchup, dag.max_active_runs) == ("*/5 * * * *", False, 1)
     assert {t.task_id: sorted(t.downstream_task_ids) for t in dag.tasks} == {
         "validate_flows": ["check"],
-        "check": ["count_outages", "report", "self_heal"],
+        "check": ["count_outages", "readiness", "report", "self_heal"],
         "self_heal": ["report"],
         "report": [],
         "count_outages": ["propose_failover"],
+        "readiness": [],
         "propose_failover": [],
     }
     assert dag.task_dict["check"].is_mapped, "one mapped check per flow: an outage cannot hide another flow"
