@@ -37,17 +37,17 @@ venv: $(STAMP) $(KAFKA_JARS)
 # Then a class archive of a node's classes beside the jars (every Kafka JVM here starts on a third less CPU).
 $(KAFKA_JARS): include/kafka/pom.xml $(STAMP)
 	@command -v mvn >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q maven; }
-	$(BIN)/python -m kafka_dr.local.apache fetch
+	$(BIN)/python -m kafka_dr_dev.local.apache fetch
 	touch $(KAFKA_JARS)
 
 # requirements.txt says what the project asks for; constraints.txt pins every package of a working venv, so an
 # install resolves nothing afresh (Airflow's way).
-$(STAMP): requirements.txt constraints.txt pyproject.toml
+$(STAMP): requirements.txt constraints.txt pyproject.toml dev/pyproject.toml
 	@command -v java >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q openjdk-17-jre-headless; }
 	@# The browser test drives Debian's Chromium through its driver (no browser download at run time).
 	@command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 || \
 		{ apt-get update -q && apt-get install -y -q chromium chromium-driver; }
-	@# The broker of `kafka-dr airflow up --executor celery` (and of its test).
+	@# The broker of `kafka-dr-dev airflow up --executor celery` (and of its test).
 	@command -v redis-server >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q redis-server; }
 	@# Prometheus and promtool: the alerting rules' unit tests and the scrape test (tests start their own server).
 	@command -v promtool >/dev/null 2>&1 || \
@@ -61,7 +61,8 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml
 	# files with its own older copy: put the full pyspark back on top (just cached by uv).
 	$(UV) uninstall -q pyspark
 	$(UV) install -q --offline --no-deps $(PYSPARK)
-	$(UV) install -q --no-deps -e .
+	@# The product and, apart from it, the development stack (dev/: the local stack, Airflow for it, the demo).
+	$(UV) install -q --no-deps -e . -e dev
 	# The Spark driver's class archive (kafka_dr/spark/class_archive.py): every job's Spark context starts faster.
 	$(BIN)/python -m kafka_dr.spark.class_archive
 	touch $(STAMP)
@@ -86,7 +87,7 @@ demo: venv $(MERMAID)
 	$(BYTECODE)
 	@# The documentation site, which the DR page serves at /kafka-dr/docs/ (each DAG's doc_md links its runbook there).
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build -q
-	$(BIN)/kafka-dr demo
+	$(BIN)/kafka-dr-dev demo
 
 test: lint $(MERMAID)
 	$(BYTECODE)
@@ -177,4 +178,4 @@ sabotage: venv
 	$(BIN)/python tests/sabotage.py
 
 clean:
-	rm -rf $(VENV) .kafka-dr airflow-home
+	rm -rf $(VENV) .kafka-dr-dev airflow-home

@@ -1,7 +1,8 @@
 """What the whole test session shares: the JVM settings of every Spark driver the tests start, the one Spark session
-for jobs run in process, and how `make test`'s three pytest-xdist workers share the suite. Three on two cores: many
-tests wait for servers and start-ups, and with two workers the cores were busy 78% of the time, with three 92%
-(16m44s -> 15m08s of pytest on a fresh clone, 2026-11-26).
+for jobs run in process, and how `make test`'s four pytest-xdist workers share the suite. Four on two cores: many
+tests wait for servers and start-ups; with two workers the cores were busy 78% of the time, with three 92% (16m44s ->
+15m08s of pytest on a fresh clone, 2026-11-26), and once the suite's CPU fell, three left them 76% busy and four 90%
+(15m01s -> 14m14s, 2026-11-29; docs/development.md).
 
 The unit of work is a test file, run whole on one worker in file order with module fixtures of its own; each worker
 builds the session fixtures it needs (brokers, stack, Spark session, Airflow DB) itself. Files are handed out one at
@@ -31,9 +32,10 @@ if TYPE_CHECKING:
 # The shared Spark session's driver (pyspark launches it, not kafka-dr's spark-submit command, which sets C1 itself:
 # kafka_dr.spark.driver_jvm) lives for the tests and only schedules Python tasks: C1 alone starts it on less CPU.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
-# The stacks' Kafka nodes too (kafka_dr.local.apache takes $KAFKA_OPTS as Kafka's scripts do): the suite starts about
-# fifty, each living minutes at a few requests a second, where C2's compiling is a third of a young node's CPU. C1 alone
-# cut the nodes' CPU by a third over tests/integration/test_replication.py and test_dr_failover.py (122 -> 80 CPU-s).
+# The stacks' Kafka nodes too (kafka_dr_dev.local.apache takes $KAFKA_OPTS as Kafka's scripts do): the suite starts
+# about fifty, each living minutes at a few requests a second, where C2's compiling is a third of a young node's CPU.
+# C1 alone cut the nodes' CPU by a third over tests/integration/test_replication.py and test_dr_failover.py (122 -> 80
+# CPU-s).
 os.environ.setdefault("KAFKA_OPTS", "-XX:TieredStopAtLevel=1")
 
 
@@ -93,7 +95,7 @@ SPARK = pytest.StashKey[Any]()
 # these programs or modules without the marker fails.
 PROCESS_FIXTURES = frozenset({"spark", "stack", "own_stack", "airflow_db", "broker_factory"})
 PROCESS_PROGRAMS = frozenset({"java", "spark-submit", "spark-class", "airflow", "redis-server", "prometheus"})
-PROCESS_MODULES = ("kafka_dr.local.", "kafka_dr.spark.")
+PROCESS_MODULES = ("kafka_dr_dev.local.", "kafka_dr.spark.")
 
 
 def check_tiers(items: list[pytest.Item]) -> None:

@@ -3,9 +3,9 @@ invariant is broken on purpose?
 
 For each invariant, a scratch copy of the project's tracked files gets one deliberate break (an exact text
 replacement in one source file, which must match once), and the tests named for it run there against the copy's
-code (PYTHONPATH puts the copy's include/ ahead of the venv's editable kafka-dr). A sabotage is caught when every
-named test fails; before any sabotage the same tests must pass in an untouched copy, so a failure is the break's
-doing. Prints a table and exits 1 when a sabotage went unnoticed or the baseline failed.
+code (PYTHONPATH puts the copy's include/ and dev/ ahead of the venv's editable installs). A sabotage is caught when
+every named test fails; before any sabotage the same tests must pass in an untouched copy, so a failure is the
+break's doing. Prints a table and exits 1 when a sabotage went unnoticed or the baseline failed.
 
     make sabotage
     .venv/bin/python tests/sabotage.py [NAME ...]
@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafka_dr.local import apache
+from kafka_dr_dev.local import apache
 
 ROOT = Path(__file__).resolve().parent.parent
 # pytest runs at a time: the breaks caught by unit tests take a few seconds, those caught on brokers minutes of waiting.
@@ -379,7 +379,7 @@ def run_tests(copy: Path, tests: tuple[str, ...], log: Path) -> dict[str, str]:
     more than they do)."""
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(copy / "include"), str(copy / "tests")]),
+        "PYTHONPATH": os.pathsep.join([str(copy / "include"), str(copy / "dev"), str(copy / "tests")]),
         apache.LIBS_ENV: str(apache.libs_dir()),  # the copy has no .venv: this project's Kafka jars
     }
     env.pop("PYTEST_ADDOPTS", None)

@@ -16,7 +16,7 @@ DOCS_SITE = PROJECT_ROOT / "site"  # mkdocs.yml's site_dir: where `make docs` bu
 TOPOLOGY_ENV = "KDR_TOPOLOGY"
 STATE_DIR_ENV = "KDR_STATE_DIR"
 _STATE_DIR_NAME = ".kafka-dr"
-# Relative on purpose: `kafka-dr local` works on the stack of the terminal's working directory (run from the
+# Relative on purpose: `kafka-dr-dev local` works on the stack of the terminal's working directory (run from the
 # project root, that is the state dir's folder).
 LOCAL_DATA_DIR = Path(_STATE_DIR_NAME)
 

@@ -129,7 +129,7 @@ class Redirect:
 
 def restart_command(topology: Topology, registry: str, store: str, leader_eligible: bool) -> list[str]:
     """The topology's schema_registry.restart_command for `registry` (the deployment's own: systemd, docker compose,
-    the local stack's `kafka-dr local restart-registry` in include/topology.yaml); none is one line."""
+    the local stack's `kafka-dr-dev local restart-registry` in include/topology.yaml); none is one line."""
     template = topology.schema_registry_restart
     if template is None:
         raise RegistryError(f"the topology has no schema_registry.restart_command to restart the {registry} registry")

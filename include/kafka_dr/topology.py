@@ -598,7 +598,7 @@ class _Parser:
         `approval_timeout` a duration like 30m or 1h, `propose_failover_after` a count of runs (0 or more), the drill's
         objectives `rpo_records` (a whole number >= 0) and `rto_seconds` (a
         number > 0), the commands with which a disaster drill cuts a cluster off and brings it back (`{cluster}`:
-        the embedded stack's `kafka-dr local stop|start {cluster}`; a deployment's own, e.g. a firewall rule), where
+        the embedded stack's `kafka-dr-dev local stop|start {cluster}`; a deployment's own, e.g. a firewall rule), where
         Airflow runs (`airflow_site`: a cluster's name, or any other site's) and how old the last passing drill may
         be (`drill_max_age`, a duration; readiness checks both)."""
         keys = (

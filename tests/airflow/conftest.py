@@ -16,7 +16,7 @@ from support.airflow import DagRunResult, configure_environment, execution_api, 
 from support.spark import submit_in_process
 from support.stack import running_stack
 
-from kafka_dr.local.stack import LocalStack
+from kafka_dr_dev.local.stack import LocalStack
 
 SESSION_DIR = Path(tempfile.mkdtemp(prefix="kdr-airflow-tests-"))
 configure_environment(SESSION_DIR)

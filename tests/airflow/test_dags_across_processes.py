@@ -36,11 +36,11 @@ from support.stack import Stack, free_stack_config, tear_down
 
 from kafka_dr import processes
 from kafka_dr.clients import config_env_var, read_committed
-from kafka_dr.local.config import SecurityConfig
-from kafka_dr.local.stack import LocalStack
 from kafka_dr.replication import replicators
 from kafka_dr.replication.provenance import hops
 from kafka_dr.schema_registry import user_info_env_var
+from kafka_dr_dev.local.config import SecurityConfig
+from kafka_dr_dev.local.stack import LocalStack
 
 pytestmark = [
     pytest.mark.integration,

@@ -34,7 +34,6 @@ from support.drills import (
 from support.kafka import commit_offsets, create_topic, read_all, resume_offsets
 
 from kafka_dr import client_switch
-from kafka_dr.local.stack import LocalStack
 from kafka_dr.replication import replicators
 from kafka_dr.replication.fencing import ClaimRenewal, FlowClaim
 from kafka_dr.replication.internal import PROGRESS, ensure_internal_topics, latest_value, owner_key
@@ -43,6 +42,7 @@ from kafka_dr.spark.submit import spark_env, spark_submit_command
 from kafka_dr.state import report_path
 from kafka_dr.topology import load_topology
 from kafka_dr.translation.group_offsets import LIVE, translated_offsets
+from kafka_dr_dev.local.stack import LocalStack
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.usefixtures("jobs_in_process")]
 LOCAL = 7  # records dc2 holds of its own before the copies: a translator that kept dc1's offsets would be caught

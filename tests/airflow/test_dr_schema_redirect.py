@@ -18,9 +18,9 @@ from support.drills import copy_flow
 from support.kafka import cluster_id
 from support.topology import restart_registry_command
 
-from kafka_dr.local.stack import LocalStack
 from kafka_dr.schema_registry import PROBE_SUBJECT, redirect
 from kafka_dr.topology import load_topology
+from kafka_dr_dev.local.stack import LocalStack
 
 if TYPE_CHECKING:
     from pathlib import Path

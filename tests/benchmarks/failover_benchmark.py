@@ -56,14 +56,14 @@ from support.ports import free_port
 from support.stack import Stack, running_stack
 from support.topology import NO_APPROVAL
 
-from kafka_dr.airflow_rest import AirflowRest
-from kafka_dr.demo.drill import trigger_and_wait
-from kafka_dr.local.airflow import APPROVER, APPROVER_PASSWORD, PASSWORD, USER
-from kafka_dr.local.config import APACHE, BROKER_KINDS
 from kafka_dr.replication import activity, replicators
 from kafka_dr.reports import step_seconds
 from kafka_dr.spark.submit import spark_env, spark_submit_command
 from kafka_dr.topology import load_topology
+from kafka_dr_dev.airflow_rest import AirflowRest
+from kafka_dr_dev.demo import trigger_and_wait
+from kafka_dr_dev.local.airflow import APPROVER, APPROVER_PASSWORD, PASSWORD, USER
+from kafka_dr_dev.local.config import APACHE, BROKER_KINDS
 
 # On the way to the clients' switch, in run order; the lag gate is the planned mode's wait, counted apart. The
 # registry redirect runs beside the translation and the switch: off the way.
@@ -95,7 +95,7 @@ def drill(
     kafka: str = APACHE,
 ) -> dict[str, Any]:
     """One failover of `mode` on a stack of its own under `root`: by `dag` (dag.test()) or, without one, by the
-    real Airflow (`kafka-dr airflow up`, started beside the stack, triggered through its REST API). `setup`: run on
+    real Airflow (`kafka-dr-dev airflow up`, started beside the stack, triggered through its REST API). `setup`: run on
     the stack before the fleet is made; `prepare`: on the stack and its topology file once the fleet is checkpointed,
     before the replicator starts. What they return goes into the result."""
     os.environ["KDR_STATE_DIR"] = str(root / "state")
@@ -229,7 +229,7 @@ def _target_config(topology: Path) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def real_airflow(root: Path, topology: Path) -> Iterator[AirflowRest]:
-    """`kafka-dr airflow up` for this stack (its own home and port, none of this process's Airflow settings), down
+    """`kafka-dr-dev airflow up` for this stack (its own home and port, none of this process's Airflow settings), down
     after."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "KDR_"))}
@@ -239,7 +239,7 @@ def real_airflow(root: Path, topology: Path) -> Iterator[AirflowRest]:
     done = subprocess.run(up, env=env, capture_output=True, text=True, timeout=600, check=False)
     try:
         if done.returncode != 0:
-            raise SystemExit(f"kafka-dr airflow up failed: {done.stderr[-2000:]}")
+            raise SystemExit(f"kafka-dr-dev airflow up failed: {done.stderr[-2000:]}")
         print(f"Airflow up ({time.perf_counter() - started:.0f} s)", flush=True)
         yield AirflowRest(f"http://127.0.0.1:{port}", USER, PASSWORD)
     finally:

@@ -61,12 +61,12 @@ from support.spark import last_json_line
 from support.topology import write_topology as write_clusters_topology
 
 from kafka_dr.clients import offsets_of
-from kafka_dr.local.apache import KAFKA_VERSION
 from kafka_dr.replication import replicators
 from kafka_dr.replication.internal import CHECKPOINTS, read_records
 from kafka_dr.spark.submit import spark_env, spark_submit_command
 from kafka_dr.translation.checkpoints import dated_checkpoints_in
 from kafka_dr.translation.groups import apply_offsets
+from kafka_dr_dev.local.apache import KAFKA_VERSION
 
 PARTITIONS = 8
 TOPIC = "peers"

@@ -42,7 +42,7 @@ from support.spark import standalone_spark, submit, submit_in_background
 from support.topology import write_topology as write_clusters_topology
 
 from kafka_dr.clients import next_batch
-from kafka_dr.local.config import APACHE, BROKER_KINDS
+from kafka_dr_dev.local.config import APACHE, BROKER_KINDS
 
 PARTITIONS = 4
 WARM_UP_SETTLE_S = 10.0  # after the warm-up copy: the compile queues it left drain

@@ -1,7 +1,7 @@
 """Fixtures for the Kafka conformance suite.
 
 Default (embedded) mode: the suite starts the project's embedded broker
-(``python -m kafka_dr.local.broker``) on free ports in temporary directories.
+(``python -m kafka_dr_dev.local.broker``) on free ports in temporary directories.
 
 External mode: with ``KDR_CONFORMANCE_BOOTSTRAP=host:port`` the suite starts no broker and runs
 against that cluster (for instance a real Apache Kafka, to check the suite itself).  Tests that need
@@ -143,4 +143,4 @@ def all_clients(bootstrap) -> Iterator[dict[str, ClientAdapter]]:
 def pytest_report_header(config):
     if external_mode():
         return f"kafka conformance: EXTERNAL cluster {EXTERNAL_BOOTSTRAP} (second: {EXTERNAL_BOOTSTRAP_2})"
-    return "kafka conformance: embedded broker (python -m kafka_dr.local.broker)"
+    return "kafka conformance: embedded broker (python -m kafka_dr_dev.local.broker)"

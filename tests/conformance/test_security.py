@@ -4,7 +4,7 @@ For each mechanism, with confluent-kafka (librdkafka) and kafka-python: the righ
 record, a wrong one gets Kafka's authentication error (SASL_AUTHENTICATION_FAILED and Kafka's message), and a client
 that does not authenticate gets no metadata while the broker logs that it refused it. Then the wire itself (what is
 refused before authentication, the legacy SaslHandshake v0 exchange), RFC 7677's SCRAM test vector, no password in
-any log, and `kafka-dr local up --security sasl_ssl` end to end (brokers, registries, status, stop/start).
+any log, and `kafka-dr-dev local up --security sasl_ssl` end to end (brokers, registries, status, stop/start).
 
 What the clients do on the wire (seen in the broker's DEBUG log): librdkafka 2.16 sends ApiVersions v3, SaslHandshake
 v1 and SaslAuthenticate v1, even with api.version.request=false; kafka-python 3.0.12 sends SaslHandshake v1 and
@@ -42,8 +42,8 @@ from support.retry import eventually
 from support.servers import SecuredBrokerProcess, stop_all
 from support.stack import tear_down
 
-from kafka_dr import cli
-from kafka_dr.local.broker.security import (
+from kafka_dr_dev import cli
+from kafka_dr_dev.local.broker.security import (
     SCRAM_SHA_256,
     AuthenticationFailed,
     PlainServer,
@@ -52,7 +52,7 @@ from kafka_dr.local.broker.security import (
     ensure_certificates,
     scram_credential,
 )
-from kafka_dr.local.stack import BROKER, LocalStack
+from kafka_dr_dev.local.stack import BROKER, LocalStack
 
 from . import kafka_wire as wire
 from .clients import unique
@@ -508,7 +508,7 @@ def test_scram_server_refuses_with_kafkas_message(first: str, final: str | None,
 
 
 def test_plain_server_checks_the_password_against_scram_credentials() -> None:
-    from kafka_dr.local.broker.security import Credentials
+    from kafka_dr_dev.local.broker.security import Credentials
 
     credentials = Credentials(USERS)
     assert USERS["alice"] not in repr(credentials)
@@ -545,7 +545,15 @@ def test_broker_refuses_a_malformed_users_file(tmp_path: Path, content: str, exp
     users = tmp_path / "users.json"
     users.write_text(content)
     port = free_port()
-    command = [sys.executable, "-m", "kafka_dr.local.broker", "--port", str(port), "--data-dir", str(tmp_path / "d")]
+    command = [
+        sys.executable,
+        "-m",
+        "kafka_dr_dev.local.broker",
+        "--port",
+        str(port),
+        "--data-dir",
+        str(tmp_path / "d"),
+    ]
     result = subprocess.run(
         [*command, "--security-protocol", "sasl_ssl", "--users-file", str(users)],
         capture_output=True,
@@ -567,7 +575,7 @@ def test_no_password_in_any_broker_log(brokers) -> None:
             assert secret not in text, f"{broker.name} logged a password"
 
 
-# --- the stack: kafka-dr local up --security sasl_ssl ------------------------------------------------------------
+# --- the stack: kafka-dr-dev local up --security sasl_ssl ------------------------------------------------------------
 
 
 def test_local_up_with_sasl_ssl(tmp_path: Path, users_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -654,6 +662,6 @@ def test_local_up_refuses_bad_security_input(
         raise SystemExit(cli.main(argv))
     err = capsys.readouterr().err
     assert info.value.code == 2
-    assert err.startswith("kafka-dr: error: ") and err.count("\n") == 1
+    assert err.startswith("kafka-dr-dev: error: ") and err.count("\n") == 1
     assert expected.format(bad=bad) in err
     assert not (data / "stack.json").exists() and not (data / "dc1").exists()

@@ -16,6 +16,7 @@ from support.docs import DOCS, ROOT, code_of, first_column, markdown_files, sect
 
 from kafka_dr.cli import _parser
 from kafka_dr.topology import _Parser, parse_topology
+from kafka_dr_dev.cli import _parser as _dev_parser
 
 CONFIGURATION = DOCS / "reference" / "configuration.md"
 CLI = DOCS / "reference" / "cli.md"
@@ -80,7 +81,15 @@ def test_the_example_topology_files_use_only_documented_keys() -> None:
 
 # --- environment variables -----------------------------------------------------------------------------------------
 
-_PRODUCT = [ROOT / "include" / "kafka_dr", ROOT / "dags", ROOT / "plugins", ROOT / "spark_jobs", ROOT / "docker"]
+# Where the code reads its variables: the product and the development stack (dev/, whose `local` stack reads a few).
+_PRODUCT = [
+    ROOT / "include" / "kafka_dr",
+    ROOT / "dev",
+    ROOT / "dags",
+    ROOT / "plugins",
+    ROOT / "spark_jobs",
+    ROOT / "docker",
+]
 _ENV = re.compile(r"\bKDR_[A-Z0-9_]*")
 
 
@@ -127,24 +136,26 @@ def test_the_connections_the_hooks_use_are_documented() -> None:
 # --- the CLI -------------------------------------------------------------------------------------------------------
 
 
-def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Iterator[tuple[str, list[str]]]:
-    """Each command line's words and its flags (-h left out)."""
+def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> Iterator[tuple[str, list[str]]]:
+    """Each command line's words and its flags (-h left out); `path` starts with the program's name."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for name, sub in action.choices.items():
                 yield from _commands(sub, (*path, name))
             return
     flags = [o for a in parser._actions for o in a.option_strings if o not in ("-h", "--help")]
-    yield " ".join(("kafka-dr", *path)), flags
+    yield " ".join(path), flags
 
 
-COMMANDS = dict(_commands(_parser()))
+# The product's commands and the development stack's (`kafka-dr-dev`), documented on the same page.
+COMMANDS = dict(_commands(_parser(), ("kafka-dr",))) | dict(_commands(_dev_parser(), ("kafka-dr-dev",)))
+PROGRAMS = {"kafka-dr", "kafka-dr-dev"}
 
 
 def test_every_command_has_its_section_listing_its_flags() -> None:
     documented = subsections(section(CLI.read_text(), "kafka-dr"), 3)
     titles = {title.strip("`") for title in documented}
-    assert titles >= set(COMMANDS) - {"kafka-dr"}, f"not documented: {set(COMMANDS) - {'kafka-dr'} - titles}"
+    assert titles >= set(COMMANDS) - PROGRAMS, f"not documented: {set(COMMANDS) - PROGRAMS - titles}"
     assert titles <= set(COMMANDS), f"no such command: {titles - set(COMMANDS)}"
     for title, text in documented.items():
         listed = set(first_column(text))
@@ -153,19 +164,19 @@ def test_every_command_has_its_section_listing_its_flags() -> None:
         assert listed <= flags, f"{title}: no such flags: {listed - flags}"
 
 
-_INVOCATION = re.compile(r"(?:^|[\s`(;|&])kafka-dr((?:\s+[^\s|;&)`]+)*)")
+_INVOCATION = re.compile(r"(?:^|[\s`(;|&])(kafka-dr(?:-dev)?)((?:\s+[^\s|;&)`]+)*)")
 
 
 TOP_FLAGS = set(COMMANDS.get("kafka-dr", [])) | {"-v", "--verbose", "-h", "--help"}
 
 
-def _check_invocation(words: list[str]) -> None:
-    command = "kafka-dr"
+def _check_invocation(program: str, words: list[str]) -> None:
+    command = program
     while words and words[0] in TOP_FLAGS:  # `kafka-dr -v local up`
         words.pop(0)
     while words and any(c == f"{command} {words[0]}" or c.startswith(f"{command} {words[0]} ") for c in COMMANDS):
         command = f"{command} {words.pop(0)}"
-    group = any(c.startswith(command + " ") for c in COMMANDS)  # `kafka-dr local` names the group of commands
+    group = any(c.startswith(command + " ") for c in COMMANDS)  # `kafka-dr-dev local` names the group of commands
     assert command in COMMANDS or (group and not words), f"`{command} {' '.join(words)}`: no such command"
     flags = set(COMMANDS.get(command, [])) | TOP_FLAGS
     for word in words:
@@ -176,13 +187,14 @@ def _check_invocation(words: list[str]) -> None:
 
 @pytest.mark.parametrize("path", markdown_files(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_commands_written_in_the_docs_exist(path: Path) -> None:
-    """A `kafka-dr` followed by a word of a command's form (lowercase and hyphens) is a command line; other text
-    after the name (an alert's title `kafka-dr flow_status ...`, a placeholder `<command>`) is not checked."""
+    """A `kafka-dr` (or `kafka-dr-dev`) followed by a word of a command's form (lowercase and hyphens) is a command
+    line; other text after the name (an alert's title `kafka-dr flow_status ...`, a placeholder `<command>`) is not
+    checked."""
     for line in code_of(path.read_text()):
         for match in _INVOCATION.finditer(line):
-            words = match.group(1).split()
+            words = match.group(2).split()
             if words and re.fullmatch(r"-[\w-]+|[a-z][a-z-]*", words[0]):
-                _check_invocation(words)
+                _check_invocation(match.group(1), words)
 
 
 # --- make targets --------------------------------------------------------------------------------------------------

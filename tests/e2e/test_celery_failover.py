@@ -1,6 +1,6 @@
 """dr_bringup, a planned dr_failover, a data_kept dr_failback and a disaster dr_failover on Airflow scaled out as users
-do: `kafka-dr airflow up --executor celery` (CeleryExecutor, redis-server, two Celery workers), each worker in PID and
-UTS namespaces of its own (hostnames worker-1 and worker-2), as two hosts or containers would be. Tasks land on both
+do: `kafka-dr-dev airflow up --executor celery` (CeleryExecutor, redis-server, two Celery workers), each worker in PID
+and UTS namespaces of its own (hostnames worker-1 and worker-2), as two hosts or containers would be. Tasks land on both
 workers, so a replicator one worker started is gated, listed and stopped from the other (or from this test's process, a
 third namespace) through its target cluster, never by pid; after the disaster nothing is left copying.
 
@@ -39,12 +39,12 @@ from support.kafka import commit_offsets, committed_offsets, create_topic, resum
 from support.stack import registry_restarts, running_stack
 
 from kafka_dr import client_switch, processes
-from kafka_dr.demo.drill import RUN_TIMEOUT, trigger_and_wait
 from kafka_dr.follower import FollowingConsumer
-from kafka_dr.local.airflow import PASSWORD, USER
 from kafka_dr.replication import liveness
 from kafka_dr.state import report_path
 from kafka_dr.topology import load_topology
+from kafka_dr_dev.demo import RUN_TIMEOUT, trigger_and_wait
+from kafka_dr_dev.local.airflow import PASSWORD, USER
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
 

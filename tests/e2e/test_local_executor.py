@@ -1,36 +1,35 @@
-"""One Airflow deployment as an operator runs it, `kafka-dr airflow up` (LocalExecutor: the real scheduler, a process
-per task, the triggerer, the api-server and its UI) on one two-DC stack, carrying three scenarios in file order: a
-disaster drill that passes and leaves its evidence; a planned drill stopped half-way, after its failover, whose
-successor refuses to start, naming what it left; then a failover triggered and approved from a real browser, with
-Prometheus scraping the deployment and a health run's proposal. Each scenario has flows of its own; the drills' are
-stopped before the browser's start (the Celery deployment is tests/e2e/test_celery_failover.py's).
+"""One Airflow deployment as an operator runs it, `kafka-dr-dev airflow up` (LocalExecutor: the real scheduler, a
+process per task, the triggerer, the api-server and its UI) on one two-DC stack, carrying three scenarios in file
+order: a disaster drill that passes and leaves its evidence; a planned drill stopped half-way, after its failover,
+whose successor refuses to start, naming what it left; then a failover triggered and approved from a real browser,
+with Prometheus scraping the deployment and a health run's proposal. Each scenario has flows of its own; the drills'
+are stopped before the browser's start (the Celery deployment is tests/e2e/test_celery_failover.py's).
 
 The drills. Each drill's inner dr_failover and dr_failback are real runs the drill triggers; its probe application
 produces and consumes through the topology's client aliases; its evidence is read back from .kafka-dr/drills/ as an
-auditor would. The interrupted drill comes after the disaster drill, as it leaves production changed (its ledger is
-then closed with `kafka-dr drill resolve --accept`, as an operator would).
+auditor would. The interrupted drill comes after the disaster drill, as it leaves production changed (its ledger is then
+closed with `kafka-dr drill resolve --accept`, as an operator would).
 
-The two drills cover both approval modes: the disaster drill asks once for the whole drill (`skip`: its inner runs
-name the drill's approval), the planned one lets each switch ask (`as_topology`). The disaster round trip is
-active-active (the probe topic flows both ways, written in dc1, then dc2, then dc1 again): after it every probe record
-is once in each cluster, a copy one hop from its origin, and the schema registries have changed roles with the data
-each time, one leader (after the failover dc2's, after the failback dc1's again), shown by a registration through the
-follower that the leader serves under a new id. A drill that misses an objective fails naming the figure:
+The two drills cover both approval modes: the disaster drill asks once for the whole drill (`skip`: its inner runs name
+the drill's approval), the planned one lets each switch ask (`as_topology`). The disaster round trip is active-active
+(the probe topic flows both ways, written in dc1, then dc2, then dc1 again): after it every probe record is once in each
+cluster, a copy one hop from its origin, and the schema registries have changed roles with the data each time, one
+leader (after the failover dc2's, after the failback dc1's again), shown by a registration through the follower that the
+leader serves under a new id. A drill that misses an objective fails naming the figure:
 tests/unit/drill/test_plan_and_checks.py (the verdict is pure logic on the reports' figures).
 
 The browser. A real browser (Debian's headless Chromium) logs in to Airflow's UI, fills dr_failover's trigger form and
 triggers it, another user approves it in the UI; the Kafka DR page then shows the run's RPO, RTO and approval.
 dr_bringup starts the browser topology's replication first, through the REST API. A dr_replication_health run follows,
 and a real Prometheus (Debian's binary, the repository's scrape config and rules) scrapes its evaluation from the
-api-server's /kafka-dr/metrics with the token `kafka-dr airflow up` made. Then dc2 is lost: a health run proposes a
+api-server's /kafka-dr/metrics with the token `kafka-dr-dev airflow up` made. Then dc2 is lost: a health run proposes a
 disaster failover of dc2, which waits for approval and ends by itself when dc2 comes back. dc2 is lost again, and a
 disaster failover, dc2 -> dc1, is triggered from the form as admin: first refused with no cluster and no mode chosen
 (they have no defaults), then with each select chosen; approver rejects it on the task's Required Action tab, and
-nothing changes. A second, triggered the same way, approver approves. A planned failover's lag gate deferring to a
-real triggerer is shown by tests/airflow/test_dags_across_processes.py, with every task in its own process; its steps
-by the dag.test() drills. The screenshots are in the test's tmp_path/screenshots (the path is printed; pytest keeps
-the tmp_path of its last three runs).
-"""
+nothing changes. A second, triggered the same way, approver approves. A planned failover's lag gate deferring to a real
+triggerer is shown by tests/airflow/test_dags_across_processes.py, with every task in its own process; its steps by the
+dag.test() drills. The screenshots are in the test's tmp_path/screenshots (the path is printed; pytest keeps the
+tmp_path of its last three runs)."""
 
 from __future__ import annotations
 
@@ -63,21 +62,21 @@ from support.stack import Stack, running_stack
 from support.topology import cut_off_commands
 
 from kafka_dr import client_switch, roles
-from kafka_dr.airflow_rest import ANSWER_SETTLE_S, AirflowRestError
 from kafka_dr.cli import main
 from kafka_dr.clients import read_committed
-from kafka_dr.demo.drill import trigger_and_wait
 from kafka_dr.drill import ledger, probe_process
 from kafka_dr.drill.evidence import evidence_path
 from kafka_dr.drill.plan import inner_run_id
 from kafka_dr.failback.republish import REPUBLISHED_HEADER
-from kafka_dr.local.airflow import APPROVER, APPROVER_PASSWORD, PASSWORD, USER, LocalAirflow
 from kafka_dr.replication import replicators
 from kafka_dr.replication.lag import load_snapshot
 from kafka_dr.replication.provenance import hops
 from kafka_dr.state import report_path, safe_name, subdir
 from kafka_dr.topology import DRILL_TOPIC, load_topology
 from kafka_dr.translation.checkpoints import load_checkpoints
+from kafka_dr_dev.airflow_rest import ANSWER_SETTLE_S, AirflowRestError
+from kafka_dr_dev.demo import trigger_and_wait
+from kafka_dr_dev.local.airflow import APPROVER, APPROVER_PASSWORD, PASSWORD, USER, LocalAirflow
 
 # In the suite, on the loaded 2-core machine: the set-up about 2.5 minutes, the disaster drill 4-5.5, the browser
 # scenario 4.5 (pytest-timeout counts the first test with the module's set-up).
@@ -90,8 +89,9 @@ DRILL_TOPOLOGY_FLOWS = """
   - {name: drill-dc1-to-dc2, source: dc1, target: dc2, topics: {include: ["orders", "_schemas"]}, epoch_seconds: 30}
   - {name: drill-dc2-to-dc1, source: dc2, target: dc1, topics: {include: ["orders"]}, epoch_seconds: 30}
 """
-# The deployment's own topology file (`kafka-dr airflow up --topology`: its metrics, DR page and scheduled health runs
-# read it): the drills' flows, then the browser's, written over it once the drills are over, as an operator edits it.
+# The deployment's own topology file (`kafka-dr-dev airflow up --topology`: its metrics, DR page and scheduled health
+# runs read it): the drills' flows, then the browser's, written over it once the drills are over, as an operator edits
+# it.
 DEPLOYED = "deployed"
 RATE = 10  # probe records a second: enough to cross every switch with records in flight, light on the suite's cores
 POLL_S = 5.0  # between two looks at a drill's runs: the api-server answers each look for three runs
@@ -489,7 +489,7 @@ def wait_for_checkpoint(stack: Stack, flow: str, failed: str, target: str) -> No
 
 def assert_prometheus_scrapes(api: AirflowApi, airflow: LocalAirflow, topology: Path, state: Path, root: Path) -> None:
     """A real Prometheus, with the repository's scrape config and rules, scrapes the api-server's /kafka-dr/metrics
-    with the token `kafka-dr airflow up` made, after a dr_replication_health run: `up` is 1, the same job with
+    with the token `kafka-dr-dev airflow up` made, after a dr_replication_health run: `up` is 1, the same job with
     another token is refused (`up` 0), every partition's lag is the one the run evaluated, and the rules load. The
     run's readiness, with dr_schema_redirect paused by hand: that check alone NOT READY, in its task's log and in the
     metrics (the approvers, read from this Airflow's auth manager, are known)."""

@@ -12,10 +12,10 @@ from support.stack import running_stack
 
 from kafka_dr.client_switch import switch
 from kafka_dr.clients import client_config
-from kafka_dr.demo.drill import ensure_topic, known_state
 from kafka_dr.drill.probe import ProbeApplication
-from kafka_dr.local.stack import LocalStack
 from kafka_dr.topology import load_topology
+from kafka_dr_dev.demo import ensure_topic, known_state
+from kafka_dr_dev.local.stack import LocalStack
 
 pytestmark = pytest.mark.integration
 

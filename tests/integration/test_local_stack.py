@@ -23,9 +23,9 @@ from confluent_kafka.admin import AdminClient
 from support.ports import free_ports
 from support.stack import free_stack_config, tear_down
 
-from kafka_dr import cli
-from kafka_dr.local.config import EMBEDDED, DcConfig, StackConfig, StackInputError
-from kafka_dr.local.stack import BROKER, REGISTRY, LocalStack, ProcessStatus, StackError
+from kafka_dr_dev import cli
+from kafka_dr_dev.local.config import EMBEDDED, DcConfig, StackConfig, StackInputError
+from kafka_dr_dev.local.stack import BROKER, REGISTRY, LocalStack, ProcessStatus, StackError
 
 TOPIC = "kdr-stack-test"
 GROUP = "kdr-stack-test-group"
@@ -38,7 +38,7 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
 
 
 def redirect_dc2_registry(capsys: pytest.CaptureFixture[str], stack: LocalStack) -> tuple[int, str, str]:
-    """`kafka-dr local restart-registry dc2 --kafkastore dc2 --leader-eligible true`: the DR redirect."""
+    """`kafka-dr-dev local restart-registry dc2 --kafkastore dc2 --leader-eligible true`: the DR redirect."""
     argv = ["local", "restart-registry", "dc2", "--kafkastore", "dc2", "--leader-eligible", "true"]
     return run_cli(capsys, *argv, "--data-dir", str(stack.data_dir))
 
@@ -64,11 +64,11 @@ def test_commands_follow_the_server_contract(tmp_path: Path) -> None:
     assert command[0] == "java" and command[-2:] == ["kafka.Kafka", str(tmp_path / "apache/dc1/server.properties")]
     assert f"-Dlog4j2.configurationFile={tmp_path}/apache/log4j2.yaml" in command
     stack = LocalStack(tmp_path, StackConfig.default(kafka=EMBEDDED))  # paths without spaces: each command its words
-    broker = f"-m kafka_dr.local.broker --host 127.0.0.1 --port 9091 --data-dir {tmp_path}/dc1/broker --node-id 1"
+    broker = f"-m kafka_dr_dev.local.broker --host 127.0.0.1 --port 9091 --data-dir {tmp_path}/dc1/broker --node-id 1"
     broker += " --config group.initial.rebalance.delay.ms=0"
     assert stack.command("dc1", BROKER) == [sys.executable, *broker.split()]
     registry = (
-        "-m kafka_dr.local.registry --host 127.0.0.1 --port 8082 --kafkastore-bootstrap-servers 127.0.0.1:9091 "
+        "-m kafka_dr_dev.local.registry --host 127.0.0.1 --port 8082 --kafkastore-bootstrap-servers 127.0.0.1:9091 "
         f"--leader-eligibility false --data-dir {tmp_path}/dc2/registry"
     )
     assert stack.command("dc2", REGISTRY) == [sys.executable, *registry.split()]
@@ -143,7 +143,7 @@ def test_pid_file_of_a_foreign_or_dead_process_is_not_ours(tmp_path: Path) -> No
     assert stack.pid("dc1", BROKER) is None
 
     # A live process whose command line names the module and this data dir is ours ...
-    fake = [sys.executable, "-c", "import time; time.sleep(60)", "kafka_dr.local.broker", "--data-dir"]
+    fake = [sys.executable, "-c", "import time; time.sleep(60)", "kafka_dr_dev.local.broker", "--data-dir"]
     with subprocess.Popen([*fake, str(stack.server_dir("dc1", BROKER))], start_new_session=True) as proc:
         try:
             pid_file.write_text(f"{proc.pid}\n")
@@ -165,14 +165,14 @@ def test_pid_file_of_a_foreign_or_dead_process_is_not_ours(tmp_path: Path) -> No
 def test_down_escalates_to_sigkill(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`down` asks politely (SIGTERM) and kills what is still there after STOP_GRACE; `stop DC`, a disaster, kills at
     once (test_pid_file_of_a_foreign_or_dead_process_is_not_ours)."""
-    import kafka_dr.local.stack as stack_module
+    import kafka_dr_dev.local.stack as stack_module
 
     monkeypatch.setattr(stack_module, "STOP_GRACE", 0.5)
     stack = LocalStack(tmp_path)
     stubborn = (
         "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"
     )
-    argv = [sys.executable, "-c", stubborn, "kafka_dr.local.registry", "--data-dir"]
+    argv = [sys.executable, "-c", stubborn, "kafka_dr_dev.local.registry", "--data-dir"]
     with subprocess.Popen(
         [*argv, str(stack.server_dir("dc2", REGISTRY))], stdout=subprocess.PIPE, start_new_session=True
     ) as proc:
@@ -239,7 +239,7 @@ def test_cli_bad_input_is_one_line_and_exit_2(
         raise SystemExit(cli.main([*argv, *data]))
     err = capsys.readouterr().err
     assert info.value.code == 2
-    assert err.startswith("kafka-dr: error: ")
+    assert err.startswith("kafka-dr-dev: error: ")
     assert expected in err
     assert err.count("\n") == 1
     assert not (tmp_path / "data" / "stack.json").exists()
@@ -252,11 +252,15 @@ def test_cli_status_of_a_stopped_stack_exits_1(tmp_path: Path, capsys: pytest.Ca
     assert [line.split()[3] for line in out.splitlines()[1:5]] == ["stopped"] * 4
 
 
-def test_console_script_is_installed() -> None:
-    script = Path(sys.executable).parent / "kafka-dr"
-    result = subprocess.run([script, "--help"], capture_output=True, text=True, timeout=30)
-    assert result.returncode == 0
-    assert "local" in result.stdout and "demo" in result.stdout
+def test_console_scripts_are_installed_the_stack_apart_from_the_product() -> None:
+    bin_dir = Path(sys.executable).parent
+    product = subprocess.run([bin_dir / "kafka-dr", "--help"], capture_output=True, text=True, timeout=30)
+    dev = subprocess.run([bin_dir / "kafka-dr-dev", "--help"], capture_output=True, text=True, timeout=30)
+    assert product.returncode == 0 and dev.returncode == 0
+    listed = [line.split()[0] for line in product.stdout.splitlines() if line.startswith("    ") and line[4] != " "]
+    assert listed[:3] == ["lag", "health", "readiness"] and not {"local", "airflow", "demo"} & set(listed), listed
+    dev_listed = [line.split()[0] for line in dev.stdout.splitlines() if line.startswith("    ") and line[4] != " "]
+    assert dev_listed == ["local", "airflow", "demo"], dev_listed
 
 
 # --- the real processes --------------------------------------------------------------------------
@@ -341,7 +345,7 @@ def test_up_is_idempotent(stack: LocalStack, capsys: pytest.CaptureFixture[str])
 
 @pytest.mark.integration
 def test_up_with_other_ports_while_running_is_refused(stack: LocalStack) -> None:
-    with pytest.raises(StackInputError, match=r"runs with other settings .*kafka-dr local down --data-dir"):
+    with pytest.raises(StackInputError, match=r"runs with other settings .*kafka-dr-dev local down --data-dir"):
         LocalStack(stack.data_dir, free_stack_config()).up()
 
 
@@ -464,7 +468,7 @@ def test_cli_restart_registry_that_cannot_come_back_exits_1_keeping_the_settings
     try:
         code, out, err = redirect_dc2_registry(capsys, stack)
         assert (code, out) == (1, "")
-        assert err.startswith("kafka-dr: error: dc2 registry exited during startup (exit code 1: IsADirectoryError")
+        assert err.startswith("kafka-dr-dev: error: dc2 registry exited during startup (exit code 1: IsADirectoryError")
         assert f"; {stack.config_file} keeps the previous settings (store {old.registry_kafkastore}, follower) " in err
         assert "but the registry did not come back: dc2 registry exited during startup" in err
         assert err.count("\n") == 1

@@ -3,7 +3,7 @@
 With confluent-kafka's SchemaRegistryClient: the right ``basic.auth.user.info`` registers and reads, a wrong
 password or none gets Confluent's 401 (``{"error_code": 401, "message": "Unauthorized"}`` and a ``WWW-Authenticate``
 challenge). A follower forwards a write with the caller's own credentials: its users include one the leader does
-not know, whose write the leader refuses. Then ``kafka-dr local up --registry-auth`` end to end (status, stop/start,
+not know, whose write the leader refuses. Then ``kafka-dr-dev local up --registry-auth`` end to end (status, stop/start,
 restart-registry keep it on), bad input (one line, exit code 2), and no password in any log.
 
 The module's processes (one broker, a leader-eligible registry and a follower on its ``_schemas``) run on free ports
@@ -27,9 +27,9 @@ from support.retry import eventually
 from support.servers import ApacheBroker, BasicAuthRegistryProcess, ServerProcess, stop_all
 from support.stack import tear_down
 
-from kafka_dr import cli
-from kafka_dr.local.registry.auth import AuthConfigError, BasicAuthenticator, authorization_header, load_users
-from kafka_dr.local.stack import REGISTRY, LocalStack
+from kafka_dr_dev import cli
+from kafka_dr_dev.local.registry.auth import AuthConfigError, BasicAuthenticator, authorization_header, load_users
+from kafka_dr_dev.local.stack import REGISTRY, LocalStack
 
 pytestmark = pytest.mark.integration
 
@@ -178,7 +178,7 @@ def test_users_from_the_environment_and_bad_users() -> None:
     ],
 )
 def test_registry_refuses_bad_auth_input(args: list[str], env: dict[str, str], expected: str) -> None:
-    command = [sys.executable, "-m", "kafka_dr.local.registry", "--port", str(free_port())]
+    command = [sys.executable, "-m", "kafka_dr_dev.local.registry", "--port", str(free_port())]
     command += ["--kafkastore-bootstrap-servers", "127.0.0.1:1", *args]
     result = subprocess.run(command, capture_output=True, text=True, env={"PATH": "", **env}, timeout=30)
     assert result.returncode == 2
@@ -186,7 +186,7 @@ def test_registry_refuses_bad_auth_input(args: list[str], env: dict[str, str], e
     assert expected in result.stderr
 
 
-# --- the stack: kafka-dr local up --registry-auth ------------------------------------------------------------------
+# --- the stack: kafka-dr-dev local up --registry-auth --------------------------------------------------------------
 
 
 def test_local_up_with_registry_auth(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -270,6 +270,6 @@ def test_local_up_refuses_registry_auth_without_usable_users(
         raise SystemExit(cli.main(argv))
     err = capsys.readouterr().err
     assert info.value.code == 2
-    assert err.startswith("kafka-dr: error: ") and err.count("\n") == 1
+    assert err.startswith("kafka-dr-dev: error: ") and err.count("\n") == 1
     assert expected.format(file=users_file) in err
     assert not (data / "stack.json").exists() and not (data / "dc1").exists()

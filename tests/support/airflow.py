@@ -2,7 +2,7 @@
 local mode, and DAG runs with every task in a process of its own.
 
 Airflow reads its configuration when first imported, so `configure_environment` runs before any test module
-imports airflow (tests/airflow/conftest.py calls it at import; kafka_dr.local and kafka_dr.spark.submit do not
+imports airflow (tests/airflow/conftest.py calls it at import; kafka_dr_dev.local and kafka_dr.spark.submit do not
 import airflow).
 """
 
@@ -379,11 +379,11 @@ def end_process(proc: subprocess.Popen[bytes], grace: float = 30.0) -> None:
 def airflow_up(
     topology: Path, state: Path, log: Path, executor: str | None = None, health_schedule: str | None = None
 ) -> Iterator[Any]:
-    """`kafka-dr airflow up [--executor EXECUTOR]` with an Airflow home in `state` and a free port, whatever the test
-    session's own Airflow settings (other test directories set AIRFLOW_* for in-process Airflow); `LocalAirflow.down`
-    after; `health_schedule`: dr_replication_health's ($KDR_HEALTH_SCHEDULE; default every 5 minutes). Yields the
-    LocalAirflow."""
-    from kafka_dr.local.airflow import LocalAirflow
+    """`kafka-dr-dev airflow up [--executor EXECUTOR]` with an Airflow home in `state` and a free port, whatever the
+    test session's own Airflow settings (other test directories set AIRFLOW_* for in-process Airflow);
+    `LocalAirflow.down` after; `health_schedule`: dr_replication_health's ($KDR_HEALTH_SCHEDULE; default every 5
+    minutes). Yields the LocalAirflow."""
+    from kafka_dr_dev.local.airflow import LocalAirflow
 
     airflow = LocalAirflow(home=state / "airflow", port=free_port(), executor=executor)
     try:
@@ -407,7 +407,7 @@ SUITE_SCHEDULER = {
 def _kafka_dr_airflow_up(
     airflow: Any, topology: Path, state: Path, log: Path, settings: dict[str, str] | None = None
 ) -> None:
-    """`kafka-dr airflow up` for `airflow` (a LocalAirflow), its output appended to `log`, with `settings` in its
+    """`kafka-dr-dev airflow up` for `airflow` (a LocalAirflow), its output appended to `log`, with `settings` in its
     environment: it starts whatever component is not running and waits until all are healthy."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "KDR_"))}
     env.update({"KDR_STATE_DIR": str(state), **SUITE_SCHEDULER, **(settings or {})})
@@ -419,7 +419,7 @@ def _kafka_dr_airflow_up(
 
 
 def restart_scheduler(airflow: Any, topology: Path, state: Path, log: Path) -> None:
-    """The scheduler lost (SIGKILL to its process alone: running tasks go on) and started again by `kafka-dr airflow
+    """The scheduler lost (SIGKILL to its process alone: running tasks go on) and started again by `kafka-dr-dev airflow
     up`, as an operator would after a host restart."""
     pid = airflow.pid("scheduler")
     assert pid is not None, "the scheduler is not running"

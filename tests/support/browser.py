@@ -26,7 +26,7 @@ from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
 
-from kafka_dr.airflow_rest import ENDED, AirflowRest
+from kafka_dr_dev.airflow_rest import ENDED, AirflowRest
 
 CHROMIUM = Path("/usr/bin/chromium")  # Debian's chromium and chromium-driver, installed by the Makefile
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -46,7 +46,7 @@ UI_WAIT = 30.0  # seconds for the UI to show an element: the React app loads its
 
 
 class AirflowApi(AirflowRest):
-    """kafka_dr.airflow_rest's client (the demo's) with what the test asserts on."""
+    """kafka_dr_dev.airflow_rest's client (the demo's) with what the test asserts on."""
 
     def new_run(self, dag_id: str, known: set[str], timeout: float = UI_WAIT) -> dict[str, Any]:
         """The first run of `dag_id` whose id is not in `known`, once the API lists it."""

@@ -18,7 +18,6 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
 from kafka_dr import client_switch
 from kafka_dr.clients import list_group_offsets, read_committed
-from kafka_dr.local.stack import LocalStack
 from kafka_dr.replication import replicators
 from kafka_dr.replication.copier import close_clients, copy_ranges
 from kafka_dr.replication.planner import FlowContext
@@ -26,6 +25,7 @@ from kafka_dr.replication.provenance import hops
 from kafka_dr.topology import Topology, load_topology
 from kafka_dr.translation.checkpoints import checkpoint_groups
 from kafka_dr.translation.offsets import close_readers
+from kafka_dr_dev.local.stack import LocalStack
 
 from .fleet import GroupOffsets, commit_random_groups, fill
 from .kafka import Record, cluster_id, committed_offsets, create_topic

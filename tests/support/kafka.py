@@ -12,8 +12,8 @@ from confluent_kafka import ConsumerGroupTopicPartitions, Message, Producer, Top
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from kafka_dr.clients import list_group_offsets, offsets_of, read_committed, wait_for_leaders
-from kafka_dr.local.registry.election import HEARTBEAT_TOPIC as REGISTRY_HEARTBEATS
 from kafka_dr.translation.groups import apply_offsets
+from kafka_dr_dev.local.registry.election import HEARTBEAT_TOPIC as REGISTRY_HEARTBEATS
 
 from .fleet import ground_truth
 

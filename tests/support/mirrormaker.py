@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from kafka_dr.local import apache
+from kafka_dr_dev.local import apache
 
 from .cpu import cpu_seconds
 from .servers import BrokerProcess, ServerProcess

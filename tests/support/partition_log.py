@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from kafka_dr.local.broker.log import PartitionLog
-from kafka_dr.local.broker.records import assign_offset, parse_header, validate_single_batch
-from kafka_dr.local.broker.topics import TOPIC_CONFIGS
+from kafka_dr_dev.local.broker.log import PartitionLog
+from kafka_dr_dev.local.broker.records import assign_offset, parse_header, validate_single_batch
+from kafka_dr_dev.local.broker.topics import TOPIC_CONFIGS
 
 
 def batch(

@@ -1,9 +1,9 @@
-"""Free TCP ports on the loopback interface, for servers the tests start (kafka_dr.local.ports: outside the range the
-kernel gives outgoing connections)."""
+"""Free TCP ports on the loopback interface, for servers the tests start (kafka_dr_dev.local.ports: outside the range
+the kernel gives outgoing connections)."""
 
 from __future__ import annotations
 
-from kafka_dr.local.ports import free_port as _free_port
+from kafka_dr_dev.local.ports import free_port as _free_port
 
 
 def free_ports(count: int) -> list[int]:

@@ -1,11 +1,11 @@
 """Brokers and the embedded schema registry as single processes the tests start, stop, kill and restart.
 
 `BrokerProcess` is a one-broker cluster on a free port: `ApacheBroker`, one Apache Kafka KRaft node (the jars `make
-venv` fetched, `kafka_dr.local.apache`), which every test of the product runs on; `EmbeddedBroker` (`python -m
-kafka_dr.local.broker`) for the tests of the embedded broker itself; `SecuredBrokerProcess` an embedded one whose
-port speaks SASL and/or TLS; `RegistryProcess` is a schema registry (`python -m kafka_dr.local.registry`)
+venv` fetched, `kafka_dr_dev.local.apache`), which every test of the product runs on; `EmbeddedBroker` (`python -m
+kafka_dr_dev.local.broker`) for the tests of the embedded broker itself; `SecuredBrokerProcess` an embedded one whose
+port speaks SASL and/or TLS; `RegistryProcess` is a schema registry (`python -m kafka_dr_dev.local.registry`)
 over a broker's `_schemas` store (`BasicAuthRegistryProcess` one requiring HTTP Basic credentials). Tests that
-need the whole two-DC stack as `kafka-dr local` runs it use support.stack instead.
+need the whole two-DC stack as `kafka-dr-dev local` runs it use support.stack instead.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from pathlib import Path
 
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
-from kafka_dr.local import apache
-from kafka_dr.local.config import APACHE, EMBEDDED
-from kafka_dr.local.stack import STARTUP_TIMEOUT as START_TIMEOUT  # the stack's reason holds for these nodes
 from kafka_dr.paths import PROJECT_ROOT
+from kafka_dr_dev.local import apache
+from kafka_dr_dev.local.config import APACHE, EMBEDDED
+from kafka_dr_dev.local.stack import STARTUP_TIMEOUT as START_TIMEOUT  # the stack's reason holds for these nodes
 
 from .kafka import ClusterEndpoint
 from .ports import free_port
@@ -154,20 +154,21 @@ class BrokerProcess(ServerProcess, ClusterEndpoint):
 
 
 class EmbeddedBroker(BrokerProcess):
-    """kafka-dr's embedded Python broker (`python -m kafka_dr.local.broker`)."""
+    """kafka-dr's embedded Python broker (`python -m kafka_dr_dev.local.broker`)."""
 
     def command(self) -> list[str]:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         options = f"--host 127.0.0.1 --port {self.port} --node-id {self.node_id}".split()
-        command = [sys.executable, "-m", "kafka_dr.local.broker", *options, "--data-dir", str(self.data_dir)]
+        command = [sys.executable, "-m", "kafka_dr_dev.local.broker", *options, "--data-dir", str(self.data_dir)]
         for key, value in self.configs.items():
             command += ["--config", f"{key}={value}"]
         return command
 
 
 class ApacheBroker(BrokerProcess):
-    """One Apache Kafka node (broker and controller in one JVM), as `kafka-dr local up` runs it: its server.properties
-    beside the data dir, the data dir formatted at the first start, a controller port free at each start."""
+    """One Apache Kafka node (broker and controller in one JVM), as `kafka-dr-dev local up` runs it: its
+    server.properties beside the data dir, the data dir formatted at the first start, a controller port free at each
+    start."""
 
     def command(self) -> list[str]:
         node = apache.KafkaNode(
@@ -246,7 +247,7 @@ class RegistryProcess(ServerProcess):
             f"--host 127.0.0.1 --port {self.port} --kafkastore-bootstrap-servers {self.kafkastore} "
             f"--leader-eligibility {str(self.eligible).lower()}"
         ).split()
-        return [sys.executable, "-m", "kafka_dr.local.registry", *options, "--data-dir", str(self.data_dir)]
+        return [sys.executable, "-m", "kafka_dr_dev.local.registry", *options, "--data-dir", str(self.data_dir)]
 
     def ready(self) -> bool:
         with urllib.request.urlopen(f"{self.url}/subjects", timeout=2) as response:

@@ -1,4 +1,4 @@
-"""The two-DC stack as `kafka-dr local` runs it (Apache Kafka nodes and registries, pid files, stack.json), on free
+"""The two-DC stack as `kafka-dr-dev local` runs it (Apache Kafka nodes and registries, pid files, stack.json), on free
 ports in a test's own folder, so it never meets a demo stack on the default ports; its brokers as a pair for tests
 that need only brokers (BrokerPair); and a restart service for its registries that workers in PID namespaces of
 their own can call (RegistryRestarts)."""
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from kafka_dr.local.config import APACHE, StackConfig
-from kafka_dr.local.stack import BROKER, REGISTRY, LocalStack
+from kafka_dr_dev.local.config import APACHE, StackConfig
+from kafka_dr_dev.local.stack import BROKER, REGISTRY, LocalStack
 
 from .kafka import ClusterEndpoint
 from .ports import free_ports
@@ -55,7 +55,7 @@ class Stack:
         primary: str = "dc1",
     ) -> Path:
         """`root/<name>.yaml`: this stack's clusters, `flows`, and with `schema_registry` the registries (`primary`
-        the primary, restarted through `restart`, by default `kafka-dr local restart-registry` on this stack's data
+        the primary, restarted through `restart`, by default `kafka-dr-dev local restart-registry` on this stack's data
         dir)."""
         dcs = self.local.config.dcs
         registries = {dc.name: dc.registry_url for dc in dcs} if schema_registry else None
@@ -70,7 +70,7 @@ class Stack:
 @dataclass
 class StackBroker(ClusterEndpoint):
     """One DC's broker of a running stack, as the tests that need only brokers use one: its address, client settings
-    and cluster id; `stop` is `kafka-dr local stop` (SIGKILL, its registry with it), `start` brings both back with
+    and cluster id; `stop` is `kafka-dr-dev local stop` (SIGKILL, its registry with it), `start` brings both back with
     their data."""
 
     local: LocalStack
@@ -137,7 +137,7 @@ def tear_down(local: LocalStack) -> None:
 class RegistryRestarts:
     """A registry host's restart service for workers that cannot reach the stack's processes themselves (a Celery
     worker in a PID namespace of its own): `POST /restart/<cluster>?kafkastore=..&leader_eligible=..` on 127.0.0.1
-    runs `kafka-dr local restart-registry` on this stack here, as a deployment's restart command reaches its
+    runs `kafka-dr-dev local restart-registry` on this stack here, as a deployment's restart command reaches its
     registry's host (docker, systemd over ssh). A restart goes on when its caller is killed. `command` is the
     topology's `schema_registry.restart_command`; `begun` lists (cluster, leader_eligible) as each request arrived."""
 

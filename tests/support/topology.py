@@ -59,7 +59,7 @@ def write_brokers_topology(path: Path, brokers: Mapping[str, Any], flows: str) -
 def restart_registry_command(data_dir: Path) -> str:
     """The `schema_registry.restart_command` that restarts a registry of the local stack kept in `data_dir`."""
     return (
-        f"{shlex.quote(sys.executable)} -m kafka_dr.cli local restart-registry {{cluster}} --data-dir "
+        f"{shlex.quote(sys.executable)} -m kafka_dr_dev.cli local restart-registry {{cluster}} --data-dir "
         f"{shlex.quote(str(data_dir))} --kafkastore {{kafkastore}} --leader-eligible {{leader_eligible}}"
     )
 
@@ -68,5 +68,5 @@ def cut_off_commands(data_dir: Path) -> str:
     """The topology's `dr:` keys with which a disaster drill stops a DC of the local stack in `data_dir` and starts it
     again (include/topology.yaml has the same for the default stack)."""
     where = f"{{cluster}} --data-dir {shlex.quote(str(data_dir))}"
-    cut, back = (f"{shlex.quote(sys.executable)} -m kafka_dr.cli local {verb} {where}" for verb in ("stop", "start"))
+    cut, back = (f"{shlex.quote(sys.executable)} -m kafka_dr_dev.cli local {verb} {where}" for verb in ("stop", "start"))
     return f"cut_off_command: {json.dumps(cut)}, bring_back_command: {json.dumps(back)}"

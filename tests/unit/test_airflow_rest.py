@@ -1,4 +1,4 @@
-"""kafka_dr.airflow_rest against a small HTTP server that answers as a busy api-server does: a trigger asked again
+"""kafka_dr_dev.airflow_rest against a small HTTP server that answers as a busy api-server does: a trigger asked again
 after HTTP 500 or no answer makes one run, and a refusal is one line."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from kafka_dr import airflow_rest
-from kafka_dr.airflow_rest import AirflowRest, AirflowRestError
+from kafka_dr_dev import airflow_rest
+from kafka_dr_dev.airflow_rest import AirflowRest, AirflowRestError
 
 
 class BusyAirflow(ThreadingHTTPServer):

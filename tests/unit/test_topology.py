@@ -77,10 +77,11 @@ def test_default_file_is_the_replicator_demo_topology() -> None:
     assert topology.dr == DrPolicy(
         rpo_records=1000,
         rto_seconds=60,
-        cut_off_command="kafka-dr local stop {cluster} --registry-url {registry_url}",  # kills the embedded DC
-        bring_back_command="kafka-dr local start {cluster} --registry-url {registry_url}",
+        cut_off_command="kafka-dr-dev local stop {cluster} --registry-url {registry_url}",  # kills the embedded DC
+        bring_back_command="kafka-dr-dev local start {cluster} --registry-url {registry_url}",
     )
-    assert (topology.schema_registry_restart or "").startswith("kafka-dr local restart-registry ")  # the local stack's
+    # the local stack's
+    assert (topology.schema_registry_restart or "").startswith("kafka-dr-dev local restart-registry ")
     assert {a.name: (a.cluster, a.role) for a in topology.clients.values()} == {
         "orders-producer": ("dc1", "producer"),
         "orders-consumer": ("dc1", "consumer"),

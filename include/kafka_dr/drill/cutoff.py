@@ -1,10 +1,10 @@
 """Cutting a cluster off for a disaster drill, and bringing it back, with the topology's commands.
 
 `dr.cut_off_command` and `dr.bring_back_command` (placeholders `{cluster}`, `{registry_url}`, `{bootstrap_servers}`)
-are the deployment's own: on the embedded stack `kafka-dr local stop {cluster} --registry-url {registry_url}` kills
-the DC's broker and registry and `kafka-dr local start ...` starts them again with their data (include/topology.yaml);
-a deployment may drop the cluster's traffic at a firewall the drill controls. kafka-dr never kills a cluster it was
-not told how to, so a disaster drill on a topology without them is refused at its start.
+are the deployment's own: on the embedded stack `kafka-dr-dev local stop {cluster} --registry-url {registry_url}` kills
+the DC's broker and registry and `kafka-dr-dev local start ...` starts them again with their data
+(include/topology.yaml); a deployment may drop the cluster's traffic at a firewall the drill controls. kafka-dr never
+kills a cluster it was not told how to, so a disaster drill on a topology without them is refused at its start.
 """
 
 from __future__ import annotations
@@ -63,4 +63,4 @@ def _run(topology: Topology, template: str, cluster: str, key: str) -> str:
     lines = (done.stdout + done.stderr).strip().splitlines()
     if done.returncode != 0:
         raise DrillError(f"{key} for {cluster} exited {done.returncode}: {lines[-1] if lines else 'no output'}; {see}")
-    return lines[0] if lines else "done"  # `kafka-dr local stop|start`: "stopped: dc1 registry, dc1 broker"
+    return lines[0] if lines else "done"  # `kafka-dr-dev local stop|start`: "stopped: dc1 registry, dc1 broker"

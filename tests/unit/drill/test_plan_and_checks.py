@@ -103,7 +103,7 @@ def test_the_embedded_topology_can_be_drilled_with_its_objectives_and_cut_off_co
     local = load_topology()  # include/topology.yaml
     assert plan_drill(local, {**PARAMS, "scenario": "disaster_round_trip"}).flows == ("dc1-to-dc2",)
     assert (local.dr.rpo_records, local.dr.rto_seconds) == (1000, 60)
-    assert local.dr.cut_off_command == "kafka-dr local stop {cluster} --registry-url {registry_url}"
+    assert local.dr.cut_off_command == "kafka-dr-dev local stop {cluster} --registry-url {registry_url}"
 
 
 TALLY = {"sent": 6, "acknowledged": [0, 1, 2, 3, 4, 5], "consumed": [0, 1, 2, 2, 3, 4], "refused": [], "dropped": 3}

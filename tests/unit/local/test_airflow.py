@@ -1,4 +1,4 @@
-"""`kafka-dr airflow`'s launcher without starting Airflow: its environment, its secrets, its status of components
+"""`kafka-dr-dev airflow`'s launcher without starting Airflow: its environment, its secrets, its status of components
 that do not run, and a second `up` on another port refused before anything changes."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from kafka_dr import processes
-from kafka_dr.local.airflow import APPROVER, APPROVER_PASSWORD, COMPONENTS, USER, LocalAirflow
-from kafka_dr.local.stack import StackError
 from kafka_dr.topology import parse_topology
+from kafka_dr_dev.local.airflow import APPROVER, APPROVER_PASSWORD, COMPONENTS, USER, LocalAirflow
+from kafka_dr_dev.local.stack import StackError
 
 
 @pytest.fixture
@@ -72,7 +72,7 @@ def test_up_on_another_port_than_the_running_one_is_refused_before_anything_chan
     )
     processes.write_atomic(run / "port", "18080\n")
     topology = parse_topology({"clusters": {"dc1": {"bootstrap_servers": "127.0.0.1:1"}}, "flows": []})
-    refused = r"^Airflow runs on port 18080 with the local executor; stop it with `kafka-dr airflow down` first$"
+    refused = r"^Airflow runs on port 18080 with the local executor; stop it with `kafka-dr-dev airflow down` first$"
     for other in (LocalAirflow(port=18081), LocalAirflow(port=18080, executor="celery")):
         with pytest.raises(StackError, match=refused):
             other.up(topology, tmp_path / "topology.yaml")

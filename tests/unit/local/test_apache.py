@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kafka_dr.local import apache
+from kafka_dr_dev.local import apache
 
 
 def jars(folder: Path) -> Path:

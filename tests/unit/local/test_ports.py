@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from kafka_dr.local import ports
+from kafka_dr_dev.local import ports
 
 
 def test_a_free_port_is_below_the_ephemeral_range_and_bindable() -> None:

@@ -1,6 +1,7 @@
 """The schema redirect's restart command comes from the topology: the local topology (include/topology.yaml) names
-the local stack's `kafka-dr local restart-registry`, which finds the stack wherever it was brought up: the command
-runs in an Airflow task, whose working directory is not the terminal's that ran `kafka-dr local up --data-dir DIR`."""
+the local stack's `kafka-dr-dev local restart-registry`, which finds the stack wherever it was brought up: the
+command runs in an Airflow task, whose working directory is not the terminal's that ran `kafka-dr-dev local up
+--data-dir DIR`."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from kafka_dr import cli
-from kafka_dr.local.stack import LocalStack, record_data_dir
 from kafka_dr.paths import DEFAULT_TOPOLOGY, LOCAL_DATA_DIR
 from kafka_dr.schema_registry import RegistryError, restart_command
 from kafka_dr.topology import load_topology
+from kafka_dr_dev import cli
+from kafka_dr_dev.local.stack import LocalStack, record_data_dir
 
 NO_RESTART = """clusters:
   dc1: {bootstrap_servers: "127.0.0.1:9091", schema_registry: "http://127.0.0.1:8081"}
@@ -38,7 +39,14 @@ def restarted_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[Path]:
 
 def test_the_local_topology_restarts_a_registry_through_the_local_cli() -> None:
     command = restart_command(load_topology(DEFAULT_TOPOLOGY), "dc2", "dc2", True)
-    assert command[:6] == ["kafka-dr", "local", "restart-registry", "dc2", "--registry-url", "http://127.0.0.1:8082"]
+    assert command[:6] == [
+        "kafka-dr-dev",
+        "local",
+        "restart-registry",
+        "dc2",
+        "--registry-url",
+        "http://127.0.0.1:8082",
+    ]
     assert command[-4:] == ["--kafkastore", "127.0.0.1:9092", "--leader-eligible", "true"]
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from support.partition_log import append, config, keyed
 
-from kafka_dr.local.broker import cleaner
-from kafka_dr.local.broker.log import PartitionLog
-from kafka_dr.local.broker.records import parse_header
+from kafka_dr_dev.local.broker import cleaner
+from kafka_dr_dev.local.broker.log import PartitionLog
+from kafka_dr_dev.local.broker.records import parse_header
 
 
 def test_compaction_keeps_the_newest_per_key_and_drops_old_tombstones(tmp_path: Path) -> None:

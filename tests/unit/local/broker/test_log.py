@@ -10,8 +10,8 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatch
 from support.partition_log import append, batch, config
 
-from kafka_dr.local.broker.log import PartitionLog
-from kafka_dr.local.broker.records import parse_header
+from kafka_dr_dev.local.broker.log import PartitionLog
+from kafka_dr_dev.local.broker.records import parse_header
 
 
 def offsets(data: bytes) -> list[int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from support.partition_log import batch
 
-from kafka_dr.local.broker.records import InvalidRecordError, validate_single_batch
+from kafka_dr_dev.local.broker.records import InvalidRecordError, validate_single_batch
 
 
 def test_produce_validation_refuses_bad_batches() -> None:

@@ -15,10 +15,10 @@ from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
 from support.registry import V1, V2, V2_NO_DEFAULT, apply
 
-from kafka_dr.local.registry import errors
-from kafka_dr.local.registry.api import RegistryApi, RegistryHttpServer, Request
-from kafka_dr.local.registry.election import Member
-from kafka_dr.local.registry.state import RegistryState
+from kafka_dr_dev.local.registry import errors
+from kafka_dr_dev.local.registry.api import RegistryApi, RegistryHttpServer, Request
+from kafka_dr_dev.local.registry.election import Member
+from kafka_dr_dev.local.registry.state import RegistryState
 
 # ---- in process ----------------------------------------------------------------------------
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from support.registry import V1, V2_NO_DEFAULT
 
-from kafka_dr.local.registry.compat import can_read, check
-from kafka_dr.local.registry.schemas import AVRO, JSON, parse
+from kafka_dr_dev.local.registry.compat import can_read, check
+from kafka_dr_dev.local.registry.schemas import AVRO, JSON, parse
 
 
 def test_levels_compare_in_the_right_direction():

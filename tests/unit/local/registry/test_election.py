@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kafka_dr.local.registry.election import Member, elect
+from kafka_dr_dev.local.registry.election import Member, elect
 
 
 def test_election_picks_earliest_started_live_eligible_member():

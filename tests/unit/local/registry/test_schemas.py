@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from support.registry import code_of
 
-from kafka_dr.local.registry import errors
-from kafka_dr.local.registry.errors import RegistryError
-from kafka_dr.local.registry.schemas import AVRO, JSON, PROTOBUF, parse
+from kafka_dr_dev.local.registry import errors
+from kafka_dr_dev.local.registry.errors import RegistryError
+from kafka_dr_dev.local.registry.schemas import AVRO, JSON, PROTOBUF, parse
 
 
 def test_invalid_schemas_are_42201():

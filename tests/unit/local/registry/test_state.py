@@ -8,10 +8,10 @@ import json
 import pytest
 from support.registry import V1, V2, V2_NO_DEFAULT, apply, avro, code_of, register
 
-from kafka_dr.local.registry import errors
-from kafka_dr.local.registry.errors import RegistryError
-from kafka_dr.local.registry.schemas import AVRO, JSON, Reference, parse
-from kafka_dr.local.registry.state import (
+from kafka_dr_dev.local.registry import errors
+from kafka_dr_dev.local.registry.errors import RegistryError
+from kafka_dr_dev.local.registry.schemas import AVRO, JSON, Reference, parse
+from kafka_dr_dev.local.registry.state import (
     LATEST,
     NOOP_KEY,
     RegistryState,

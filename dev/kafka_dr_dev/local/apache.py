@@ -1,12 +1,12 @@
 """Apache Kafka as a local DC's broker: one KRaft node (broker and controller in one JVM) from the jars Maven fetched.
 
-The jars come from Maven Central through include/kafka/pom.xml (`python -m kafka_dr.local.apache fetch`, run by
+The jars come from Maven Central through include/kafka/pom.xml (`python -m kafka_dr_dev.local.apache fetch`, run by
 `make venv`; Maven's cache in ~/.m2 makes a second fetch download nothing) into the venv, never from a tarball. A node
 is a server.properties written from the stack's settings, its log dir formatted once by Kafka's StorageTool, and
 `java kafka.Kafka server.properties`. Passwords go into that file (mode 0600) and to the running broker through the
 Admin API, never onto a command line, which any local user can read.
 
-Every Kafka JVM here maps its classes from a class-data-sharing archive (`python -m kafka_dr.local.apache archive`,
+Every Kafka JVM here maps its classes from a class-data-sharing archive (`python -m kafka_dr_dev.local.apache archive`,
 also run by `make venv`): loading and verifying a node's classes from 94 jars is most of the CPU a start costs, and the
 test suite starts dozens of nodes on two cores.
 """
@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..paths import PROJECT_ROOT
+from kafka_dr.paths import PROJECT_ROOT
+
 from .ports import free_port
 
 KAFKA_VERSION = "4.2.0"  # include/kafka/pom.xml's kafka.version: what cp-kafka:8.2.0 ships
@@ -98,7 +99,7 @@ def classpath(libs: Path | None = None) -> str:
     if not (libs / f"kafka_2.13-{KAFKA_VERSION}.jar").is_file():
         raise KafkaJarsMissing(
             f"Apache Kafka {KAFKA_VERSION}'s jars are not in {libs}: run `make venv` "
-            f"(or `python -m kafka_dr.local.apache fetch`), which has Maven fetch them"
+            f"(or `python -m kafka_dr_dev.local.apache fetch`), which has Maven fetch them"
         )
     return f"{libs}/*"
 
@@ -368,7 +369,7 @@ def archive(libs: Path | None = None, timeout: float = 120.0) -> Path:
 def main(argv: list[str]) -> int:
     """`fetch`: the jars from Maven, then their class archive; `archive`: the archive alone."""
     if argv not in (["fetch"], ["archive"]):
-        print("usage: python -m kafka_dr.local.apache fetch|archive", file=sys.stderr)
+        print("usage: python -m kafka_dr_dev.local.apache fetch|archive", file=sys.stderr)
         return 2
     try:
         libs = fetch() if argv == ["fetch"] else libs_dir()

@@ -13,7 +13,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..processes import write_atomic
+from kafka_dr.processes import write_atomic
+
 from .broker.security import PLAINTEXT, SASL_MECHANISMS, SASL_PLAINTEXT, SASL_SSL, SCRAM_SHA_256, SECURITY_PROTOCOLS
 
 HOST = "127.0.0.1"

@@ -55,7 +55,7 @@ class RepeatFilter(logging.Filter):
         return True
 
 
-LIBRDKAFKA_LOG = logging.getLogger("kafka_dr.local.registry.librdkafka")
+LIBRDKAFKA_LOG = logging.getLogger("kafka_dr_dev.local.registry.librdkafka")
 LIBRDKAFKA_LOG.addFilter(RepeatFilter())
 
 

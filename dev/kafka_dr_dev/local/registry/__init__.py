@@ -3,7 +3,7 @@
 It exists so the DR runbooks exercise, on a laptop, the moves they make on real registries:
 replicating ``_schemas``, a follower registry reading the primary cluster's store, and the
 schema redirect (restart with another kafkastore and ``leader.eligibility=true``). Run it with
-``python -m kafka_dr.local.registry --help``.
+``python -m kafka_dr_dev.local.registry --help``.
 
 - REST: the Confluent API used by confluent-kafka's SchemaRegistryClient and serdes, with
   Confluent's error codes (``api``); plus ``GET /kdr/leader`` -> ``{"leader", "is_leader", ...}``.

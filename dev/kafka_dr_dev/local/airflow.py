@@ -1,4 +1,4 @@
-"""Airflow for real, locally: `kafka-dr airflow up|down|status` runs Airflow's own components for the local stack.
+"""Airflow for real, locally: `kafka-dr-dev airflow up|down|status` runs Airflow's own components for the local stack.
 
 api-server (the UI and the execution API, http://127.0.0.1:8080, user admin / admin), scheduler (LocalExecutor: a
 process per task), dag-processor and triggerer, each a detached background process recorded like the stack's
@@ -35,11 +35,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import processes
+from kafka_dr import processes
+from kafka_dr.paths import PROJECT_ROOT, TOPOLOGY_ENV, state_dir
+from kafka_dr.spark.submit import spark_env
+from kafka_dr.topology import Topology
+
 from ..airflow_rest import AirflowRest, AirflowRestError
-from ..paths import PROJECT_ROOT, TOPOLOGY_ENV, state_dir
-from ..spark.submit import spark_env
-from ..topology import Topology
 from .config import HOST
 from .ports import free_port
 from .stack import StackError
@@ -127,7 +128,7 @@ class LocalAirflow:
                 if (port, executor) != (self.port, self.executor):
                     raise StackError(
                         f"Airflow runs on port {port} with the {executor} executor; stop it with "
-                        "`kafka-dr airflow down` first"
+                        "`kafka-dr-dev airflow down` first"
                     )
             env = {**self.environment(), TOPOLOGY_ENV: str(topology_file.absolute())}
             self._airflow(["db", "migrate"], env)

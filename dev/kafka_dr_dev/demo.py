@@ -1,4 +1,4 @@
-"""`kafka-dr demo` (`make demo`): the disaster drill on the embedded stack and the real Airflow, through dr_drill.
+"""`kafka-dr-dev demo` (`make demo`): the disaster drill on the embedded stack and the real Airflow, through dr_drill.
 
 local stack and Airflow up -> the known starting state -> dr_bringup -> dr_drill (disaster_round_trip): its probe
 application, dc1 cut off, dr_failover, dc1 back, dr_failback, every check -> a table of what the probe counted, the
@@ -20,17 +20,18 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from .. import client_switch
-from ..airflow_rest import POLL_S, AirflowRest
-from ..client_switch import Move
-from ..drill.evidence import evidence_path
-from ..drill.plan import INNER_RUNS, inner_run_id
-from ..local.airflow import APPROVER, APPROVER_PASSWORD, PASSWORD, USER, LocalAirflow
-from ..local.stack import LocalStack
-from ..paths import default_topology
-from ..state import report_path
-from ..times import epoch_ms
-from ..topology import Topology, load_topology
+from kafka_dr import client_switch
+from kafka_dr.client_switch import Move
+from kafka_dr.drill.evidence import evidence_path
+from kafka_dr.drill.plan import INNER_RUNS, inner_run_id
+from kafka_dr.paths import default_topology
+from kafka_dr.state import report_path
+from kafka_dr.times import epoch_ms
+from kafka_dr.topology import Topology, load_topology
+
+from .airflow_rest import POLL_S, AirflowRest
+from .local.airflow import APPROVER, APPROVER_PASSWORD, PASSWORD, USER, LocalAirflow
+from .local.stack import LocalStack
 
 RUN_TIMEOUT = 900.0  # seconds a DAG run may take before the demo gives up on it
 FAILED, SERVING = "dc1", "dc2"
@@ -87,8 +88,8 @@ def run_demo(data_dir: str | Path, out: Callable[[str], None] = print) -> bool:
     out(f"Kafka DR page: {local_airflow.url}/kafka-dr/")
     out(f"The drill's evidence: {evidence_path(steps[1].run_id, '.html')} (and .json, .pdf beside it)")
     out(
-        "Airflow, the replicators and the stack keep running: stop them with `kafka-dr airflow down`, "
-        "`kafka-dr replicators stop` and `kafka-dr local down`."
+        "Airflow, the replicators and the stack keep running: stop them with `kafka-dr-dev airflow down`, "
+        "`kafka-dr replicators stop` and `kafka-dr-dev local down`."
     )
     return all(s.state == "success" for s in steps)
 
@@ -117,7 +118,7 @@ def _aliases_home(topology: Topology) -> list[Move]:
     moves: list[Move] = []
     for state in client_switch.states(topology):
         if state.active != state.home:
-            moves += client_switch.switch(topology, [state.alias], state.home, "kafka-dr demo: the drill's start")
+            moves += client_switch.switch(topology, [state.alias], state.home, "kafka-dr-dev demo: the drill's start")
     return moves
 
 

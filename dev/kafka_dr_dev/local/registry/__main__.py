@@ -1,4 +1,4 @@
-"""Command line: ``python -m kafka_dr.local.registry --port 8081 --kafkastore-bootstrap-servers ...``."""
+"""Command line: ``python -m kafka_dr_dev.local.registry --port 8081 --kafkastore-bootstrap-servers ...``."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from .election import LeaderElector
 from .state import RegistryState
 from .store import DEFAULT_TOPIC, KafkaStore, use_security
 
-log = logging.getLogger("kafka_dr.local.registry")
+log = logging.getLogger("kafka_dr_dev.local.registry")
 PID_FILE = "schema-registry.pid"
 
 
@@ -30,7 +30,7 @@ def _boolean(value: str) -> bool:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m kafka_dr.local.registry", description="Embedded Confluent-compatible Schema Registry."
+        prog="python -m kafka_dr_dev.local.registry", description="Embedded Confluent-compatible Schema Registry."
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on and advertise (host.name)")
     parser.add_argument("--port", type=int, default=8081, help="HTTP port (default 8081)")

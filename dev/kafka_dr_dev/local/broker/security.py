@@ -581,7 +581,7 @@ def _generate(files: TlsFiles, names: Sequence[str]) -> None:
     ca_name = x509.Name(
         [
             x509.NameAttribute(NameOID.ORGANIZATION_NAME, "kafka-dr"),
-            x509.NameAttribute(NameOID.COMMON_NAME, f"kafka-dr local CA {secrets.token_hex(4)}"),
+            x509.NameAttribute(NameOID.COMMON_NAME, f"kafka-dr-dev local CA {secrets.token_hex(4)}"),
         ]
     )
     ca_ski = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())

@@ -1,4 +1,4 @@
-"""Run one embedded broker: `python -m kafka_dr.local.broker --port 9091 --data-dir DIR`.
+"""Run one embedded broker: `python -m kafka_dr_dev.local.broker --port 9091 --data-dir DIR`.
 
 Security is off by default; `--security-protocol SASL_SSL --users-file users.json` (or $KDR_BROKER_USERS)
 turns on SASL and TLS (see `security`).
@@ -19,7 +19,7 @@ from .server import Broker
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m kafka_dr.local.broker", description="Embedded single-node Kafka broker (one cluster)."
+        prog="python -m kafka_dr_dev.local.broker", description="Embedded single-node Kafka broker (one cluster)."
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind and advertise")
     parser.add_argument("--port", type=int, default=9092)

@@ -33,8 +33,9 @@ from typing import Any
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from .. import processes
-from ..paths import LOCAL_DATA_DIR, state_dir
+from kafka_dr import processes
+from kafka_dr.paths import LOCAL_DATA_DIR, state_dir
+
 from . import apache
 from .broker.security import PLAIN, SASL_MECHANISMS, USERS_ENV, SecurityError, TlsFiles, ensure_certificates, load_users
 from .config import APACHE, HOST, DcConfig, StackConfig, StackInputError, check_bootstrap_servers
@@ -398,7 +399,7 @@ class LocalStack:
                 data,
                 *self._registry_security_args(),
             ]
-        return [sys.executable, "-m", f"kafka_dr.local.{kind}", "--host", HOST, *args]
+        return [sys.executable, "-m", f"kafka_dr_dev.local.{kind}", "--host", HOST, *args]
 
     def _broker_security_args(self) -> list[str]:
         """Nothing for PLAINTEXT (the command stays what it always was); never a password (a command line is
@@ -461,7 +462,7 @@ class LocalStack:
         args = processes.cmdline(pid)
         if kind == BROKER and self.apache:
             return apache.SERVER_CLASS in args and str(self.broker_properties(dc)) in args
-        if f"kafka_dr.local.{kind}" not in args or "--data-dir" not in args:
+        if f"kafka_dr_dev.local.{kind}" not in args or "--data-dir" not in args:
             return False
         i = args.index("--data-dir")
         return i + 1 < len(args) and args[i + 1] == str(self.server_dir(dc, kind))
@@ -483,14 +484,15 @@ class LocalStack:
             elif running := [f"{dc.name} {k}" for dc in saved.dcs for k in KINDS if self.pid(dc.name, k)]:
                 raise StackInputError(
                     f"the stack in {self.data_dir} runs with other settings ({self.config_file}; running: "
-                    f"{', '.join(running)}); stop it with `kafka-dr local down --data-dir {self.data_dir}` first"
+                    f"{', '.join(running)}); stop it with `kafka-dr-dev local down --data-dir {self.data_dir}` first"
                 )
             elif saved.kafka != self.config.kafka and (
                 kept := [dc.name for dc in saved.dcs if any(self.server_dir(dc.name, BROKER).glob("*"))]
             ):
                 raise StackInputError(
                     f"the stack in {self.data_dir} holds {saved.kafka} brokers' data ({', '.join(kept)}), which "
-                    f"{self.config.kafka} brokers cannot read: `kafka-dr local wipe DC` each, or use another --data-dir"
+                    f"{self.config.kafka} brokers cannot read: `kafka-dr-dev local wipe DC` each, or use another "
+                    "--data-dir"
                 )
         if adopt:
             if self.config.security.needs_users:
@@ -652,8 +654,8 @@ class LocalStack:
 
 def record_data_dir(data_dir: Path, registry_urls: list[str]) -> None:
     """Which stack serves each registry URL, for commands started elsewhere: the local topology's schema redirect
-    restart (`kafka-dr local restart-registry --registry-url`) runs in an Airflow task whose working directory is not
-    the terminal's (STATE_DIR/local-stacks.json)."""
+    restart (`kafka-dr-dev local restart-registry --registry-url`) runs in an Airflow task whose working directory is
+    not the terminal's (STATE_DIR/local-stacks.json)."""
     path = state_dir() / "local-stacks.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     with processes.locked(path):
