@@ -68,5 +68,7 @@ def cut_off_commands(data_dir: Path) -> str:
     """The topology's `dr:` keys with which a disaster drill stops a DC of the local stack in `data_dir` and starts it
     again (include/topology.yaml has the same for the default stack)."""
     where = f"{{cluster}} --data-dir {shlex.quote(str(data_dir))}"
-    cut, back = (f"{shlex.quote(sys.executable)} -m kafka_dr_dev.cli local {verb} {where}" for verb in ("stop", "start"))
+    cut, back = (
+        f"{shlex.quote(sys.executable)} -m kafka_dr_dev.cli local {verb} {where}" for verb in ("stop", "start")
+    )
     return f"cut_off_command: {json.dumps(cut)}, bring_back_command: {json.dumps(back)}"
