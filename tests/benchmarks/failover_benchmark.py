@@ -81,7 +81,7 @@ STEP_OF_TASK = {
     "redirect_schema_registry": "schema_registry",
     "verify_failover": "verify",
 }
-KAFKA_DR = Path(sys.executable).parent / "kafka-dr"
+KAFKA_DR_DEV = Path(sys.executable).parent / "kafka-dr-dev"
 
 
 def drill(
@@ -235,7 +235,7 @@ def real_airflow(root: Path, topology: Path) -> Iterator[AirflowRest]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "KDR_"))}
     env["KDR_STATE_DIR"] = str(root / "state")
     started = time.perf_counter()
-    up = [str(KAFKA_DR), "airflow", "up", "--topology", str(topology), "--port", str(port)]
+    up = [str(KAFKA_DR_DEV), "airflow", "up", "--topology", str(topology), "--port", str(port)]
     done = subprocess.run(up, env=env, capture_output=True, text=True, timeout=600, check=False)
     try:
         if done.returncode != 0:
@@ -243,7 +243,7 @@ def real_airflow(root: Path, topology: Path) -> Iterator[AirflowRest]:
         print(f"Airflow up ({time.perf_counter() - started:.0f} s)", flush=True)
         yield AirflowRest(f"http://127.0.0.1:{port}", USER, PASSWORD)
     finally:
-        subprocess.run([str(KAFKA_DR), "airflow", "down"], env=env, capture_output=True, timeout=120, check=False)
+        subprocess.run([str(KAFKA_DR_DEV), "airflow", "down"], env=env, capture_output=True, timeout=120, check=False)
 
 
 def _task_times(run: Any) -> list[tuple[str, float, float]]:

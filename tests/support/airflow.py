@@ -411,7 +411,15 @@ def _kafka_dr_airflow_up(
     environment: it starts whatever component is not running and waits until all are healthy."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "KDR_"))}
     env.update({"KDR_STATE_DIR": str(state), **SUITE_SCHEDULER, **(settings or {})})
-    command = [str(VENV_BIN / "kafka-dr"), "airflow", "up", "--topology", str(topology), "--port", str(airflow.port)]
+    command = [
+        str(VENV_BIN / "kafka-dr-dev"),
+        "airflow",
+        "up",
+        "--topology",
+        str(topology),
+        "--port",
+        str(airflow.port),
+    ]
     command += ["--executor", airflow.executor]
     with open(log, "ab") as out:
         done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=env, timeout=480, check=False)
