@@ -25,11 +25,10 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from .client_switch import SWITCH_CHECK_S, active_cluster, client_config_for
-from .failback.republish import REPUBLISHED_HEADER
-from .replication.provenance import HEADER as PROVENANCE_HEADER
 from .replication.provenance import Hop
 from .topology import Topology, TopologyError
 from .translation.group_offsets import translated_offsets
+from .wire import PROVENANCE_HEADER, REPUBLISHED_HEADER
 
 CLUSTER_ID_TIMEOUT_S = 15.0
 

@@ -24,13 +24,13 @@ import yaml
 from .paths import DEFAULT_TOPOLOGY as DEFAULT_TOPOLOGY  # re-exported: the topology's users look here
 from .paths import default_topology
 from .times import epoch_ms
+from .wire import DRILL_TOPIC as DRILL_TOPIC  # re-exported, as the topology's users name them
+from .wire import HEARTBEATS_TOPIC as HEARTBEATS_TOPIC
+from .wire import INTERNAL_TOPIC_PREFIX as INTERNAL_TOPIC_PREFIX
 
-INTERNAL_TOPIC_PREFIX = "_kdr."
 # The internal topics every flow copies, keeping their names: heartbeats (the provenance of their copies measures the
 # end-to-end latency; never counted as lag) and the DR drill's probe records (dr_drill: its consumer must find them in
 # the other DC after the drill's failover, so they are data: lagged, translated, resynced).
-HEARTBEATS_TOPIC = f"{INTERNAL_TOPIC_PREFIX}heartbeats"
-DRILL_TOPIC = f"{INTERNAL_TOPIC_PREFIX}drill"
 COPIED_INTERNAL_TOPICS = (HEARTBEATS_TOPIC, DRILL_TOPIC)
 # A failback's inverse of a flow (serving cluster -> restored one) is named `<flow>.failback`.
 FAILBACK_FLOW_SUFFIX = ".failback"

@@ -67,13 +67,13 @@ from kafka_dr.clients import read_committed
 from kafka_dr.drill import ledger, probe_process
 from kafka_dr.drill.evidence import evidence_path
 from kafka_dr.drill.plan import inner_run_id
-from kafka_dr.failback.republish import REPUBLISHED_HEADER
 from kafka_dr.replication import replicators
 from kafka_dr.replication.lag import load_snapshot
 from kafka_dr.replication.provenance import hops
 from kafka_dr.state import report_path, safe_name, subdir
 from kafka_dr.topology import DRILL_TOPIC, load_topology
 from kafka_dr.translation.checkpoints import load_checkpoints
+from kafka_dr.wire import REPUBLISHED_HEADER
 from kafka_dr_dev.airflow_rest import ANSWER_SETTLE_S, AirflowRestError
 from kafka_dr_dev.demo import trigger_and_wait
 from kafka_dr_dev.local.airflow import APPROVER, APPROVER_PASSWORD, PASSWORD, USER, LocalAirflow

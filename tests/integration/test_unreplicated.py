@@ -16,12 +16,13 @@ from support.kafka import Record, create_topic, high_watermarks, produce, read_a
 from support.stack import BrokerPair
 from support.topology import write_topology
 
-from kafka_dr.failback.republish import REPUBLISHED_HEADER, republish, skip_originals
+from kafka_dr.failback.republish import republish, skip_originals
 from kafka_dr.failback.unreplicated import MeasureError, measure
 from kafka_dr.replication.copier import copy_ranges
 from kafka_dr.replication.planner import FlowContext
 from kafka_dr.replication.provenance import hops
 from kafka_dr.topology import Topology, load_topology
+from kafka_dr.wire import REPUBLISHED_HEADER
 
 pytestmark = pytest.mark.integration
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 from support.fakes import FakeMessage
 from support.topology import write_topology
 
-from kafka_dr.failback.republish import REPUBLISHED_HEADER
 from kafka_dr.follower import DeliveredOrigins, FollowingConsumer, origin_of
 from kafka_dr.replication.provenance import HEADER, Hop
 from kafka_dr.topology import load_topology
+from kafka_dr.wire import REPUBLISHED_HEADER
 
 
 def hop(cluster_id: str, topic: str, partition: int, offset: int) -> tuple[str, bytes]:

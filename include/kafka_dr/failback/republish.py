@@ -24,12 +24,12 @@ from ..clients import client_config, end_offsets, init_transactions, read_commit
 from ..replication.internal import PROGRESS, ensure_internal_topics, partition_key, put_records, read_records
 from ..replication.resume import Progress
 from ..topology import Topology
+from ..wire import REPUBLISHED_HEADER
 from .plan import FailbackPlan
 from .unreplicated import Unreplicated, UnreplicatedRange
 
 log = logging.getLogger(__name__)
 
-REPUBLISHED_HEADER = "__kdr_republished"
 READ_TIMEOUT_S = 300.0
 
 

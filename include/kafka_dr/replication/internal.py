@@ -1,4 +1,4 @@
-"""Internal topics of kafka-dr, prefixed `_kdr.` and never replicated as data.
+"""Internal topics of kafka-dr, prefixed `_kdr.` and never replicated as data (their names: kafka_dr.wire).
 
 They live in the target cluster of a flow, so that they survive the loss of the source:
 - `_kdr.progress`: per flow and source partition, the next source offset copied and the
@@ -22,14 +22,11 @@ from confluent_kafka import IsolationLevel, KafkaError, KafkaException, Message,
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from ..clients import end_offsets, offsets_of, read_committed, start_offset, wait_for_leaders
-from ..topology import DRILL_TOPIC, HEARTBEATS_TOPIC, INTERNAL_TOPIC_PREFIX
-
-PROGRESS = f"{INTERNAL_TOPIC_PREFIX}progress"
-CHECKPOINTS = f"{INTERNAL_TOPIC_PREFIX}checkpoints"
-HEARTBEATS = HEARTBEATS_TOPIC
-DRILL = DRILL_TOPIC
-HEALTH = f"{INTERNAL_TOPIC_PREFIX}health"
-CONTROL = f"{INTERNAL_TOPIC_PREFIX}control"
+from ..wire import CHECKPOINTS_TOPIC as CHECKPOINTS
+from ..wire import CONTROL_TOPIC as CONTROL
+from ..wire import HEALTH_TOPIC as HEALTH
+from ..wire import HEARTBEATS_TOPIC as HEARTBEATS
+from ..wire import PROGRESS_TOPIC as PROGRESS
 
 # The compacted topics take a record every second or so for as long as a flow runs (claims, progress, checkpoints
 # that moved); a reader wants the last value per key. Kafka compacts only closed segments and only once the dirty part

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-HEADER = "__kdr_prov"
+from ..wire import PROVENANCE_HEADER as HEADER
 
 
 class ProvenanceError(ValueError):
