@@ -15,6 +15,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 from support.kafka import create_topic
+from support.retry import eventually
 from support.stack import BrokerPair
 
 from kafka_dr.replication.internal import HEARTBEATS, ensure_internal_topics
@@ -114,6 +115,9 @@ def test_source_partition_increase_is_propagated(broker_pair: BrokerPair, admins
     create_topic(broker_pair.dc1.config, f"{p}.events", 2)
     state = sync_topics(flow, source, target, flow_state={}).flow_state
     source.create_partitions([NewPartitions(f"{p}.events", 5)])[f"{p}.events"].result(10)
+    # The source's own metadata shows the new count a moment after the request returns (the node applies the
+    # controller's record after answering): a sync that early finds nothing to grow, and the next one grows it.
+    eventually(lambda: partitions(source, f"{p}.events") == 5, "the source's 5 partitions", 30)
 
     report = sync_topics(flow, source, target, flow_state=state)
 
