@@ -21,6 +21,7 @@ from .drill.history import drill_history
 from .paths import state_dir
 from .replication import liveness
 from .replication.lag import LagError, flow_lag
+from .roles import away_flows
 from .roles import pending as pending_failovers
 from .runbooks import RUNBOOKS_DIR
 from .schema_registry import registry_role
@@ -157,9 +158,9 @@ def flows(topology: Topology, facts: Facts) -> Finding:
     into a cluster failed over from wait for its failback, which is said once."""
     problems, unknown = [], []
     objective = topology.dr.rpo_records
-    held = [flow for flow in topology.flows if {flow.source, flow.target} & facts.failed_over]
+    held = away_flows(topology, facts.failed_over)
     waiting = f"; failed over from {', '.join(sorted(facts.failed_over))}: {len(held)} flow(s) wait for the failback"
-    for flow in (flow for flow in topology.flows if flow not in held):
+    for flow in (flow for flow in topology.flows if flow.name not in held):
         running = facts.flows_running.get(flow.name)
         rpo = facts.rpo_records.get(flow.name)
         if running is False:

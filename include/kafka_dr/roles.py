@@ -9,7 +9,7 @@ One entry per cluster failed over from, so that a second failover of another clu
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass
 
 from .paths import state_dir
@@ -58,27 +58,28 @@ def failed_over(away: str, serving: str, mode: str, run_id: str, started_at: str
 
 def failed_back(restored: str) -> FailedOver | None:
     """Clear the failover of `restored` once its clients are back; returns the entry cleared (None: none pending)."""
-    entry = pending().get(restored)
-    _change(lambda roles: {away: e for away, e in roles.items() if away != restored})
-    return entry
+    before = _change(lambda roles: {away: e for away, e in roles.items() if away != restored})
+    return before.get(restored)
 
 
 def accepted(run_id: str) -> list[FailedOver]:
     """Clear the failovers that the dr_failover run `run_id` made, the state they left being accepted as the new normal
     (`kafka-dr drill resolve --accept` after a drill stopped between its failover and failback); returns them."""
-    cleared = [entry for entry in pending().values() if entry.run_id == run_id]
-    _change(lambda roles: {away: e for away, e in roles.items() if e.run_id != run_id})
-    return cleared
+    before = _change(lambda roles: {away: e for away, e in roles.items() if e.run_id != run_id})
+    return [entry for entry in before.values() if entry.run_id == run_id]
 
 
-def away_flows(topology: Topology, away: dict[str, FailedOver]) -> set[str]:
-    """The flows from or into a cluster failed over from: their errors are the failover's, not news."""
+def away_flows(topology: Topology, away: Collection[str]) -> set[str]:
+    """The flows from or into a cluster of `away` (the clusters failed over from, or pending()'s keys): their errors
+    are the failover's, not news."""
     return {flow.name for flow in topology.flows if flow.source in away or flow.target in away}
 
 
-def _change(update: Callable[[dict[str, FailedOver]], dict[str, FailedOver]]) -> None:
+def _change(update: Callable[[dict[str, FailedOver]], dict[str, FailedOver]]) -> dict[str, FailedOver]:
+    """Read, update and write the record under its lock; returns what it held before."""
     path = state_dir() / FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     with locked(path):
-        roles = update(pending())
-        write_json(path, {away: asdict(entry) for away, entry in sorted(roles.items())})
+        before = pending()
+        write_json(path, {away: asdict(entry) for away, entry in sorted(update(before).items())})
+    return before

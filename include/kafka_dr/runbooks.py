@@ -24,7 +24,7 @@ def see_runbook(dag_id: str, section: str = "") -> str:
 
 def runbook_doc_md(dag_id: str, doc: str | None) -> str:
     """A DAG's doc_md: its module docstring, then a link to its runbook on the DR page's copy of the site."""
-    link = f"**Runbook:** [{dag_id}]({SITE_PATH}/runbooks/{dag_id}/) (source: `{runbook(dag_id)}`)"
+    link = f"**Runbook:** [{dag_id}]({site_url(runbook(dag_id))}) (source: `{runbook(dag_id)}`)"
     return f"{(doc or '').strip()}\n\n{link}\n"
 
 

@@ -135,12 +135,7 @@ def check_readiness(checked: list[dict[str, Any]], topology: str | None = None) 
         for h in checked
     }
     now = datetime.now(UTC)
-    facts = readiness.gather(
-        topo,
-        now,
-        flows_environ(topo, [f.name for f in topo.flows]),
-        {**dict.fromkeys(f.name for f in topo.flows), **lags},
-    )
+    facts = readiness.gather(topo, now, flows_environ(topo, [f.name for f in topo.flows]), lags)
     facts = replace(
         facts, paused_dags=paused_dags(get_current_context()["ti"], readiness.DR_DAGS), known_users=known_users()
     )
