@@ -53,12 +53,56 @@ def _parser() -> argparse.ArgumentParser:
     parser = Parser(prog=PROG, description="kafka-dr's development stack: local Kafka, registries, Airflow, the demo.")
     verbose_option(parser)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
     data_dir = Parser(add_help=False)
     _data_dir_option(data_dir)
+    _local_commands(commands, data_dir)
+    _airflow_commands(commands)
+    demo = commands.add_parser(
+        "demo",
+        parents=[data_dir],
+        help="the DR drill (dr_drill, disaster_round_trip): stack and Airflow up, the drill with its probe application",
+    )
+    demo.set_defaults(run=_demo)
+    return parser
+
+
+def _local_commands(commands: argparse._SubParsersAction, data_dir: argparse.ArgumentParser) -> None:
+    """`local up|down|status|stop|start|wipe|restart-registry`: the two-DC stack."""
     local = commands.add_parser("local", help="run the local two-DC stack (brokers and schema registries)")
     actions = local.add_subparsers(dest="action", required=True, metavar="ACTION")
+    _up_command(actions, data_dir)
+    actions.add_parser("down", parents=[data_dir], help="stop every process, keep the data").set_defaults(run=_down)
+    actions.add_parser("status", parents=[data_dir], help="show each process; exit 1 if any is unhealthy").set_defaults(
+        run=_status
+    )
+    for name, help_text in (
+        ("stop", "a disaster: kill the DC's broker and registry"),
+        ("start", "bring a stopped DC back with its data"),
+        ("wipe", "total loss: stop the DC and delete its data"),
+    ):
+        action = actions.add_parser(name, help=help_text)
+        _stack_option(action)
+        action.add_argument("dc", metavar="DC")
+        if name == "wipe":
+            action.add_argument(
+                "--keep-cluster-id",
+                action="store_true",
+                help="come back empty but with the old cluster id (a cluster rebuilt and formatted with its id)",
+            )
+        action.set_defaults(run=_dc_action)
+    registry = actions.add_parser("restart-registry", help="restart a DC's schema registry, e.g. on its own store")
+    _stack_option(registry)
+    registry.add_argument("dc", metavar="DC")
+    registry.add_argument(
+        "--kafkastore",
+        metavar="DC|HOST:PORT",
+        help="cluster that stores the schemas (a DC name or bootstrap servers)",
+    )
+    registry.add_argument("--leader-eligible", type=_bool, metavar="true|false", help="may this registry lead")
+    registry.set_defaults(run=_restart_registry)
 
+
+def _up_command(actions: argparse._SubParsersAction, data_dir: argparse.ArgumentParser) -> None:
     up = actions.add_parser("up", parents=[data_dir], help="start every process not yet running")
     up.add_argument("--broker-ports", type=_ports, metavar="P1,P2", help="dc1,dc2 broker ports (default 9091,9092)")
     up.add_argument("--registry-ports", type=_ports, metavar="P1,P2", help="dc1,dc2 registry ports (default 8081,8082)")
@@ -98,37 +142,10 @@ def _parser() -> argparse.ArgumentParser:
         f"the same users as the brokers (--users-file or ${USERS_ENV}); the stack's probes send the first user's",
     )
     up.set_defaults(run=_up)
-    actions.add_parser("down", parents=[data_dir], help="stop every process, keep the data").set_defaults(run=_down)
-    actions.add_parser("status", parents=[data_dir], help="show each process; exit 1 if any is unhealthy").set_defaults(
-        run=_status
-    )
-    for name, help_text in (
-        ("stop", "a disaster: kill the DC's broker and registry"),
-        ("start", "bring a stopped DC back with its data"),
-        ("wipe", "total loss: stop the DC and delete its data"),
-    ):
-        action = actions.add_parser(name, help=help_text)
-        _stack_option(action)
-        action.add_argument("dc", metavar="DC")
-        if name == "wipe":
-            action.add_argument(
-                "--keep-cluster-id",
-                action="store_true",
-                help="come back empty but with the old cluster id (a cluster rebuilt and formatted with its id)",
-            )
-        action.set_defaults(run=_dc_action)
 
-    registry = actions.add_parser("restart-registry", help="restart a DC's schema registry, e.g. on its own store")
-    _stack_option(registry)
-    registry.add_argument("dc", metavar="DC")
-    registry.add_argument(
-        "--kafkastore",
-        metavar="DC|HOST:PORT",
-        help="cluster that stores the schemas (a DC name or bootstrap servers)",
-    )
-    registry.add_argument("--leader-eligible", type=_bool, metavar="true|false", help="may this registry lead")
-    registry.set_defaults(run=_restart_registry)
 
+def _airflow_commands(commands: argparse._SubParsersAction) -> None:
+    """`airflow up|down|status`: Airflow's own components for the local stack."""
     airflow = commands.add_parser("airflow", help="run Airflow's own components for the local stack (UI on :8080)")
     airflow_actions = airflow.add_subparsers(dest="action", required=True, metavar="ACTION")
     airflow_up = airflow_actions.add_parser(
@@ -147,14 +164,6 @@ def _parser() -> argparse.ArgumentParser:
     airflow_actions.add_parser(
         "status", help="show each component and its health; exit 1 if any is not healthy"
     ).set_defaults(run=_airflow_status)
-
-    demo = commands.add_parser(
-        "demo",
-        parents=[data_dir],
-        help="the DR drill (dr_drill, disaster_round_trip): stack and Airflow up, the drill with its probe application",
-    )
-    demo.set_defaults(run=_demo)
-    return parser
 
 
 def _data_dir_option(parser: argparse._ActionsContainer) -> None:  # a parser or a group of its options

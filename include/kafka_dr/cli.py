@@ -13,7 +13,7 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from kafka_dr.clients import LIBRDKAFKA_LOG, ClientConfigError
 from kafka_dr.paths import default_topology
@@ -67,7 +67,13 @@ def _parser() -> argparse.ArgumentParser:
     parser = Parser(prog="kafka-dr", description="Disaster recovery for multi-datacenter Apache Kafka.")
     verbose_option(parser)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _watch_commands(commands)
+    _act_commands(commands)
+    return parser
 
+
+def _watch_commands(commands: argparse._SubParsersAction) -> None:
+    """The commands that read how replication and the deployment stand: lag, health, readiness, status, metrics."""
     lag = commands.add_parser("lag", help="replication lag per flow and partition, in records and seconds")
     topology_option(lag)
     verbose_option(lag, default=argparse.SUPPRESS)  # after the command too
@@ -117,6 +123,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     metrics.set_defaults(run=_metrics)
 
+
+def _act_commands(commands: argparse._SubParsersAction) -> None:
+    """The commands about one thing an operator acts on: a group's offsets, client aliases, replicators, the drill
+    record."""
     offsets = commands.add_parser(
         "offsets", help="where a consumer group resumes in another cluster: its translated offsets, per partition"
     )
@@ -169,8 +179,6 @@ def _parser() -> argparse.ArgumentParser:
         help="resolve: close the record although the state differs from the drill's start (the state now is wanted)",
     )
     drill.set_defaults(run=_drill)
-
-    return parser
 
 
 def _seconds(text: str) -> float:
@@ -383,55 +391,64 @@ def _drill(args: argparse.Namespace) -> int:
 
 
 def _replicators(args: argparse.Namespace) -> int:
-    import time
     from concurrent.futures import ThreadPoolExecutor
 
-    from confluent_kafka import KafkaException
-
-    from kafka_dr.clients import client_config, error_text
-    from kafka_dr.health.snapshots import stalled_line
-    from kafka_dr.replication import liveness, replicators
+    from kafka_dr.clients import client_config
+    from kafka_dr.replication import replicators
 
     path = args.topology or default_topology()
     topology = load_topology(path) if args.topology or path.exists() else None  # a bad file: one line, nothing done
     flows = args.flows or replicators.tracked()
     known = {f.name for f in topology.flows} if topology is not None else set()
     targets = {f: client_config(topology.cluster(topology.flow(f).target)) for f in flows if f in known}
-
-    def one(flow: str) -> tuple[str, bool]:
-        """The line to print for `flow`, and whether it is an error."""
-        target, current = targets.get(flow), replicators.status(flow)
-        if target is None and current is not None and not current.here:
-            return f"started on {current.host} in {current.pid_namespace}: name its topology to reach it", True
-        try:
-            if args.action == "stop":
-                if current is None and target is None:
-                    return "never started", False
-                return liveness.stop(flow, target, args.timeout), False
-            if target is not None:
-                seen = liveness.liveness(flow, target)
-                if seen.running and (stalled := stalled_line(flow, int(time.time() * 1000))):
-                    return f"running, {stalled}: {seen.detail}", True
-                return f"{'running' if seen.running else 'not running'}: {seen.detail}", False
-            if current is None:
-                return "never started", False
-            if current.running:
-                if stalled := stalled_line(flow, int(time.time() * 1000)):
-                    return f"running, {stalled}: pid {current.pid} on this host, log {current.log}", True
-                return f"running: pid {current.pid} on this host, log {current.log}", False
-            return "not running: " + ("stopped at " + current.stopped_at if current.stopped_at else "exited"), False
-        except KafkaException as exc:
-            return f"its target does not answer: {error_text(exc)}", True
-        except ReplicatorError as exc:
-            return str(exc), True
-
     with ThreadPoolExecutor(max_workers=max(1, len(flows))) as pool:
-        lines = list(pool.map(one, flows))
+        lines = list(pool.map(lambda flow: _replicator_line(args, flow, targets.get(flow)), flows))
     for flow, (line, _) in zip(flows, lines, strict=True):
         print(f"{flow}: {line}")
     if not flows:
         print("no replicator was started on this host")
     return 1 if any(failed for _, failed in lines) else 0
+
+
+def _replicator_line(args: argparse.Namespace, flow: str, target: dict[str, Any] | None) -> tuple[str, bool]:
+    """The line `replicators` prints for `flow` (its target's client settings when the topology names it), and
+    whether it is an error."""
+    from confluent_kafka import KafkaException
+
+    from kafka_dr.clients import error_text
+    from kafka_dr.replication import liveness, replicators
+
+    current = replicators.status(flow)
+    if target is None and current is not None and not current.here:
+        return f"started on {current.host} in {current.pid_namespace}: name its topology to reach it", True
+    try:
+        if args.action == "stop":
+            if current is None and target is None:
+                return "never started", False
+            return liveness.stop(flow, target, args.timeout), False
+        if target is not None:
+            seen = liveness.liveness(flow, target)
+            return _running_line(flow, seen.running, seen.detail)
+        if current is None:
+            return "never started", False
+        if current.running:
+            return _running_line(flow, True, f"pid {current.pid} on this host, log {current.log}")
+        return "not running: " + ("stopped at " + current.stopped_at if current.stopped_at else "exited"), False
+    except KafkaException as exc:
+        return f"its target does not answer: {error_text(exc)}", True
+    except ReplicatorError as exc:
+        return str(exc), True
+
+
+def _running_line(flow: str, running: bool, detail: str) -> tuple[str, bool]:
+    """A replicator's state and `detail`; a running one whose health run found it stalled is an error."""
+    import time
+
+    from kafka_dr.health.snapshots import stalled_line
+
+    if running and (stalled := stalled_line(flow, int(time.time() * 1000))):
+        return f"running, {stalled}: {detail}", True
+    return f"{'running' if running else 'not running'}: {detail}", False
 
 
 def print_table(rows: list[tuple[str, ...]]) -> None:

@@ -360,6 +360,49 @@ def read_committed(
         consumer.close()
 
 
+def _look_up_topics(consumer: Consumer, topics: set[str], deadline: float) -> None:
+    """assign() looks up no metadata of topics the consumer does not know yet: once connected (a reader made early),
+    librdkafka finds their leaders with its 1 s scan of unavailable topics. Ask for each topic first (one round trip
+    each); a failure here only leaves that wait, so the read's own timeout still decides."""
+    for topic in sorted(topics):
+        try:
+            consumer.list_topics(topic, timeout=max(deadline - time.monotonic(), 0.001))
+        except KafkaException:
+            return
+
+
+class _RangeRead:
+    """The partitions a `read_committed_with` still reads, and the newest transient error for its timeout's line
+    (librdkafka retries those itself)."""
+
+    def __init__(self, ranges: dict[tuple[str, int], tuple[int, int]], first_only: set[tuple[str, int]]) -> None:
+        self.ranges, self.first_only = ranges, first_only
+        self.pending = {key for key, (start, end) in ranges.items() if start < end}
+        self.last_error = "no records arrived"
+
+    def wants(self, msg: Message) -> bool:
+        """Whether `msg` is a data record to yield; an end of partition or a record past its range ends the
+        partition."""
+        key, err = (msg.topic(), msg.partition()), msg.error()
+        if err is not None:
+            if err.fatal():
+                raise KafkaException(err)
+            if err.code() == KafkaError._PARTITION_EOF:
+                self.pending.discard(key)
+            else:
+                self.last_error = err.str()
+            return False
+        if key in self.pending and msg.offset() >= self.ranges[key][1]:
+            self.pending.discard(key)
+        return key in self.pending
+
+    def yielded(self, msg: Message) -> None:
+        """A partition is read once its range's last record, or its first for `first_only`, is out."""
+        key = (msg.topic(), msg.partition())
+        if key in self.first_only or msg.offset() == self.ranges[key][1] - 1:
+            self.pending.discard(key)
+
+
 def read_committed_with(
     consumer: Consumer,
     ranges: dict[tuple[str, int], tuple[int, int]],
@@ -369,44 +412,20 @@ def read_committed_with(
     """Data records of each (topic, partition) in [start, end), read_committed by a `committed_reader`: aborted
     records and transaction markers are skipped by the client. Only the first record for partitions in
     `first_only`. Raises TimeoutError naming the partitions not read to their end within `timeout` seconds."""
-    pending = {key for key, (start, end) in ranges.items() if start < end}
-    if not pending:
+    read = _RangeRead(ranges, first_only or set())
+    if not read.pending:
         return
-    first_only = first_only or set()
     deadline = time.monotonic() + timeout
-    last_error = "no records arrived"
-    # assign() looks up no metadata of topics the consumer does not know yet: once connected (a reader made early),
-    # librdkafka finds their leaders with its 1 s scan of unavailable topics. Ask for each topic first (one round
-    # trip each); a failure here only leaves that wait, so the read's own timeout still decides.
-    for topic in sorted({topic for topic, _ in pending}):
-        try:
-            consumer.list_topics(topic, timeout=max(deadline - time.monotonic(), 0.001))
-        except KafkaException:
-            break
-    consumer.assign([TopicPartition(t, p, ranges[(t, p)][0]) for t, p in sorted(pending)])
+    _look_up_topics(consumer, {topic for topic, _ in read.pending}, deadline)
+    consumer.assign([TopicPartition(t, p, ranges[(t, p)][0]) for t, p in sorted(read.pending)])
     try:
-        while pending:
+        while read.pending:
             if time.monotonic() > deadline:
-                missing = ", ".join(f"{t}[{p}]" for t, p in sorted(pending))
-                raise TimeoutError(f"{missing} not read to the end within {timeout:g} s ({last_error})")
+                missing = ", ".join(f"{t}[{p}]" for t, p in sorted(read.pending))
+                raise TimeoutError(f"{missing} not read to the end within {timeout:g} s ({read.last_error})")
             for msg in next_batch(consumer, 500):
-                key = (msg.topic(), msg.partition())
-                err = msg.error()
-                if err is not None:
-                    if err.fatal():
-                        raise KafkaException(err)
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        pending.discard(key)
-                    else:
-                        last_error = err.str()  # librdkafka retries transient errors itself
-                    continue
-                if key not in pending:
-                    continue
-                if msg.offset() >= ranges[key][1]:
-                    pending.discard(key)
-                    continue
-                yield msg
-                if key in first_only or msg.offset() == ranges[key][1] - 1:
-                    pending.discard(key)
+                if read.wants(msg):
+                    yield msg
+                    read.yielded(msg)
     finally:
         consumer.unassign()

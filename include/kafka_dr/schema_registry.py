@@ -190,30 +190,11 @@ def redirect(
         if isinstance(exc, urllib.error.HTTPError) and exc.code in (401, 403):
             raise _refused(registry, url, exc) from None
         before = None  # already down: the restart brings it up
-    command = restart_command(topology, registry, store, leader_eligible)
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-    except (OSError, subprocess.TimeoutExpired) as exc:  # not found, not executable, or never returned
-        raise RegistryError(f"restart of the {registry} registry failed ({shlex.join(command)}): {exc}") from None
-    if done.returncode != 0:
-        reason = (done.stderr or done.stdout).strip().splitlines()[-1:] or [f"exit {done.returncode}"]
-        raise RegistryError(f"restart of the {registry} registry failed ({shlex.join(command)}): {reason[0]}")
-    probe = None
+    _restart(restart_command(topology, registry, store, leader_eligible), registry, timeout)
     deadline = time.monotonic() + timeout
     while True:
         try:
-            reads = kafka_cluster_id(url, headers) if store_id is not None else None
-            if reads is not None and reads != store_id:
-                raise RegistryError(f"it still reads the `_schemas` of cluster {reads}, not {store}'s ({store_id})")
-            known = max_schema_id(url, headers)
-            if leader_eligible and before is not None and known < before:
-                # The store's copy lacks ids the registry served: a registration now could reuse one of them.
-                raise RegistryError(
-                    f"the `_schemas` of {store} knows ids up to {known} but the {registry} registry "
-                    f"served ids up to {before}: replicate `_schemas` to {store} first"
-                )
-            if leader_eligible:
-                probe = register_probe(url, headers)
+            known, probe = _check_redirected(url, headers, registry, store, store_id, leader_eligible, before)
             break
         except (OSError, ValueError, RegistryError) as exc:  # also while it reads its store or elects itself
             if isinstance(exc, urllib.error.HTTPError) and exc.code in (401, 403):
@@ -228,6 +209,41 @@ def redirect(
     if probe is not None and probe <= known:
         raise RegistryError(f"the {registry} registry issued id {probe}, not above the ids it knew ({known})")
     return Redirect(registry, url, store, leader_eligible, before, probe, round(time.monotonic() - started, 3))
+
+
+def _restart(command: list[str], registry: str, timeout: float) -> None:
+    """Run the registry's restart command; RegistryError with its last line of output when it fails."""
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as exc:  # not found, not executable, or never returned
+        raise RegistryError(f"restart of the {registry} registry failed ({shlex.join(command)}): {exc}") from None
+    if done.returncode != 0:
+        reason = (done.stderr or done.stdout).strip().splitlines()[-1:] or [f"exit {done.returncode}"]
+        raise RegistryError(f"restart of the {registry} registry failed ({shlex.join(command)}): {reason[0]}")
+
+
+def _check_redirected(
+    url: str,
+    headers: Mapping[str, str],
+    registry: str,
+    store: str,
+    store_id: str | None,
+    leader_eligible: bool,
+    before: int | None,
+) -> tuple[int, int | None]:
+    """One look at the restarted registry: the highest id it knows and, when leader-eligible, the id a probe
+    registration got. Raises (to be retried until the deadline) while it still reads another store."""
+    reads = kafka_cluster_id(url, headers) if store_id is not None else None
+    if reads is not None and reads != store_id:
+        raise RegistryError(f"it still reads the `_schemas` of cluster {reads}, not {store}'s ({store_id})")
+    known = max_schema_id(url, headers)
+    if leader_eligible and before is not None and known < before:
+        # The store's copy lacks ids the registry served: a registration now could reuse one of them.
+        raise RegistryError(
+            f"the `_schemas` of {store} knows ids up to {known} but the {registry} registry "
+            f"served ids up to {before}: replicate `_schemas` to {store} first"
+        )
+    return known, register_probe(url, headers) if leader_eligible else None
 
 
 def answers(url: str, headers: Mapping[str, str] | None = None, timeout: float = TIMEOUT_S) -> bool:

@@ -547,44 +547,18 @@ class _Parser:
         if data is None:
             raise self.error("", "empty file (expected a mapping with 'clusters' and 'flows')")
         raw = self.mapping(data, "", ("clusters",), ("flows", "schema_registry", "clients", "health", "alerts", "dr"))
-        raw_clusters = raw["clusters"]
-        if not isinstance(raw_clusters, dict):
-            raise self.error(
-                "clusters", f"must be a mapping of cluster name to settings, got {_type_name(raw_clusters)}"
-            )
-        if not raw_clusters:
-            raise self.error("clusters", "must define at least one cluster")
-        clusters = {name: self.cluster(name, value) for name, value in raw_clusters.items()}
-
-        raw_flows = raw.get("flows", [])
-        if not isinstance(raw_flows, list):
-            raise self.error("flows", f"must be a list of flows, got {_type_name(raw_flows)}")
-        flows: list[Flow] = []
-        first_index: dict[str, int] = {}
-        for i, value in enumerate(raw_flows):
-            flow = self.flow(value, f"flows[{i}]", clusters)
-            if flow.name in first_index:
-                first = first_index[flow.name]
-                reason = f"duplicate flow name {flow.name!r} (also flows[{first}])"
-                raise self.error(f"flows[{i}].name", reason)
-            first_index[flow.name] = i
-            flows.append(flow)
-
-        primary = restart = None
-        if "schema_registry" in raw:
-            registry = self.mapping(raw["schema_registry"], "schema_registry", ("primary",), ("restart_command",))
-            primary = self.cluster_ref(registry["primary"], "schema_registry.primary", clusters)
-            if clusters[primary].schema_registry is None:
-                raise self.error("schema_registry.primary", f"cluster {primary!r} has no schema_registry URL")
-            if "restart_command" in registry:
-                restart = self.command_template(registry["restart_command"], "schema_registry.restart_command")
+        clusters = self.clusters(raw["clusters"])
+        flows = self.flows(raw.get("flows", []), clusters)
+        primary, restart = (
+            self.schema_registry(raw["schema_registry"], clusters) if "schema_registry" in raw else (None, None)
+        )
         raw_clients = raw.get("clients", {})
         if not isinstance(raw_clients, dict):
             raise self.error("clients", f"must be a mapping of alias to settings, got {_type_name(raw_clients)}")
         clients = {name: self.client(name, value, clusters) for name, value in raw_clients.items()}
         return Topology(
             clusters=MappingProxyType(clusters),
-            flows=tuple(flows),
+            flows=flows,
             schema_registry_primary=primary,
             schema_registry_restart=restart,
             clients=MappingProxyType(clients),
@@ -592,6 +566,39 @@ class _Parser:
             alerts=self.alerts(raw.get("alerts", {})),
             dr=self.dr(raw.get("dr", {})),
         )
+
+    def clusters(self, value: Any) -> dict[str, Cluster]:
+        if not isinstance(value, dict):
+            raise self.error("clusters", f"must be a mapping of cluster name to settings, got {_type_name(value)}")
+        if not value:
+            raise self.error("clusters", "must define at least one cluster")
+        return {name: self.cluster(name, settings) for name, settings in value.items()}
+
+    def flows(self, value: Any, clusters: Mapping[str, Cluster]) -> tuple[Flow, ...]:
+        if not isinstance(value, list):
+            raise self.error("flows", f"must be a list of flows, got {_type_name(value)}")
+        flows: list[Flow] = []
+        first_index: dict[str, int] = {}
+        for i, item in enumerate(value):
+            flow = self.flow(item, f"flows[{i}]", clusters)
+            if flow.name in first_index:
+                reason = f"duplicate flow name {flow.name!r} (also flows[{first_index[flow.name]}])"
+                raise self.error(f"flows[{i}].name", reason)
+            first_index[flow.name] = i
+            flows.append(flow)
+        return tuple(flows)
+
+    def schema_registry(self, value: Any, clusters: Mapping[str, Cluster]) -> tuple[str, str | None]:
+        """The `schema_registry:` section: its primary cluster (which must have a registry URL) and restart
+        command."""
+        registry = self.mapping(value, "schema_registry", ("primary",), ("restart_command",))
+        primary = self.cluster_ref(registry["primary"], "schema_registry.primary", clusters)
+        if clusters[primary].schema_registry is None:
+            raise self.error("schema_registry.primary", f"cluster {primary!r} has no schema_registry URL")
+        restart = None
+        if "restart_command" in registry:
+            restart = self.command_template(registry["restart_command"], "schema_registry.restart_command")
+        return primary, restart
 
     def dr(self, value: Any) -> DrPolicy:
         """The `dr:` section: `approval` required|none, `approvers` a list of user names, `four_eyes` a boolean,

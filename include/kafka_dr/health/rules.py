@@ -172,69 +172,94 @@ class FlowHealth:
         return f"{self.name}: {self.status} " + "; ".join(self.problems or ("no problem named",))
 
 
+Verdict = tuple[str, str, tuple[int, int] | None]
+"""A partition rule's finding: status, reason, and the gap's offsets for GAP."""
+
+
 def evaluate_partition(window: Sequence[PartitionSample], now_ms: int) -> PartitionStatus:
     """The status of a partition from its samples (oldest first; the last `WINDOW` count); first match wins."""
     if not window:
         raise ValueError("no sample to evaluate: the window must hold at least the current sample")
     window = tuple(window[-WINDOW:])
     newest = window[-1]
+    status, reason, gap = (
+        _gap(newest)
+        or (("OK", "", None) if newest.lag_records == 0 else None)
+        or _rewind(window)
+        or _stop(window, now_ms)
+        or _since_caught_up(window)
+        or _stall(window)
+        or ("OK", "", None)
+    )
+    return PartitionStatus(newest.topic, newest.partition, status, newest.lag_records, newest.lag_seconds, reason, gap)
 
-    def status(name: str, reason: str = "", gap: tuple[int, int] | None = None) -> PartitionStatus:
-        return PartitionStatus(
-            newest.topic, newest.partition, name, newest.lag_records, newest.lag_seconds, reason, gap
-        )
 
-    # GAP: when the flow never committed, it starts where its `start:` says and nothing is missing.
-    if newest.committed is not None and newest.source_start > newest.committed:
-        first, last = newest.committed, newest.source_start - 1
-        count = last - first + 1
-        return status(
-            "GAP",
-            f"{count} records deleted at the source before they were copied (offsets {first}-{last})",
-            (first, last),
-        )
-    if newest.lag_records == 0:
-        return status("OK")
+def _committed(window: Sequence[PartitionSample]) -> list[int]:
+    return [s.committed for s in window if s.committed is not None]
 
-    offsets = [s.committed for s in window if s.committed is not None]
-    for before, after in pairwise(offsets):
+
+def _gap(newest: PartitionSample) -> Verdict | None:
+    """GAP: records deleted at the source before they were copied. A flow that never committed starts where its
+    `start:` says, and nothing is missing."""
+    if newest.committed is None or newest.source_start <= newest.committed:
+        return None
+    first, last = newest.committed, newest.source_start - 1
+    count = last - first + 1
+    return (
+        "GAP",
+        f"{count} records deleted at the source before they were copied (offsets {first}-{last})",
+        (first, last),
+    )
+
+
+def _rewind(window: Sequence[PartitionSample]) -> Verdict | None:
+    for before, after in pairwise(_committed(window)):
         if after < before:
-            return status("REWIND", f"committed offset went back from {before} to {after}")
+            return "REWIND", f"committed offset went back from {before} to {after}", None
+    return None
 
-    # STOP before Burrow's rule 1: a replicator that stops while caught up would otherwise stay OK while
-    # a zero-lag sample remains in the window.
+
+def _stop(window: Sequence[PartitionSample], now_ms: int) -> Verdict | None:
+    """STOP, checked before Burrow's rule 1: a replicator that stops while caught up would otherwise stay OK while a
+    zero-lag sample remains in the window."""
     progress = [s.last_progress_ms for s in window if s.last_progress_ms is not None]
     if not progress:
-        return status("STOP", "no progress recorded by the flow")
+        return "STOP", "no progress recorded by the flow", None
     first_ms, last_ms = progress[0], progress[-1]
     allowed_ms = last_ms - first_ms if len(set(progress)) > 1 else STOP_MIN_MS
     if now_ms - last_ms > allowed_ms:
-        return status(
-            "STOP", f"no progress for {(now_ms - last_ms) / 1000:.0f}s ({newest.lag_records} records waiting)"
-        )
+        waiting = window[-1].lag_records
+        return "STOP", f"no progress for {(now_ms - last_ms) / 1000:.0f}s ({waiting} records waiting)", None
+    return None
 
-    if any(s.lag_records == 0 for s in window):
-        # Burrow's rule 1 says OK; kafka-dr warns as soon as lag grows with no progress in between.
-        if len(window) >= 2:
-            previous = window[-2]
-            if previous.committed == newest.committed and newest.lag_records > previous.lag_records:
-                return status(
-                    "WARN",
-                    f"lag growing ({previous.lag_records} -> {newest.lag_records} records), "
-                    "no progress since the previous sample",
-                )
-        return status("OK")
 
+def _since_caught_up(window: Sequence[PartitionSample]) -> Verdict | None:
+    """Burrow's rule 1 (a zero-lag sample in the window) says OK; kafka-dr warns as soon as lag grows with no progress
+    in between."""
+    if not any(s.lag_records == 0 for s in window):
+        return None
+    if len(window) >= 2:
+        previous, newest = window[-2], window[-1]
+        if previous.committed == newest.committed and newest.lag_records > previous.lag_records:
+            reason = f"lag growing ({previous.lag_records} -> {newest.lag_records} records), "
+            return "WARN", reason + "no progress since the previous sample", None
+    return "OK", "", None
+
+
+def _stall(window: Sequence[PartitionSample]) -> Verdict | None:
+    """STALL: the committed offset unchanged while records wait; else WARN when the lag never decreases."""
+    offsets = _committed(window)
     if len(offsets) >= 2 and len(set(offsets)) == 1:
-        return status(
+        waiting = window[-1].lag_records
+        return (
             "STALL",
-            f"committed offset {offsets[0]} unchanged over {len(offsets)} samples "
-            f"while {newest.lag_records} records wait",
+            f"committed offset {offsets[0]} unchanged over {len(offsets)} samples while {waiting} records wait",
+            None,
         )
     lags = [s.lag_records for s in window]
     if len(lags) >= 2 and all(after >= before for before, after in pairwise(lags)):
-        return status("WARN", f"lag not decreasing over {len(lags)} samples ({lags[0]} -> {lags[-1]} records)")
-    return status("OK")
+        return "WARN", f"lag not decreasing over {len(lags)} samples ({lags[0]} -> {lags[-1]} records)", None
+    return None
 
 
 _OWN_LINE = frozenset({"WARN", "STOP", "STALL", "REWIND", "GAP"})
@@ -256,34 +281,7 @@ def evaluate_flow(
     keys = sorted(windows)
     statuses = {key: evaluate_partition(windows[key], now_ms) for key in keys}
     dest_topics = {key: windows[key][-1].dest_topic for key in keys}
-    structural: list[str] = []
-    broken = warned = False  # a finding makes the flow ERR (WARN) even when no sampled partition matches it
-
-    def mark(key: tuple[str, int], status: str, reason: str) -> None:
-        """DRIFT and CYCLE override what the samples said, unless those already found an error."""
-        if statuses[key].status in ("OK", "WARN"):
-            old = statuses[key]
-            statuses[key] = PartitionStatus(old.topic, old.partition, status, old.lag_records, old.lag_seconds, reason)
-
-    for drift in findings.drift:
-        if drift.kind in ERROR_DRIFTS:
-            structural.append(f"DRIFT {drift.topic} -> {drift.dest_topic}: {drift.detail}")
-            broken = True
-            for key in keys:
-                if key[0] == drift.topic:
-                    mark(key, "DRIFT", drift.detail)
-        elif drift.kind in WARN_DRIFTS:
-            structural.append(f"WARN {drift.topic} -> {drift.dest_topic}: {drift.detail}")
-            warned = True
-        else:
-            raise ValueError(f"unknown drift kind {drift.kind!r} for {drift.topic} -> {drift.dest_topic}")
-    for cycle in findings.cycles:
-        structural.append(f"CYCLE {cycle.dest_topic}[{cycle.partition}] offset {cycle.offset}: {_CYCLE_REASON}")
-        broken = True
-        for key in keys:
-            if dest_topics[key] == cycle.dest_topic and key[1] == cycle.partition:
-                mark(key, "CYCLE", f"offset {cycle.offset}: {_CYCLE_REASON}")
-
+    structural, broken, warned = _structural(findings, statuses, dest_topics)
     partitions = tuple(statuses[key] for key in keys)
     stalled = _stalled_seconds(windows, statuses, findings, now_ms)
     problems = [] if stalled is None else [_stalled_line(stalled, statuses)]
@@ -295,7 +293,6 @@ def evaluate_flow(
         broken = True
     breaches = _slo_breaches(partitions, findings, slo, now_ms)
     problems += breaches
-
     if broken or breaches or any(p.status in ERROR_STATUSES for p in partitions):
         status = "ERR"
     elif warned or any(p.status == "WARN" for p in partitions):
@@ -303,6 +300,41 @@ def evaluate_flow(
     else:
         status = "OK"
     return FlowHealth(name, status, tuple(problems), partitions, stalled)
+
+
+def _structural(
+    findings: FlowFindings,
+    statuses: dict[tuple[str, int], PartitionStatus],
+    dest_topics: Mapping[tuple[str, int], str],
+) -> tuple[list[str], bool, bool]:
+    """The drift and cycle findings' lines, whether one makes the flow ERR and whether one makes it WARN (even when
+    no sampled partition matches it); DRIFT and CYCLE override what the samples said of a partition, unless those
+    already found an error (`statuses` is updated)."""
+    structural: list[str] = []
+    broken = warned = False
+
+    def mark(key: tuple[str, int], status: str, reason: str) -> None:
+        if statuses[key].status in ("OK", "WARN"):
+            old = statuses[key]
+            statuses[key] = PartitionStatus(old.topic, old.partition, status, old.lag_records, old.lag_seconds, reason)
+
+    for drift in findings.drift:
+        if drift.kind in ERROR_DRIFTS:
+            structural.append(f"DRIFT {drift.topic} -> {drift.dest_topic}: {drift.detail}")
+            broken = True
+            for key in [key for key in statuses if key[0] == drift.topic]:
+                mark(key, "DRIFT", drift.detail)
+        elif drift.kind in WARN_DRIFTS:
+            structural.append(f"WARN {drift.topic} -> {drift.dest_topic}: {drift.detail}")
+            warned = True
+        else:
+            raise ValueError(f"unknown drift kind {drift.kind!r} for {drift.topic} -> {drift.dest_topic}")
+    for cycle in findings.cycles:
+        structural.append(f"CYCLE {cycle.dest_topic}[{cycle.partition}] offset {cycle.offset}: {_CYCLE_REASON}")
+        broken = True
+        for key in [key for key in statuses if (dest_topics[key], key[1]) == (cycle.dest_topic, cycle.partition)]:
+            mark(key, "CYCLE", f"offset {cycle.offset}: {_CYCLE_REASON}")
+    return structural, broken, warned
 
 
 def _stalled_seconds(

@@ -93,7 +93,6 @@ def sync_topics(
     """Make the flow's destination topics ready; everything is checked before anything changes.
 
     Connection failures surface as KafkaException (callers retry); refusals as TopicSyncError."""
-    state = flow_state or {}
     source_topics = {
         name: len(meta.partitions)
         for name, meta in source_admin.list_topics(timeout=timeout).topics.items()
@@ -103,27 +102,11 @@ def sync_topics(
     target_meta = target_admin.list_topics(timeout=timeout)
     target_topics = {name: len(meta.partitions) for name, meta in target_meta.topics.items() if meta.error is None}
 
-    refusals, to_create, to_grow = [], [], {}
-    for topic, count in sorted(source_topics.items()):
-        dest = dests[topic]
-        have = target_topics.get(dest)
-        if have is None:
-            to_create.append(topic)
-        elif have < count and state.get(dest) == have:
-            to_grow[dest] = count
-        elif have < count:
-            refusals.append(
-                f"destination topic {flow.target}:{dest} has {have} partitions, fewer than its source "
-                f"{flow.source}:{topic} ({count}): records would change partition; delete it or add "
-                f"partitions"
-            )
-    if refusals:
-        raise TopicSyncError("; ".join(refusals))
-
+    to_create, to_grow = _changes(flow, source_topics, dests, target_topics, flow_state or {})
     source_configs = dynamic_configs(source_admin, list(source_topics), timeout) if flow.sync_topic_configs else {}
     report = SyncReport()
-    replication_factor = max(1, min(3, len(target_meta.brokers)))
     if to_create:
+        replication_factor = max(1, min(3, len(target_meta.brokers)))
         new_topics = [
             NewTopic(
                 dests[t],
@@ -148,6 +131,35 @@ def sync_topics(
         report.changed_configs = _sync_configs(flow, target_admin, existing, source_configs, timeout)
     report.flow_state = {dests[t]: max(n, target_topics.get(dests[t], 0)) for t, n in source_topics.items()}
     return report
+
+
+def _changes(
+    flow: Flow,
+    source_topics: dict[str, int],
+    dests: dict[str, str],
+    target_topics: dict[str, int],
+    state: dict[str, int],
+) -> tuple[list[str], dict[str, int]]:
+    """The source topics whose destination is to be created, and the destinations to grow (to their source's
+    partition count). A destination with fewer partitions than its source that the flow did not make so (`state`:
+    the counts it left) is refused, all such at once: its records would change partition."""
+    refusals, to_create, to_grow = [], [], {}
+    for topic, count in sorted(source_topics.items()):
+        dest = dests[topic]
+        have = target_topics.get(dest)
+        if have is None:
+            to_create.append(topic)
+        elif have < count and state.get(dest) == have:
+            to_grow[dest] = count
+        elif have < count:
+            refusals.append(
+                f"destination topic {flow.target}:{dest} has {have} partitions, fewer than its source "
+                f"{flow.source}:{topic} ({count}): records would change partition; delete it or add "
+                f"partitions"
+            )
+    if refusals:
+        raise TopicSyncError("; ".join(refusals))
+    return to_create, to_grow
 
 
 def _destinations(flow: Flow, source_topics: dict[str, int]) -> dict[str, str]:
