@@ -36,6 +36,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+from kafka_dr.access import ClusterAccess
 from kafka_dr.clients import answers, client_config
 from kafka_dr.replication.control import StopRequest, StopRequests
 from kafka_dr.replication.copier import CopyResult, CopyTask, copy_ranges, open_clients
@@ -199,7 +200,7 @@ def run(
     context = FlowContext(topology, flow, retries=args.retries)
     heartbeats = HeartbeatTask(context.source_config, flow.name, args.heartbeat_interval, stop)
     interval = flow.checkpoint_seconds if args.checkpoint_interval is None else args.checkpoint_interval
-    checkpoints = CheckpointTask(topology, flow, interval, stop)
+    checkpoints = CheckpointTask(ClusterAccess.from_environ(topology), flow, interval, stop)
     plan_flow = functools.partial(context.plan, force=force)  # from positions copied so far, if given
     ends: EpochEnds | None = None  # continuous: how the driver ends an epoch before its deadline
     probe = SourceProbe(context.source_config)

@@ -30,7 +30,7 @@ from typing import Any
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from kafka_dr.clients import client_config
+from kafka_dr.access import ClusterAccess
 from kafka_dr.spark.job import BadInput, job_main
 from kafka_dr.spark.session import SparkStart
 from kafka_dr.topology import Flow, Topology
@@ -87,7 +87,7 @@ def _unseen_from(text: str) -> dict[tuple[str, int], int]:
 def run(
     spark: SparkStart | None,
     args: argparse.Namespace,
-    topology: Topology,
+    access: ClusterAccess,
     flow: Flow,
     pattern: re.Pattern[str] | None,
     reset_ms: int | None,
@@ -95,16 +95,16 @@ def run(
     """The translation summary of `flow`. `spark` is the Spark context on its way up (None for a run from
     checkpoints, which needs none)."""
     started = time.time()
-    target_config = client_config(topology.cluster(flow.target))
+    target_config = access.config(flow.target)
     target_admin = AdminClient(target_config)
     summary: dict[str, Any] = {"flow": flow.name, "status": "done", "error": None}
     if args.from_checkpoints:
-        groups, at_ms = checkpointed_groups(topology, flow, pattern)
+        groups, at_ms = checkpointed_groups(access, flow, pattern)
         summary.update(origin="checkpoints", checkpoint_at_ms=at_ms)
     else:
         assert spark is not None, "_start gives a Spark context whenever the source is read"
         translated_by = {"driver": 0, "spark_tasks": 0}
-        groups = translate_from_source(spark, args, topology, flow, pattern, translated_by)
+        groups = translate_from_source(spark, args, access, flow, pattern, translated_by)
         summary.update(origin="source", checkpoint_at_ms=int(started * 1000), partitions_translated_by=translated_by)
     log.info(
         "flow %s: %d groups, %d group-partitions translated (%s)",
@@ -136,7 +136,7 @@ def run(
 def translate_from_source(
     spark: SparkStart,
     args: argparse.Namespace,
-    topology: Topology,
+    access: ClusterAccess,
     flow: Flow,
     pattern: re.Pattern[str] | None,
     translated_by: dict[str, int],
@@ -144,7 +144,7 @@ def translate_from_source(
     def beside_spark(requests: list[PartitionRequest]) -> list[Translated]:
         return translate_beside_spark(spark, requests, translated_by)
 
-    return checkpoint_groups(topology, flow, pattern, beside_spark, retries=args.retries, unseen_from=args.unseen_from)
+    return checkpoint_groups(access, flow, pattern, beside_spark, retries=args.retries, unseen_from=args.unseen_from)
 
 
 def translate_beside_spark(
@@ -172,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _start(args: argparse.Namespace, topology: Topology, flow: Flow) -> dict[str, Any]:
+    access = ClusterAccess.from_environ(topology)
     try:
         pattern = None if args.groups is None else re.compile(args.groups)
     except re.error as exc:
@@ -181,10 +182,10 @@ def _start(args: argparse.Namespace, topology: Topology, flow: Flow) -> dict[str
     except ValueError as exc:
         raise BadInput(str(exc)) from None
     if args.from_checkpoints:  # translated already: no Spark at all (the operator runs this with plain Python)
-        return run(None, args, topology, flow, pattern, reset_ms)
+        return run(None, args, access, flow, pattern, reset_ms)
     # The workers start, with the translation code loaded, while the driver lists the groups and their offsets.
     spark = SparkStart(f"kafka-dr translate {flow.name}", _load_translation, TASK_ERRORS)
-    return run(spark, args, topology, flow, pattern, reset_ms)
+    return run(spark, args, access, flow, pattern, reset_ms)
 
 
 def _load_translation(_task: int) -> None:

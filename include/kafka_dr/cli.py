@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from kafka_dr.access import ClusterAccess
 from kafka_dr.clients import LIBRDKAFKA_LOG, ClientConfigError
 from kafka_dr.paths import default_topology
 from kafka_dr.replication.replicators import ReplicatorError
@@ -200,23 +201,29 @@ def topology_option(parser: argparse.ArgumentParser, what: str = "") -> None:
     )
 
 
+def _access(args: argparse.Namespace) -> ClusterAccess:
+    """How the command reaches the clusters of its topology: the settings of this process's environment."""
+    return ClusterAccess.from_environ(load_topology(args.topology))
+
+
 def _lag(args: argparse.Namespace) -> int:
     from kafka_dr.lag_report import lag_report  # Kafka clients are loaded only when asked
 
-    return lag_report(load_topology(args.topology), args.flow, as_json=args.json, timeout=args.timeout)
+    return lag_report(_access(args), args.flow, as_json=args.json, timeout=args.timeout)
 
 
 def _health(args: argparse.Namespace) -> int:
     from kafka_dr.health.check import check_flow  # Kafka clients are loaded only when asked
     from kafka_dr.health.rules import render_table
 
-    topology = load_topology(args.topology)
+    access = _access(args)
+    topology = access.topology
     names = [topology.flow(args.flow).name] if args.flow else [f.name for f in topology.flows]  # before any I/O
     results = []
     for name in names:
         if not args.json:
             print(f"checking {name} ...", file=sys.stderr, flush=True)
-        results.append(check_flow(topology, name))
+        results.append(check_flow(access, name))
     if args.json:
         print(json.dumps({"flows": [h.to_dict() for h in results]}, indent=2))
     else:
@@ -229,8 +236,8 @@ def _readiness(args: argparse.Namespace) -> int:
 
     from kafka_dr import readiness
 
-    topology = load_topology(args.topology)
-    findings = readiness.evaluate(topology, readiness.gather(topology, datetime.now(UTC)))
+    access = _access(args)
+    findings = readiness.evaluate(access.topology, readiness.gather(access, datetime.now(UTC)))
     ready = readiness.ready(findings)
     if args.json:
         print(json.dumps({"ready": ready, "findings": [f.to_dict() for f in findings]}, indent=2))
@@ -287,10 +294,9 @@ def _offsets(args: argparse.Namespace) -> int:
     from kafka_dr.times import iso_from_ms
     from kafka_dr.translation.group_offsets import CHECKPOINTS, LIVE, translated_offsets
 
-    topology = load_topology(args.topology)
     source = LIVE if args.live else CHECKPOINTS
     try:
-        found = translated_offsets(args.group, args.to_cluster, topology, args.flow, source)
+        found = translated_offsets(args.group, args.to_cluster, _access(args), args.flow, source)
         applied = found.apply() if args.apply and found.partitions else None
     except (KafkaException, UnreachableError) as exc:
         fail(f"offsets of group {args.group} in {args.to_cluster}: {error_text(exc)}")
@@ -362,12 +368,12 @@ def _drill(args: argparse.Namespace) -> int:
     from kafka_dr.drill import ledger
     from kafka_dr.runbooks import see_runbook
 
-    topology = load_topology(args.topology)
+    access = _access(args)
     if args.action == "status":
         record = ledger.open_record()
-        changed = ledger.left(record["before"], ledger.snapshot(topology)) if record else []
+        changed = ledger.left(record["before"], ledger.snapshot(access)) if record else []
     else:
-        record, changed = ledger.resolve(topology, args.accept)
+        record, changed = ledger.resolve(access, args.accept)
     if record is None:
         print("no drill open")
         return 0
@@ -393,14 +399,14 @@ def _drill(args: argparse.Namespace) -> int:
 def _replicators(args: argparse.Namespace) -> int:
     from concurrent.futures import ThreadPoolExecutor
 
-    from kafka_dr.clients import client_config
     from kafka_dr.replication import replicators
 
     path = args.topology or default_topology()
     topology = load_topology(path) if args.topology or path.exists() else None  # a bad file: one line, nothing done
     flows = args.flows or replicators.tracked()
     known = {f.name for f in topology.flows} if topology is not None else set()
-    targets = {f: client_config(topology.cluster(topology.flow(f).target)) for f in flows if f in known}
+    access = ClusterAccess.from_environ(topology) if topology is not None else None
+    targets = {f: access.config(topology.flow(f).target) for f in flows if f in known and access is not None}
     with ThreadPoolExecutor(max_workers=max(1, len(flows))) as pool:
         lines = list(pool.map(lambda flow: _replicator_line(args, flow, targets.get(flow)), flows))
     for flow, (line, _) in zip(flows, lines, strict=True):

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .clients import client_config
+from .access import ClusterAccess
 from .state import locked, now_iso, subdir, write_json
 from .topology import Topology, TopologyError, load_topology
 
@@ -88,7 +88,7 @@ def client_config_for(alias: str, topology: Topology | None = None) -> dict[str,
     settings from the environment, as plain data: the application's logging is its own. Usage:
     `Producer(client_config_for("orders-service"))`."""
     topology = topology or load_topology()
-    config = client_config(topology.cluster(active_cluster(topology, alias)))
+    config = ClusterAccess.from_environ(topology).config(active_cluster(topology, alias))
     del config["logger"]
     return config
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
+from .access import ClusterAccess
 from .client_switch import SWITCH_CHECK_S, active_cluster, client_config_for
 from .replication.provenance import Hop
 from .topology import Topology, TopologyError
@@ -112,6 +113,7 @@ class FollowingConsumer:
         if "group.id" not in config:
             raise ValueError(f"FollowingConsumer of alias {alias!r}: config needs a group.id")
         self.topology = topology
+        self.access = ClusterAccess.from_environ(topology)  # the application's environment, read once
         self.alias = alias
         self.topics = list(topics)
         self.config = dict(config)
@@ -171,7 +173,7 @@ class FollowingConsumer:
             }
             if uncommitted:
                 try:
-                    kept = translated_offsets(self.config["group.id"], self.cluster or "", self.topology)
+                    kept = translated_offsets(self.config["group.id"], self.cluster or "", self.access)
                 except (TopologyError, KafkaException):
                     kept = None  # no flow into this cluster, or no answer: the consumer's own reset applies
                 found = {} if kept is None else {(p.topic, p.partition): p.offset for p in kept.partitions}

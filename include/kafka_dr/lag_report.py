@@ -10,14 +10,14 @@ import json
 import sys
 from typing import TextIO
 
+from .access import ClusterAccess
 from .replication.lag import FlowLag, LagError, flow_lag
-from .topology import Topology
 
 HEADER = ("FLOW", "TOPIC", "PARTITION", "DEST TOPIC", "NEXT", "END", "LAG RECORDS", "LAG SECONDS")
 
 
 def lag_report(
-    topology: Topology,
+    access: ClusterAccess,
     flow_name: str | None = None,
     *,
     as_json: bool = False,
@@ -27,12 +27,13 @@ def lag_report(
 ) -> int:
     """Print the lag of `flow_name` (None: every flow); returns the exit code."""
     out, err = out or sys.stdout, err or sys.stderr
+    topology = access.topology
     names = [topology.flow(flow_name).name] if flow_name else [f.name for f in topology.flows]
     results: list[FlowLag] = []
     failed = False
     for name in names:
         try:
-            results.append(flow_lag(topology, name, timeout=timeout))
+            results.append(flow_lag(access, name, timeout=timeout))
         except LagError as exc:
             print(f"kafka-dr: error: {exc}", file=err)
             failed = True

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 from confluent_kafka import KafkaException
 
-from .clients import client_config
+from .access import ClusterAccess
 from .drill.history import drill_history
 from .paths import state_dir
 from .replication import liveness
@@ -209,31 +209,28 @@ def drill_age(topology: Topology, facts: Facts) -> Finding:
 CHECKS = (dags_unpaused, approvers, flows, schema_registry, commands, client_aliases, airflow_site, drill_age)
 
 
-def gather(
-    topology: Topology,
-    now: datetime,
-    environ: Mapping[str, str] | None = None,
-    rpo_records: Mapping[str, int | None] | None = None,
-) -> Facts:
-    """What the clusters and the state directory say (not Airflow's own state): whether each flow's replicator runs
-    and its lag in records (None where a cluster does not answer), and the newest passing drill. `rpo_records`: the
-    lags a health run just measured, not measured again; `environ`: the clusters' security settings (clients)."""
+def gather(access: ClusterAccess, now: datetime, rpo_records: Mapping[str, int | None] | None = None) -> Facts:
+    """What the clusters of `access` and the state directory say (not Airflow's own state): whether each flow's
+    replicator runs and its lag in records (None where a cluster does not answer), and the newest passing drill.
+    `rpo_records`: the lags a health run just measured, not measured again."""
+    topology = access.topology
     running: dict[str, bool | None] = {}
     rpo: dict[str, int | None] = dict(rpo_records or {})
     for flow in topology.flows:
         try:
-            target = client_config(topology.cluster(flow.target), environ)
+            target = access.config(flow.target)
             running[flow.name] = liveness.liveness(flow.name, target).running
         except KafkaException:
             running[flow.name] = None
         if rpo_records is None:
             try:
-                rpo[flow.name] = flow_lag(topology, flow.name, environ=environ).total_records
+                rpo[flow.name] = flow_lag(access, flow.name).total_records
             except LagError:
                 rpo[flow.name] = None
     registries = {name: c for name, c in topology.clusters.items() if c.schema_registry is not None}
     roles = {
-        name: registry_role(c.schema_registry, cluster=name, environ=environ)["role"] for name, c in registries.items()
+        name: registry_role(c.schema_registry, headers=access.registry_headers(name))["role"]
+        for name, c in registries.items()
     }
     return Facts(
         now=now,

@@ -256,20 +256,16 @@ def answers(url: str, headers: Mapping[str, str] | None = None, timeout: float =
 
 
 def registry_role(
-    urls: str | None,
-    timeout: float = TIMEOUT_S,
-    cluster: str | None = None,
-    environ: Mapping[str, str] | None = None,
+    urls: str | None, timeout: float = TIMEOUT_S, headers: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
     """The role of the schema registry at `urls` (the first one): leader or follower as the local stack's
     `GET /kdr/leader` says, unknown for a registry that answers without that endpoint (Confluent's), unreachable.
-    `cluster`'s basic-auth credentials, if any, come from `environ` (default this process's environment). Here, not
-    in the dashboard that shows it, so that a drill's record of what it changes asks the same way."""
+    `headers`: its Authorization (ClusterAccess.registry_headers). Here, not in the dashboard that shows it, so that a
+    drill's record of what it changes asks the same way."""
     if urls is None:
         return {"url": None, "role": None, "leader": None, "error": None}
     url = first_url(urls)
     try:
-        headers = auth_headers(cluster, environ) if cluster else {}
         status = get_json(f"{url}/kdr/leader", timeout, headers)
     except RegistryError as exc:
         return {"url": url, "role": "unknown", "leader": None, "error": str(exc)}

@@ -34,6 +34,7 @@ from support.drills import (
 from support.kafka import commit_offsets, create_topic, read_all, resume_offsets
 
 from kafka_dr import client_switch
+from kafka_dr.access import ClusterAccess
 from kafka_dr.replication import replicators
 from kafka_dr.replication.fencing import ClaimRenewal, FlowClaim
 from kafka_dr.replication.internal import PROGRESS, ensure_internal_topics, latest_value, owner_key
@@ -205,7 +206,9 @@ def test_white_paper_disaster_failover(dags, own_stack, state, tmp_path):
     resume = resume_offsets({"bootstrap.servers": dc2.broker_address}, "orders", {0: 8_000})[("orders", 0)]
     checkpoint = run_job("translate_offsets", "--topology", str(topology), "--flow", "wp-dc1-to-dc2")
     assert checkpoint["groups"]["billing"][0]["dest_offset"] == resume
-    live = translated_offsets("billing", "dc2", loaded, source=LIVE)  # what an application asks while dc1 answers
+    live = translated_offsets(
+        "billing", "dc2", ClusterAccess.from_environ(loaded), source=LIVE
+    )  # what an application asks while dc1 answers
     assert [(p.topic, p.partition, p.offset) for p in live.partitions] == [("orders", 0, resume)]
     own_stack.stop("dc1")  # the disaster
 

@@ -21,6 +21,7 @@ from support.kafka import create_topic
 from support.stack import Stack
 
 from kafka_dr import readiness
+from kafka_dr.access import ClusterAccess
 from kafka_dr.replication import replicators
 from kafka_dr.replication.lag import flow_lag
 from kafka_dr.spark.submit import spark_env, spark_submit_command
@@ -38,7 +39,7 @@ def dag(airflow_db: Path) -> Any:
 
 def wait_caught_up(path: Path, timeout: float = 180) -> None:
     deadline = time.monotonic() + timeout
-    while flow_lag(load_topology(path), FLOW).total_records:
+    while flow_lag(ClusterAccess.from_environ(load_topology(path)), FLOW).total_records:
         assert time.monotonic() < deadline, f"{FLOW}: {replicators.last_error(FLOW)}"
         time.sleep(1)
 

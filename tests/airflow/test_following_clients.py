@@ -20,6 +20,7 @@ from airflow.utils.state import DagRunState
 from support.drills import copy_flow, fail_back, fail_over, states_of, write_topology
 from support.kafka import create_topic, read_all
 
+from kafka_dr.access import ClusterAccess
 from kafka_dr.follower import FollowingConsumer, FollowingProducer
 from kafka_dr.replication import replicators
 from kafka_dr.topology import load_topology
@@ -127,7 +128,9 @@ def test_an_application_follows_a_disaster_failover_and_a_failback_without_a_res
         for reader in readers.values():
             reader.read_to(CHECKPOINTED)
         copy_flow(topology, FLOW)  # the replicator: all 300 copied...
-        checkpoint_groups(topology, topology.flow(FLOW), None)  # ...and its last checkpoint pass, at 100 each
+        checkpoint_groups(
+            ClusterAccess.from_environ(topology), topology.flow(FLOW), None
+        )  # ...and its last checkpoint pass, at 100 each
         close_readers()
         for reader in readers.values():
             reader.read_to(AT_DISASTER)  # delivered and committed in dc1 after the checkpoint; 100 still unread

@@ -10,7 +10,7 @@ import pytest
 from airflow.sdk.exceptions import AirflowNotFoundException
 from support.ports import free_port
 
-from kafka_dr.airflow.hooks.kafka_cluster import ClusterUnreachable, KafkaClusterHook, flows_environ
+from kafka_dr.airflow.hooks.kafka_cluster import ClusterUnreachable, KafkaClusterHook, cluster_access
 from kafka_dr.clients import LIBRDKAFKA_LOG, ClientConfigError
 from kafka_dr.topology import Topology, TopologyError, parse_topology
 
@@ -32,7 +32,7 @@ def test_without_a_connection_or_variable_the_cluster_is_plaintext(monkeypatch: 
     monkeypatch.delenv("KDR_CLUSTER_DC1_CONFIG", raising=False)
     hook = KafkaClusterHook("dc1", topology=topology())
     assert hook.client_config() == {"bootstrap.servers": "127.0.0.1:9091", "logger": LIBRDKAFKA_LOG}
-    assert hook.env_for_subprocess() == {}
+    assert cluster_access(topology()).child_environ() == {}
 
 
 def test_connection_extras_and_login_become_librdkafka_settings(
@@ -60,7 +60,8 @@ def test_connection_extras_and_login_become_librdkafka_settings(
         **expected,
         "enable.idempotence": True,
     }
-    assert {k: json.loads(v) for k, v in hook.env_for_subprocess().items()} == {"KDR_CLUSTER_DC1_CONFIG": expected}
+    child = cluster_access(topology()).child_environ()
+    assert {k: json.loads(v) for k, v in child.items()} == {"KDR_CLUSTER_DC1_CONFIG": expected}
     logged = "".join(capsys.readouterr())  # Airflow's structlog writes task logs to stdout
     assert "security settings from connection kafka_dr_dc1" in logged and "'sasl.username': 'alice'" in logged
     assert SECRET not in logged
@@ -77,7 +78,7 @@ def test_the_environment_variable_applies_without_a_connection(monkeypatch: pyte
     monkeypatch.setenv("KDR_CLUSTER_DC1_CONFIG", json.dumps({"security.protocol": "SSL"}))
     hook = KafkaClusterHook("dc1", topology=topology())
     assert hook.client_config()["security.protocol"] == "SSL"
-    assert hook.env_for_subprocess() == {"KDR_CLUSTER_DC1_CONFIG": '{"security.protocol": "SSL"}'}
+    assert cluster_access(topology()).child_environ() == {"KDR_CLUSTER_DC1_CONFIG": '{"security.protocol": "SSL"}'}
 
 
 def test_bad_settings_are_refused_naming_the_key_not_the_value(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -99,21 +100,21 @@ def test_check_reachable_returns_the_cluster_id_or_one_line_naming_the_cluster(s
     assert "\n" not in str(excinfo.value)
 
 
-def test_a_flows_environ_is_this_process_s_plus_its_clusters_settings_from_their_connections(
+def test_a_task_s_cluster_access_holds_each_cluster_s_connection_else_its_environment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """What the lag trigger, the health run and the failover's RPO measure a secured flow with."""
+    """What every task hands the core (lag, health, failover, Spark jobs' environment): resolved once, per cluster."""
     topo = parse_topology(
-        {
-            "clusters": {"dc1": {"bootstrap_servers": "h:1"}, "dc2": {"bootstrap_servers": "h:2"}},
-            "flows": [{"name": "f", "source": "dc1", "target": "dc2", "topics": {"include": ["t"]}}],
-        }
+        {"clusters": {"dc1": {"bootstrap_servers": "h:1"}, "dc2": {"bootstrap_servers": "h:2"}}, "flows": []}
     )
     connection(monkeypatch, "kafka_dr_dc1", login="alice", password=SECRET)
     monkeypatch.delenv("AIRFLOW_CONN_KAFKA_DR_DC2", raising=False)
     monkeypatch.setenv("KDR_CLUSTER_DC2_CONFIG", json.dumps({"client.id": "from-the-environment"}))
-    monkeypatch.setenv("UNRELATED", "kept")
-    environ = flows_environ(topo, ["f"])
-    assert json.loads(environ["KDR_CLUSTER_DC1_CONFIG"]) == {"sasl.username": "alice", "sasl.password": SECRET}
-    assert json.loads(environ["KDR_CLUSTER_DC2_CONFIG"]) == {"client.id": "from-the-environment"}
-    assert environ["UNRELATED"] == "kept"
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KAFKA_DR_DC2_REGISTRY", json.dumps({"conn_type": "http", "login": "reg", "password": SECRET})
+    )
+    access = cluster_access(topo)
+    assert access.config("dc1")["sasl.username"] == "alice" and access.config("dc1")["sasl.password"] == SECRET
+    assert access.config("dc2")["client.id"] == "from-the-environment"
+    assert access.registry_headers("dc2")["Authorization"].startswith("Basic ") and access.registry_headers("dc1") == {}
+    assert SECRET not in repr(access)

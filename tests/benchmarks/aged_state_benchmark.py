@@ -31,6 +31,7 @@ from support.airflow import configure_environment, load_dag, migrate_db
 from support.drills import FLEET_FLOW, FLEET_PARTITIONS, FLEET_TOPIC
 from support.stack import Stack
 
+from kafka_dr.access import ClusterAccess
 from kafka_dr.health.check import check_flow
 from kafka_dr.replication.copier import close_clients
 from kafka_dr.replication.internal import CHECKPOINTS, PROGRESS
@@ -116,7 +117,9 @@ def measured(runs: int, aging: Aging | None) -> Callable[[Stack, Path], dict[str
         found["segments"] = {topic: topic_segments(stack, topic) for topic in (PROGRESS, CHECKPOINTS)}
         topology = load_topology(topology_path)
         found["planner_start_s"] = median_seconds(runs, lambda: plan_once(topology_path))
-        found["health_run_s"] = median_seconds(runs, lambda: check_flow(topology, FLEET_FLOW))
+        found["health_run_s"] = median_seconds(
+            runs, lambda: check_flow(ClusterAccess.from_environ(topology), FLEET_FLOW)
+        )
         return found
 
     return prepare

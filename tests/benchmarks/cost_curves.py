@@ -42,6 +42,7 @@ from support.fleet import commit_random_groups, ground_truth
 from support.servers import BrokerProcess, temporary_brokers
 from support.topology import write_topology
 
+from kafka_dr.access import ClusterAccess
 from kafka_dr.health.check import check_flow
 from kafka_dr.health.rules import WINDOW
 from kafka_dr.paths import PROJECT_ROOT
@@ -159,7 +160,9 @@ def translation_curve(sizes: list[int], records: int) -> tuple[Curve, bool]:
             prefix = f"curve{groups}"
             commits = commit_random_groups(dc1.config, topic, FLEET_PARTITIONS, groups, records + 200, prefix)
             started = time.perf_counter()
-            translated = checkpoint_groups(topology, topology.flow(flow), re.compile(prefix + "-.*"))
+            translated = checkpoint_groups(
+                ClusterAccess.from_environ(topology), topology.flow(flow), re.compile(prefix + "-.*")
+            )
             seconds = time.perf_counter() - started
             close_readers()
             exact, partitions_exact = truth.score(
@@ -185,11 +188,11 @@ def health_curve(sizes: list[int], runs: int) -> Curve:
             topology = flow_topology(root, dc1, dc2, name, name)
             copy_flow(topology, name)
             for _ in range(WINDOW):  # steady state: each timed run reads a full window of earlier samples
-                check_flow(topology, name)
+                check_flow(ClusterAccess.from_environ(topology), name)
             seconds = []
             for _ in range(runs):
                 started = time.perf_counter()
-                health = check_flow(topology, name)
+                health = check_flow(ClusterAccess.from_environ(topology), name)
                 seconds.append(time.perf_counter() - started)
                 if health.status != "OK":
                     raise RuntimeError(f"health of {partitions} partitions: {health.status} {health.problems}")

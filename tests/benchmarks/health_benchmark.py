@@ -24,6 +24,7 @@ from support.kafka import create_topic
 from support.servers import temporary_brokers
 from support.topology import write_topology
 
+from kafka_dr.access import ClusterAccess
 from kafka_dr.health.check import check_flow
 from kafka_dr.replication.copier import close_clients, copy_ranges
 from kafka_dr.replication.planner import FlowContext
@@ -95,7 +96,7 @@ def main() -> int:
                     mover.produce(tp.topic, value=b"new", partition=tp.partition)
                 assert mover.flush(10) == 0
             started = time.perf_counter()
-            health = check_flow(topology, "bench-flow")
+            health = check_flow(ClusterAccess.from_environ(topology), "bench-flow")
             health_s.append(time.perf_counter() - started)
             assert health.status == "OK", health.problems
             baseline_s.append(bare_sweep(dc1.config, partitions) + produce_samples(dc2.config, len(partitions)))

@@ -27,6 +27,7 @@ from support.servers import temporary_brokers
 from support.spark import submit
 from support.topology import write_topology
 
+from kafka_dr.access import ClusterAccess
 from kafka_dr.topology import load_topology
 from kafka_dr.translation.checkpoints import checkpoint_groups
 from kafka_dr.translation.offsets import close_readers
@@ -65,7 +66,9 @@ def main() -> int:
             print(err[-3000:], file=sys.stderr)
             return 1
         started = time.perf_counter()
-        in_process = checkpoint_groups(topology, topology.flow("fleet-flow"), re.compile("fleet-.*"))
+        in_process = checkpoint_groups(
+            ClusterAccess.from_environ(topology), topology.flow("fleet-flow"), re.compile("fleet-.*")
+        )
         in_process_s = time.perf_counter() - started
         close_readers()
         truth = ground_truth(dc2.config, FLEET_TOPIC, FLEET_PARTITIONS, dc1.cluster_id)

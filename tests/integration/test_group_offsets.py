@@ -17,6 +17,7 @@ from support.drills import copy_flow
 from support.kafka import Record, commit_offsets, committed_offsets, create_topic, high_watermarks, produce
 from support.topology import write_topology
 
+from kafka_dr.access import ClusterAccess
 from kafka_dr.topology import load_topology
 from kafka_dr.translation.checkpoints import checkpoint_groups
 from kafka_dr.translation.group_offsets import CHECKPOINTS, LIVE, translated_offsets
@@ -57,7 +58,9 @@ def replicated(broker_pair, tmp_path_factory):
     topology = load_topology(path)
     copy_flow(topology, FLOW)
     commit_offsets(dc1.config, GROUP, {(TOPIC, 0): 30, (TOPIC, 1): 45})
-    dag = checkpoint_groups(topology, topology.flow(FLOW), None)[GROUP]  # what dr_failover applies in a disaster
+    dag = checkpoint_groups(ClusterAccess.from_environ(topology), topology.flow(FLOW), None)[
+        GROUP
+    ]  # what dr_failover applies in a disaster
     close_readers()
     return path, topology, {(t.dest_topic, t.partition): t.dest_offset for t in dag}
 
@@ -67,17 +70,17 @@ def test_the_library_call_gives_the_dags_offsets_from_checkpoints_and_live(repli
     ends = high_watermarks(broker_pair.dc2.config)  # after the copies' commit markers too, as Kafka's lag counts
     assert dag == {(f"{TOPIC}.replica", 0): LOCAL + 30, (f"{TOPIC}.replica", 1): LOCAL + 45}
     for source in (CHECKPOINTS, LIVE):
-        found = translated_offsets(GROUP, "dc2", topology, source=source)
+        found = translated_offsets(GROUP, "dc2", ClusterAccess.from_environ(topology), source=source)
         assert {(p.topic, p.partition): p.offset for p in found.partitions} == dag, source
         assert [(p.source_topic, p.source_offset) for p in found.partitions] == [(TOPIC, 30), (TOPIC, 45)]
         assert [p.lag for p in found.partitions] == [ends[(p.topic, p.partition)] - p.offset for p in found.partitions]
         assert all(p.method == "provenance" and p.flow == FLOW for p in found.partitions)
     close_readers()
-    kept = translated_offsets(GROUP, "dc2", topology)
+    kept = translated_offsets(GROUP, "dc2", ClusterAccess.from_environ(topology))
     assert kept.source == CHECKPOINTS and all(p.checkpoint_ms is not None for p in kept.partitions)
     age = kept.checkpoint_age_s()
     assert age is not None and 0 <= age < 600
-    live = translated_offsets(GROUP, "dc2", topology, source=LIVE)
+    live = translated_offsets(GROUP, "dc2", ClusterAccess.from_environ(topology), source=LIVE)
     assert live.checkpoint_age_s() is None and all(p.checkpoint_ms is None for p in live.partitions)
     assert [(tp.topic, tp.partition, tp.offset) for tp in live.topic_partitions()] == [
         (f"{TOPIC}.replica", 0, LOCAL + 30),

@@ -19,6 +19,7 @@ from support.stack import BrokerPair
 from support.topology import write_topology
 
 from kafka_dr import cli
+from kafka_dr.access import ClusterAccess
 from kafka_dr.clients import end_offsets
 from kafka_dr.health.check import check_flow, load_evaluation
 from kafka_dr.health.sampler import load_windows
@@ -63,14 +64,16 @@ def statuses(health) -> dict[tuple[str, int], str]:
 def test_a_stopped_replicator_is_warn_then_stop(broker_pair: BrokerPair, tmp_path: Path) -> None:
     topology, topic = healthy_flow(broker_pair, tmp_path)
     flow = topology.flows[0].name
-    first = check_flow(topology, flow)
+    first = check_flow(ClusterAccess.from_environ(topology), flow)
     assert first.status == "OK" and set(statuses(first).values()) == {"OK"}, first
     time.sleep(5)
     produce(broker_pair.dc1.config, topic, keyed(10, 2))
     copy_flow(topology, flow)  # a second copy 5 s after the first: the window's progress spans 5 s or more
-    assert check_flow(topology, flow).status == "OK"
+    assert check_flow(ClusterAccess.from_environ(topology), flow).status == "OK"
     produce(broker_pair.dc1.config, topic, keyed(50, 2))  # and now nothing copies
-    warned = check_flow(topology, flow)  # well within the span since the second copy, even on a loaded machine
+    warned = check_flow(
+        ClusterAccess.from_environ(topology), flow
+    )  # well within the span since the second copy, even on a loaded machine
     assert warned.status == "WARN", warned
     assert all(p.status == "WARN" and p.lag_records == 25 for p in warned.partitions), warned
     assert "lag growing (0 -> 25 records), no progress since the previous sample" in warned.problems[0]
@@ -79,7 +82,7 @@ def test_a_stopped_replicator_is_warn_then_stop(broker_pair: BrokerPair, tmp_pat
     windows = load_windows(broker_pair.dc2.config, flow, [(topic, 0), (topic, 1)])
     stop_ms = max(2 * max(p) - min(p) for p in ([s.last_progress_ms for s in w] for w in windows.values()))
     time.sleep(max(0.0, stop_ms / 1000 - time.time()) + 1)
-    stopped = check_flow(topology, flow)
+    stopped = check_flow(ClusterAccess.from_environ(topology), flow)
     assert stopped.status == "ERR" and set(statuses(stopped).values()) == {"STOP"}, stopped
     assert stopped.problems[0].startswith(f"STOP {topic}[0] no progress for ")
     # Every run kept its sample: the next run's window holds them all, oldest first.
@@ -112,7 +115,7 @@ def test_partitions_added_at_the_source_with_no_replicator_are_drift(broker_pair
     topology, topic = healthy_flow(broker_pair, tmp_path)
     admin = AdminClient(broker_pair.dc1.config)
     admin.create_partitions([NewPartitions(topic, 3)])[topic].result(10)
-    health = check_flow(topology, topology.flows[0].name)
+    health = check_flow(ClusterAccess.from_environ(topology), topology.flows[0].name)
     assert health.status == "ERR"
     assert f"DRIFT {topic} -> {topic}: 2 partitions in dc2, 3 at the source" in health.problems
     assert statuses(health)[(topic, 0)] == "DRIFT"
@@ -127,7 +130,7 @@ def test_a_record_whose_provenance_names_the_destination_is_a_cycle(broker_pair:
         topic, b"again", b"back", 0, lambda _err, msg: delivered.append(msg.offset()), headers=[(HEADER, planted)]
     )
     assert producer.flush(10) == 0
-    health = check_flow(topology, topology.flows[0].name)
+    health = check_flow(ClusterAccess.from_environ(topology), topology.flows[0].name)
     assert health.status == "ERR"
     assert f"CYCLE {topic}[0] offset {delivered[0]}: provenance names this cluster and topic" in health.problems
     assert statuses(health)[(topic, 0)] == "CYCLE"

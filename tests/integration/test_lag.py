@@ -21,6 +21,7 @@ from support.ports import free_port
 from support.stack import BrokerPair
 
 from kafka_dr import cli
+from kafka_dr.access import ClusterAccess
 from kafka_dr.replication import lag as lag_module
 from kafka_dr.replication.heartbeat import parse_heartbeat, send_heartbeat, wait_for_heartbeat
 from kafka_dr.replication.internal import HEARTBEATS
@@ -88,7 +89,12 @@ def test_lag_counts_data_records_only(
     name = unique("flow")
     if committed is not None:
         commit_offsets(broker_pair.dc1.config, name, {(txn_topic, 0): committed})
-    lag = flow_lag(topology(broker_pair, flow_yaml(name, txn_topic, f'{{"{txn_topic}": "{{topic}}.replica"}}')), name)
+    lag = flow_lag(
+        ClusterAccess.from_environ(
+            topology(broker_pair, flow_yaml(name, txn_topic, f'{{"{txn_topic}": "{{topic}}.replica"}}'))
+        ),
+        name,
+    )
     p0, p1 = lag.partitions
     assert (p0.topic, p0.partition, p0.dest_topic) == (txn_topic, 0, f"{txn_topic}.replica")
     assert (p0.next_offset, p0.end_offset, p0.lag_records, p0.estimated) == (committed or 0, 16, records, False)
@@ -104,7 +110,7 @@ def test_large_lag_is_estimated_from_offsets(
 ) -> None:
     monkeypatch.setattr(lag_module, "COUNT_LIMIT", 5)
     name = unique("flow")
-    lag = flow_lag(topology(broker_pair, flow_yaml(name, txn_topic)), name)
+    lag = flow_lag(ClusterAccess.from_environ(topology(broker_pair, flow_yaml(name, txn_topic))), name)
     p0 = lag.partitions[0]
     assert (p0.lag_records, p0.estimated) == (16, True)  # 16 offsets, markers and aborted records included
     assert p0.lag_seconds == pytest.approx((lag.measured_at_ms - (NOW_MS - 60_000)) / 1000, abs=0.002)
@@ -117,7 +123,7 @@ def test_records_deleted_before_copy_count_as_uncopied(broker_pair: BrokerPair) 
     produce(config, topic, stamped(0, [NOW_MS - 5_000 + i for i in range(6)]))
     commit_offsets(config, name, {(topic, 0): 1})
     admin.delete_records([TopicPartition(topic, 0, 4)])[TopicPartition(topic, 0, 4)].result(10)
-    (p0,) = flow_lag(topology(broker_pair, flow_yaml(name, topic)), name).partitions
+    (p0,) = flow_lag(ClusterAccess.from_environ(topology(broker_pair, flow_yaml(name, topic))), name).partitions
     assert (p0.next_offset, p0.lag_records, p0.estimated) == (1, 5, True)  # 3 lost + 2 still readable
 
 
@@ -125,18 +131,18 @@ def test_topics_regex_and_internal_topics(broker_pair: BrokerPair, txn_topic: st
     name = unique("flow")
     send_heartbeat(broker_pair.dc1.config, name)  # `_kdr.heartbeats` exists in the source
     topo = topology(broker_pair, flow_yaml(name, ".*"))
-    lag = flow_lag(topo, name, topics=f"{txn_topic}|nothing")
+    lag = flow_lag(ClusterAccess.from_environ(topo), name, topics=f"{txn_topic}|nothing")
     assert {p.topic for p in lag.partitions} == {txn_topic}
-    assert not any(p.topic.startswith("_kdr.") for p in flow_lag(topo, name).partitions)
+    assert not any(p.topic.startswith("_kdr.") for p in flow_lag(ClusterAccess.from_environ(topo), name).partitions)
 
 
 def test_unreachable_cluster_is_named(broker_pair: BrokerPair) -> None:
     dead = f"127.0.0.1:{free_port()}"  # nothing listens there
     with pytest.raises(LagError, match=rf"^flow f: source cluster dc1 \({dead}\): describe cluster failed: .+$"):
-        flow_lag(topology(broker_pair, flow_yaml("f", "x"), dc1=dead), "f", timeout=1)
+        flow_lag(ClusterAccess.from_environ(topology(broker_pair, flow_yaml("f", "x"), dc1=dead)), "f", timeout=1)
     reversed_flow = "flows:\n  - {name: back, source: dc2, target: dc1, topics: {include: [x]}}\n"
     with pytest.raises(LagError, match=rf"^flow back: target cluster dc1 \({dead}\): "):
-        flow_lag(topology(broker_pair, reversed_flow, dc1=dead), "back", timeout=1)
+        flow_lag(ClusterAccess.from_environ(topology(broker_pair, reversed_flow, dc1=dead)), "back", timeout=1)
 
 
 def copy_heartbeat(
@@ -175,7 +181,7 @@ def test_heartbeat_latency_from_the_newest_copy(broker_pair: BrokerPair) -> None
     copy_heartbeat(dc1.config, b"{}", created, dc2.cluster_id, created + 250)
     copy_heartbeat(dc1.config, b"{}", created + 1000, dc2.cluster_id, created + 1500)  # newest copy: 0.5 s
     copy_heartbeat(dc1.config, b"{}", created, "another-cluster", created + 9000)  # not copied from dc2
-    assert flow_lag(topo, name).heartbeat_latency_s == pytest.approx(0.5)
+    assert flow_lag(ClusterAccess.from_environ(topo), name).heartbeat_latency_s == pytest.approx(0.5)
     # A copy of a copy is charged from its arrival in dc2 (the previous hop), not from its creation.
     copy_heartbeat(
         dc1.config,
@@ -185,7 +191,7 @@ def test_heartbeat_latency_from_the_newest_copy(broker_pair: BrokerPair) -> None
         created + 2000,
         extra_hops=(Hop("origin", HEARTBEATS, 0, 0, created + 1900),),
     )
-    assert flow_lag(topo, name).heartbeat_latency_s == pytest.approx(0.1)
+    assert flow_lag(ClusterAccess.from_environ(topo), name).heartbeat_latency_s == pytest.approx(0.1)
 
 
 def test_heartbeat_round_trip(broker_pair: BrokerPair) -> None:

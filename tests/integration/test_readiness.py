@@ -16,6 +16,7 @@ from support.stack import BrokerPair
 from support.topology import write_topology
 
 from kafka_dr import cli, readiness
+from kafka_dr.access import ClusterAccess
 from kafka_dr.drill.evidence import write_evidence
 from kafka_dr.topology import load_topology
 
@@ -44,7 +45,7 @@ def test_readiness_reads_the_flows_and_the_drill_reports(
     failed = drill_evidence(run_id="failed", started=datetime.now(UTC).isoformat(), passed=False)
     write_evidence(failed, pdf=False)  # newer, but failed: the passing one counts
 
-    facts = readiness.gather(topology, datetime.now(UTC))
+    facts = readiness.gather(ClusterAccess.from_environ(topology), datetime.now(UTC))
     assert (facts.flows_running, facts.rpo_records) == ({topic: False}, {topic: 30})
     assert facts.last_drill_passed == started
 

@@ -41,6 +41,7 @@ from support.spark import close_cached_clients, run_in_process, submit_in_backgr
 from support.topology import write_brokers_topology
 
 from kafka_dr import processes
+from kafka_dr.access import ClusterAccess
 from kafka_dr.cli import main
 from kafka_dr.health import rules
 from kafka_dr.health.check import check_flow
@@ -178,7 +179,7 @@ def test_a_run_with_nothing_left_to_copy_brings_a_group_left_behind_to_its_copie
     code, summary, err = run_in_process("replicate", "--topology", str(topology), "--flow", "behind-flow")
     assert (code, summary["records"]) == (0, 0), err[-3000:]
     assert {k: v for k, v in committed_offsets(dc1.config, "behind-flow").items() if k in copied} == copied
-    assert flow_lag(load_topology(topology), "behind-flow").total_records == 0
+    assert flow_lag(ClusterAccess.from_environ(load_topology(topology)), "behind-flow").total_records == 0
 
 
 def test_until_quiet_copies_what_arrives_after_the_start_until_the_source_is_quiet(clusters, tmp_path):
@@ -526,7 +527,7 @@ def assert_stalled_then_resumed(
     try:
         produce(dc1.config, "live.a", tagged(STALLED_RECORDS, 2, "stalled"))
         time.sleep(5)
-        health = check_flow(load_topology(topology), "live-flow")
+        health = check_flow(ClusterAccess.from_environ(load_topology(topology)), "live-flow")
         assert health.stalled_seconds is not None and health.stalled_seconds >= 3, health
         assert health.problems[0].startswith("STALLED for "), health.problems
         capsys.readouterr()
@@ -542,7 +543,9 @@ def assert_stalled_then_resumed(
     # into each of its partitions on its own, so the copies can be readable a moment before their progress record
     # in `_kdr.progress` (CI, 2026-11-28: one run 1.7 s after the copies still found none).
     deadline = time.monotonic() + 30
-    while (stalled := check_flow(load_topology(topology), "live-flow").stalled_seconds) is not None:
+    while (
+        stalled := check_flow(ClusterAccess.from_environ(load_topology(topology)), "live-flow").stalled_seconds
+    ) is not None:
         assert time.monotonic() < deadline, f"still STALLED ({stalled:.0f}s) 30 s after every record was copied"
         time.sleep(1)
 
@@ -669,7 +672,7 @@ def test_two_replicators_of_one_flow_raced_on_purpose_copy_each_record_once(clus
         # Caught up, and running epochs (its own claim written): the first may have copied everything before it was
         # fenced, while the second was still starting Spark, which no window of `activity` can see.
         while (
-            flow_lag(load_topology(topology), "race-flow").total_records
+            flow_lag(ClusterAccess.from_environ(load_topology(topology)), "race-flow").total_records
             or latest_value(dc2.config, PROGRESS, owner_key("race-flow")) == first_claim
         ):
             assert replicators.is_running("race-flow"), replicators.last_error("race-flow")

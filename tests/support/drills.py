@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
 from kafka_dr import client_switch
+from kafka_dr.access import ClusterAccess
 from kafka_dr.clients import list_group_offsets, read_committed
 from kafka_dr.replication import replicators
 from kafka_dr.replication.copier import close_clients, copy_ranges
@@ -237,7 +238,7 @@ def checkpointed_fleet(local: LocalStack, path: Path, groups: int, records: int)
     topology = load_topology(write_topology(local, path, FLEET_TOPIC))
     replicate_fleet(dc1, dc2, topology, FLEET_FLOW, records, local=100, late=50)
     commits = commit_random_groups(dc1, FLEET_TOPIC, FLEET_PARTITIONS, groups, records + 50, "fleet")
-    checkpoint_groups(topology, topology.flow(FLEET_FLOW), None)
+    checkpoint_groups(ClusterAccess.from_environ(topology), topology.flow(FLEET_FLOW), None)
     close_readers()
     return Fleet(commits, cluster_id(dc1))
 

@@ -15,6 +15,7 @@ from support.reports import failover_report
 from support.topology import write_topology
 
 from kafka_dr import alerts, cli, metrics, readiness, roles
+from kafka_dr.access import ClusterAccess
 from kafka_dr.drill.evidence import write_evidence
 from kafka_dr.health import sampler
 from kafka_dr.health.check import check_flow, save_evaluation
@@ -122,7 +123,7 @@ def test_a_health_run_that_cannot_reach_a_cluster_exports_it_unreachable(
 ) -> None:
     """Nothing listens on the topology's ports: the run's evaluation names the cluster it could not reach."""
     monkeypatch.setattr(sampler, "TIMEOUT_S", 0.5)
-    health = check_flow(load_topology(topology), "out")
+    health = check_flow(ClusterAccess.from_environ(load_topology(topology)), "out")
     assert health.status == "ERR"
     got = samples(metrics.render(topology).decode())
     [down] = [labels[0][1] for (name, labels), v in got.items() if name == "kafka_dr_cluster_reachable" and v == 0]

@@ -8,7 +8,6 @@ there); these tasks add the Airflow connections' client settings and registry cr
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from airflow.sdk import get_current_context, task
@@ -19,9 +18,9 @@ from ..bringup.plan import BringupPlan
 from ..clients import ClientConfigError
 from ..runbooks import see_runbook
 from ..state import now_iso
-from ..topology import Topology, TopologyError
+from ..topology import TopologyError
 from .common import flow_clusters, selected_flows, write_report
-from .hooks.kafka_cluster import ClusterUnreachable, KafkaClusterHook
+from .hooks.kafka_cluster import ClusterUnreachable, KafkaClusterHook, cluster_access
 from .hooks.schema_registry import load_registry_credentials
 
 
@@ -67,7 +66,7 @@ def internal_topics(plan: list[dict[str, str]]) -> dict[str, list[str]]:
     """The `_kdr.` topics exist on every cluster of the run; returns the ones created now."""
     topo, flows = BringupPlan.from_kwargs(plan).load()
     try:
-        return checks.create_internal_topics(flow_clusters(flows), _client_config(topo))
+        return checks.create_internal_topics(flow_clusters(flows), cluster_access(topo))
     except checks.BringupError as exc:
         raise AirflowFailException(str(exc)) from None
 
@@ -77,7 +76,7 @@ def destination_topics_synced(plan: list[dict[str, str]]) -> dict[str, dict[str,
     """Each flow's destination topics exist with the source's partitions and topic configs."""
     topo, flows = BringupPlan.from_kwargs(plan).load()
     try:
-        return checks.sync_destination_topics(flows, _client_config(topo))
+        return checks.sync_destination_topics(flows, cluster_access(topo))
     except checks.BringupError as exc:  # a refusal asks to add partitions or change the rename
         raise AirflowFailException(
             f"{exc}; {see_runbook('dr_bringup', 'a-destination-topic-cannot-be-synced')}"
@@ -102,7 +101,7 @@ def heartbeat_round_trip(plan: list[dict[str, str]], timeout: float = 60.0) -> d
     """A heartbeat produced into each flow's source arrives in its target; returns end-to-end seconds."""
     topo, flows = BringupPlan.from_kwargs(plan).load()
     try:
-        return checks.heartbeat_round_trips(flows, _client_config(topo), timeout)
+        return checks.heartbeat_round_trips(flows, cluster_access(topo), timeout)
     except checks.BringupError as exc:  # "is the replicator running?": the operator looks
         raise AirflowFailException(f"{exc}; {see_runbook('dr_bringup', 'no-heartbeat-came-through')}") from None
 
@@ -121,15 +120,6 @@ def report(plan: list[dict[str, str]], results: dict[str, Any]) -> dict[str, Any
         **{key: list(value) if _is_sequence(value) else value for key, value in results.items()},
     }
     return write_report(dag_id, run_id, body)
-
-
-def _client_config(topo: Topology) -> checks.ClientConfig:
-    """A cluster's client settings, security from its Airflow connection."""
-
-    def config(cluster: str) -> Mapping[str, Any]:
-        return KafkaClusterHook(cluster, topology=topo).client_config()
-
-    return config
 
 
 def _is_sequence(value: Any) -> bool:

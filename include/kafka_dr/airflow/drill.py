@@ -23,6 +23,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowRuntimeError, Ai
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from ..access import ClusterAccess
 from ..clients import ClientConfigError, client_config, end_offsets
 from ..drill import checks, cutoff, ledger, probe_process
 from ..drill.evidence import write_evidence
@@ -33,7 +34,7 @@ from ..translation.checkpoints import load_checkpoints
 from . import topology_path
 from .common import timed
 from .hooks.alerts import send_report_alert
-from .hooks.kafka_cluster import clusters_env
+from .hooks.kafka_cluster import cluster_access
 from .hooks.schema_registry import load_registry_credentials
 from .operators.approval import offer_for_approval
 from .operators.trigger_or_wait import TriggerOrWaitDagRunOperator
@@ -100,7 +101,7 @@ def _topology(path: str | Path) -> Topology:
     does, from $KDR_CLUSTER_<NAME>_CONFIG and $KDR_REGISTRY_<NAME>_USER_INFO, and so does the probe process they start
     (it inherits them; never on its command line)."""
     topo = load_topology(path)
-    os.environ.update(clusters_env(topo, topo.clusters))
+    os.environ.update(cluster_access(topo).child_environ())
     load_registry_credentials(topo.clusters)
     return topo
 
@@ -143,7 +144,7 @@ def open_ledger(plan: dict[str, Any]) -> dict[str, Any]:
     if ended and probe_process.kill(subdir("drill-runs") / safe_name(earlier["run_id"]) / "probe"):
         log.warning("drill %s ended without stopping its probe: killed", earlier["run_id"])
     try:
-        before, note = ledger.begin(context["run_id"], topo, drill.scenario, running)
+        before, note = ledger.begin(context["run_id"], ClusterAccess.from_environ(topo), drill.scenario, running)
     except ledger.DrillRefused as exc:
         _fail(plan, str(exc))
     if note:
@@ -157,7 +158,7 @@ def wait_healthy(topo: Topology, timeout: float) -> dict[str, Any]:
 
     deadline = time.monotonic() + timeout
     while True:
-        results = [check_flow(topo, flow.name) for flow in topo.flows]
+        results = [check_flow(ClusterAccess.from_environ(topo), flow.name) for flow in topo.flows]
         flows = {h.name: h.status for h in results}
         problems = {h.name: h.problems for h in results if h.status == "ERR"}
         if not problems or time.monotonic() >= deadline:
@@ -448,7 +449,7 @@ def drill_report(params: dict[str, Any] | None = None) -> dict[str, Any]:
     rto = (by_dag.get("dr_failover") or {}).get("rto_seconds")
     goals = checks.objectives(topo.dr if topo else DrPolicy(), rpo["records"], rto)
     stopped = _xcom(context, "stop_probe")
-    left = ledger.end(context["run_id"], topo) if topo else []
+    left = ledger.end(context["run_id"], ClusterAccess.from_environ(topo)) if topo else []
     health = _xcom(context, "health_after")
     states = {run["dag_id"]: run["state"] for run in runs}
     found = checks.drill_checks(

@@ -32,7 +32,7 @@ from ..topology import Topology, TopologyError, load_topology
 from . import topology_path
 from .common import groups_param, timed, write_report
 from .hooks.alerts import send_report_alert, topology_targets
-from .hooks.kafka_cluster import ClusterUnreachable, KafkaClusterHook, flows_environ
+from .hooks.kafka_cluster import ClusterUnreachable, KafkaClusterHook, cluster_access
 from .hooks.schema_registry import load_registry_credentials
 from .operators.approval import offer_for_approval
 from .schema_redirect import registry_failed
@@ -83,9 +83,7 @@ def preview_failover(plan: dict[str, Any]) -> dict[str, Any]:
     failover = FailoverPlan.from_dict(plan)
     topo = load_topology(failover.topology)
     try:
-        previewed = preview.preview_failover(
-            failover, topo, lambda cluster: _config(topo, cluster), flows_environ(topo, failover.flows)
-        )
+        previewed = preview.preview_failover(failover, cluster_access(topo))
     except ValueError as exc:
         raise AirflowFailException(f"{exc}; {see_runbook('dr_failover', 'group-offsets-not-read')}") from None
     page = preview.preview_page(previewed)
@@ -233,7 +231,7 @@ def failover_report(plan: dict[str, Any], previewed: dict[str, Any], results: di
     body = report.failover_report(
         failover,
         run,
-        lag_readings(topo, failover.flows, lambda cluster: _config(topo, cluster), flows_environ(topo, failover.flows)),
+        lag_readings(cluster_access(topo), failover.flows),
         dag_id=dag_id,
         run_id=run_id,
         run_started=context["dag_run"].start_date,

@@ -26,7 +26,7 @@ from ..topology import TopologyError, load_topology
 from . import topology_path
 from .common import selected_flows, write_report
 from .hooks.alerts import alert_targets
-from .hooks.kafka_cluster import flows_environ
+from .hooks.kafka_cluster import cluster_access
 from .site import known_users, paused_dags
 
 
@@ -46,8 +46,7 @@ def validate_flows(params: dict[str, Any] | None = None) -> list[dict[str, str]]
 def check(flow: str, topology: str) -> dict[str, Any]:
     """One health sample and evaluation of `flow` (what `kafka-dr health --flow FLOW` shows), as JSON, with the
     cluster the check could not reach (`unreachable_cluster`, None when both answered)."""
-    topo = load_topology(topology)
-    health, findings = check_flow_findings(topo, flow, environ=flows_environ(topo, [flow]))
+    health, findings = check_flow_findings(cluster_access(load_topology(topology)), flow)
     print(render_table([health]))  # the task log's table
     return {**health.to_dict(), "unreachable_cluster": findings.unreachable_cluster}
 
@@ -74,10 +73,10 @@ def count_outages(checked: list[dict[str, Any]], topology: str | None = None) ->
 @task
 def self_heal(checked: list[dict[str, Any]], topology: str | None = None) -> list[dict[str, Any]]:
     """Restart each continuous replicator found dead (see kafka_dr.health.healing for the limits)."""
-    topo = load_topology(topology_path(topology))
+    access = cluster_access(load_topology(topology_path(topology)))
     actions = []
     for health in checked:
-        action = heal(FlowHealth.from_dict(health), environ=flows_environ(topo, [health["name"]]))
+        action = heal(FlowHealth.from_dict(health), access)
         if action is not None:
             print(f"flow {health['name']}: {action['action']}: {action['reason']}")
             actions.append(action)
@@ -135,7 +134,7 @@ def check_readiness(checked: list[dict[str, Any]], topology: str | None = None) 
         for h in checked
     }
     now = datetime.now(UTC)
-    facts = readiness.gather(topo, now, flows_environ(topo, [f.name for f in topo.flows]), lags)
+    facts = readiness.gather(cluster_access(topo), now, lags)
     facts = replace(
         facts, paused_dags=paused_dags(get_current_context()["ti"], readiness.DR_DAGS), known_users=known_users()
     )

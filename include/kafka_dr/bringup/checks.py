@@ -1,25 +1,23 @@
 """What dr_bringup makes sure of, cluster by cluster and flow by flow: the clusters are distinct Kafka clusters, the
 internal topics and the destination topics exist, the schema registries agree on one leader, and a heartbeat crosses
-each flow. `client_config` gives a cluster's client settings (the caller's connections); a problem raises
-BringupError with one line."""
+each flow, each cluster reached through the caller's ClusterAccess; a problem raises BringupError with one line."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from ..access import ClusterAccess
 from ..clients import error_text
 from ..replication.heartbeat import HeartbeatError, send_heartbeat, wait_for_heartbeat
 from ..replication.internal import ensure_internal_topics
 from ..replication.topic_sync import TopicSyncError, load_flow_state, persist_flow_state, sync_topics
 from ..schema_registry import auth_headers, first_url, get_json
 from ..topology import Flow, Topology
-
-ClientConfig = Callable[[str], Mapping[str, Any]]
 
 LEADER_WAIT = 15.0
 """Seconds a follower registry may take to see the leader (elections run on heartbeats)."""
@@ -41,22 +39,22 @@ def same_clusters(cluster_ids: Mapping[str, str]) -> list[str]:
     return problems
 
 
-def create_internal_topics(clusters: Iterable[str], client_config: ClientConfig) -> dict[str, list[str]]:
+def create_internal_topics(clusters: Iterable[str], access: ClusterAccess) -> dict[str, list[str]]:
     """The `_kdr.` topics exist on every cluster; returns the ones created now."""
     created = {}
     for cluster in clusters:
         try:
-            created[cluster] = ensure_internal_topics(AdminClient(dict(client_config(cluster))))
+            created[cluster] = ensure_internal_topics(access.admin(cluster))
         except KafkaException as exc:
             raise BringupError(f"cluster {cluster}: cannot create internal topics: {error_text(exc)}") from None
     return created
 
 
-def sync_destination_topics(flows: Iterable[Flow], client_config: ClientConfig) -> dict[str, dict[str, Any]]:
+def sync_destination_topics(flows: Iterable[Flow], access: ClusterAccess) -> dict[str, dict[str, Any]]:
     """Each flow's destination topics exist with the source's partitions and topic configs; what was done."""
     synced = {}
     for flow in flows:
-        source, target = dict(client_config(flow.source)), dict(client_config(flow.target))
+        source, target = access.config(flow.source), access.config(flow.target)
         try:
             state = load_flow_state(target, flow.name)
             report = sync_topics(flow, AdminClient(source), AdminClient(target), flow_state=state)
@@ -127,13 +125,13 @@ def registry_leader(cluster: str, url: str) -> str | None | object:
     return leader.rstrip("/") if isinstance(leader, str) else None
 
 
-def heartbeat_round_trips(flows: Iterable[Flow], client_config: ClientConfig, timeout: float) -> dict[str, float]:
+def heartbeat_round_trips(flows: Iterable[Flow], access: ClusterAccess, timeout: float) -> dict[str, float]:
     """A heartbeat produced into each flow's source arrives in its target; end-to-end seconds per flow."""
     latencies = {}
     for flow in flows:
         try:
-            heartbeat = send_heartbeat(dict(client_config(flow.source)), flow.name)
-            latencies[flow.name] = wait_for_heartbeat(dict(client_config(flow.target)), heartbeat, timeout)
+            heartbeat = send_heartbeat(access.config(flow.source), flow.name)
+            latencies[flow.name] = wait_for_heartbeat(access.config(flow.target), heartbeat, timeout)
         except (HeartbeatError, TimeoutError) as exc:
             raise BringupError(str(exc)) from None
     return latencies

@@ -13,7 +13,6 @@ Airflow's API does.
 from __future__ import annotations
 
 import hmac
-import os
 from typing import Any
 
 from airflow.api_fastapi.app import API_ROOT_PATH, get_auth_manager
@@ -23,8 +22,7 @@ from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
 from .. import metrics
-from ..airflow.hooks.kafka_cluster import clusters_env
-from ..airflow.hooks.schema_registry import registry_env
+from ..airflow.hooks.kafka_cluster import cluster_access
 from ..clients import ClientConfigError
 from ..drill.history import evidence_file
 from ..paths import DOCS_SITE
@@ -106,10 +104,10 @@ def _state() -> dict[str, Any]:
     by collect_state in its place (the clusters are then asked with the environment's settings)."""
     try:
         topology = load_topology()
-        environ = {**os.environ, **clusters_env(topology, topology.clusters), **registry_env(topology.clusters)}
+        access = cluster_access(topology)
     except (TopologyError, ClientConfigError):
-        environ = None
-    return collect_state(environ=environ)
+        access = None
+    return collect_state(access=access)
 
 
 @app.exception_handler(HTTPException)

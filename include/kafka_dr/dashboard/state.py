@@ -26,8 +26,9 @@ from confluent_kafka import IsolationLevel, KafkaException, Message
 from confluent_kafka.admin import AdminClient
 
 from .. import client_switch, readiness, roles
+from ..access import ClusterAccess
 from ..alerts import sent_log
-from ..clients import client_config, end_offsets, error_text, read_committed, start_offset
+from ..clients import end_offsets, error_text, read_committed, start_offset
 from ..drill.history import drill_history
 from ..health.sampler import evaluation_key
 from ..health.snapshots import snapshot_path
@@ -49,10 +50,11 @@ History = tuple[dict[str, list[dict[str, Any]]], str | None]  # chart points by 
 
 
 def collect_state(
-    topology_path: str | Path | None = None, environ: Mapping[str, str] | None = None, timeout: float = TIMEOUT_S
+    topology_path: str | Path | None = None, access: ClusterAccess | None = None, timeout: float = TIMEOUT_S
 ) -> dict[str, Any]:
-    """The dashboard's state now. `topology_path` None: $KDR_TOPOLOGY, else include/topology.yaml; `environ`: where
-    the clusters' security settings are read (clients.client_config), default os.environ."""
+    """The dashboard's state now. `access`: the clusters of its topology as the Airflow plugin reaches them (its
+    connections); without it the topology at `topology_path` (None: $KDR_TOPOLOGY, else include/topology.yaml),
+    reached with this process's environment."""
     started = time.monotonic()
     path = default_topology() if topology_path is None else Path(topology_path)
     state: dict[str, Any] = {
@@ -69,11 +71,11 @@ def collect_state(
         "failed_over": [{**asdict(entry), "line": entry.line()} for entry in roles.pending().values()],
     }
     try:
-        topology = load_topology(path)
+        topology = load_topology(path) if access is None else access.topology
     except TopologyError as exc:
         state["topology"]["error"] = str(exc)
     else:
-        state["clusters"], histories = _clusters(topology, environ, timeout)
+        state["clusters"], histories = _clusters(topology, access, timeout)
         state["flows"] = [
             _flow(flow.name, flow.source, flow.target, histories.get(flow.target)) for flow in topology.flows
         ]
@@ -83,15 +85,23 @@ def collect_state(
 
 
 def _clusters(
-    topology: Topology, environ: Mapping[str, str] | None, timeout: float
+    topology: Topology, access: ClusterAccess | None, timeout: float
 ) -> tuple[list[dict[str, Any]], dict[str, History]]:
-    """Every cluster and its registry asked at once; the `_kdr.health` history read from each reachable target."""
+    """Every cluster and its registry asked at once; the `_kdr.health` history read from each reachable target. When
+    the clusters' settings do not load (a bad KDR_CLUSTER_<NAME>_CONFIG), each cluster shows that error."""
+    reach: ClusterAccess | ValueError
+    try:
+        reach = access or ClusterAccess.from_environ(topology)
+    except ValueError as exc:  # ClientConfigError
+        reach = exc
     targets = {flow.target for flow in topology.flows}
     flows_by_target = {t: [f.name for f in topology.flows if f.target == t] for t in targets}
     clusters = list(topology.clusters.values())
     with ThreadPoolExecutor(max_workers=2 * len(clusters) or 1, thread_name_prefix="kdr-dashboard") as pool:
-        kafka = [pool.submit(_kafka, c, flows_by_target.get(c.name, []), environ, timeout) for c in clusters]
-        registries = [pool.submit(registry_role, c.schema_registry, timeout, c.name, environ) for c in clusters]
+        kafka = [pool.submit(_kafka, reach, c, flows_by_target.get(c.name, []), timeout) for c in clusters]
+        registries = [
+            pool.submit(registry_role, c.schema_registry, timeout, _registry_headers(reach, c.name)) for c in clusters
+        ]
         primary = topology.schema_registry_primary
         rows, histories = [], {}
         for cluster, asked, registry in zip(clusters, kafka, registries, strict=True):
@@ -109,12 +119,18 @@ def _clusters(
     return rows, histories
 
 
+def _registry_headers(access: ClusterAccess | ValueError, cluster: str) -> dict[str, str]:
+    return {} if isinstance(access, ValueError) else access.registry_headers(cluster)
+
+
 def _kafka(
-    cluster: Cluster, flows: list[str], environ: Mapping[str, str] | None, timeout: float
+    access: ClusterAccess | ValueError, cluster: Cluster, flows: list[str], timeout: float
 ) -> tuple[dict[str, Any], History | None]:
     """Whether the cluster answers and its id; when it answers and is the target of `flows`, their history."""
     try:
-        config = {**client_config(cluster, environ), "logger": log}
+        if isinstance(access, ValueError):
+            raise access
+        config = {**access.config(cluster.name), "logger": log}
         admin = AdminClient(config)
         cluster_id = admin.describe_cluster(request_timeout=timeout).result().cluster_id
     except (KafkaException, ValueError) as exc:  # ValueError: a bad KDR_CLUSTER_<NAME>_CONFIG

@@ -20,12 +20,11 @@ from typing import Any
 from confluent_kafka import KafkaException
 
 from .. import client_switch, roles
-from ..clients import client_config
+from ..access import ClusterAccess
 from ..replication.liveness import liveness
 from ..runbooks import see_runbook
 from ..schema_registry import registry_role
 from ..state import locked, now_iso, subdir, write_json
-from ..topology import Topology
 from .plan import inner_run_id
 
 LIVENESS_WINDOW_S = 2.0  # a replicator elsewhere renews its claim every second
@@ -35,21 +34,20 @@ class DrillRefused(RuntimeError):
     """Another drill runs, or an earlier one left production changed; one line saying which and what."""
 
 
-def snapshot(topology: Topology) -> dict[str, dict[str, Any]]:
+def snapshot(access: ClusterAccess) -> dict[str, dict[str, Any]]:
     """What a drill changes and must put back, as it is now."""
+    topology = access.topology
     replicators = {}
     for flow in topology.flows:
         try:
-            replicators[flow.name] = liveness(
-                flow.name, client_config(topology.cluster(flow.target)), LIVENESS_WINDOW_S
-            )
+            replicators[flow.name] = liveness(flow.name, access.config(flow.target), LIVENESS_WINDOW_S)
         except KafkaException:
             replicators[flow.name] = None  # its target does not answer: unknown
     return {
         "aliases": {state.alias: state.active for state in client_switch.states(topology)},
         "replicators": {name: None if live is None else live.running for name, live in replicators.items()},
         "registries": {
-            name: registry_role(cluster.schema_registry, cluster=name)["role"]
+            name: registry_role(cluster.schema_registry, headers=access.registry_headers(name))["role"]
             for name, cluster in topology.clusters.items()
             if cluster.schema_registry
         },
@@ -82,7 +80,7 @@ def open_record() -> dict[str, Any] | None:
 
 def begin(
     run_id: str,
-    topology: Topology,
+    access: ClusterAccess,
     scenario: str,
     running: Callable[[str], bool],
 ) -> tuple[dict[str, dict[str, Any]], str | None]:
@@ -95,7 +93,7 @@ def begin(
             return earlier["before"], None  # this drill's own record: a task retried
         if earlier is not None and running(earlier["run_id"]):
             raise DrillRefused(f"drill {earlier['run_id']} is running: one drill at a time")
-        now = snapshot(topology)
+        now = snapshot(access)
         note = None
         if earlier is not None:
             changed = left(earlier["before"], now)
@@ -112,13 +110,13 @@ def begin(
         return now, note
 
 
-def end(run_id: str, topology: Topology) -> list[str]:
+def end(run_id: str, access: ClusterAccess) -> list[str]:
     """Close drill `run_id`'s record when it left nothing changed; else keep it, naming what it left (returned)."""
     with locked(_path()):
         record = open_record()
         if record is None or record["run_id"] != run_id:
             return []
-        changed = left(record["before"], snapshot(topology))
+        changed = left(record["before"], snapshot(access))
         if changed:
             write_json(_path(), {**record, "left": changed, "ended": now_iso()})
         else:
@@ -126,13 +124,13 @@ def end(run_id: str, topology: Topology) -> list[str]:
         return changed
 
 
-def resolve(topology: Topology, accept: bool) -> tuple[dict[str, Any] | None, list[str]]:
+def resolve(access: ClusterAccess, accept: bool) -> tuple[dict[str, Any] | None, list[str]]:
     """`kafka-dr drill resolve`: the open record and what it left; closed when nothing is left, or with `accept`."""
     with locked(_path()):
         record = open_record()
         if record is None:
             return None, []
-        changed = left(record["before"], snapshot(topology))
+        changed = left(record["before"], snapshot(access))
         if accept or not changed:
             _path().unlink()
         if accept and changed:  # its failover's clients stay where they are: no failback is pending any more

@@ -5,13 +5,14 @@ with it as its report, the approval shows its Markdown, and every failover repor
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from ..access import ClusterAccess
 from ..clients import error_text
 from ..replication import liveness
 from ..schema_redirect.steps import take_over_skipped
@@ -26,18 +27,13 @@ SAMPLE_GROUPS = 5  # groups shown with their offsets on the page (all of them ar
 LIVENESS_WINDOW_S = 3.0  # how long a replicator elsewhere has to show its claim in its target
 
 
-def preview_failover(
-    plan: FailoverPlan,
-    topo: Topology,
-    config_of: Callable[[str], Mapping[str, Any]],
-    environ: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
+def preview_failover(plan: FailoverPlan, access: ClusterAccess) -> dict[str, Any]:
     """The preview of `plan`: per flow the lag now and the RPO estimate, the replicators that stop, each group's
-    offsets to be applied, the registry and client-alias moves. `config_of` gives a cluster's client settings,
-    `environ` the clusters' security settings (the lag measurement's). Raises ValueError with one line when the
-    offsets cannot be read (a disaster's target, a planned failover's source)."""
+    offsets to be applied, the registry and client-alias moves. Raises ValueError with one line when the offsets
+    cannot be read (a disaster's target, a planned failover's source)."""
+    topo = access.topology
     # A disaster's failed cluster is declared lost: its last lag snapshot, not LAG_TIMEOUT_S of waiting for it.
-    readings = lag_readings(topo, plan.flows, config_of, environ, measure=plan.mode == "planned")
+    readings = lag_readings(access, plan.flows, measure=plan.mode == "planned")
     estimate = rpo(readings)
     producers = clients_to_move(topo, plan, PRODUCERS) if plan.mode == "planned" else []
     return {
@@ -51,8 +47,8 @@ def preview_failover(
             name: None if r.lag is None else {"records": sum(behind(r.lag).values()), "exact": r.exact}
             for name, r in readings.items()
         },
-        "replicators": _replicators(plan, topo, config_of),
-        "groups": _groups(plan, topo, config_of, environ),
+        "replicators": _replicators(plan, access),
+        "groups": _groups(plan, access),
         "schema_registry": _registry(topo, plan),
         "clients": {
             "producers_first": producers,
@@ -61,15 +57,16 @@ def preview_failover(
     }
 
 
-def _replicators(plan: FailoverPlan, topo: Topology, config_of: Callable[[str], Mapping[str, Any]]) -> dict[str, str]:
+def _replicators(plan: FailoverPlan, access: ClusterAccess) -> dict[str, str]:
     """Per flow to stop, whether its replicator runs now (as its target sees it), side by side."""
+    topo = access.topology
 
     def one(flow: str) -> str:
         target = topo.flow(flow).target
         if plan.mode == "disaster" and target == plan.failed:
             return f"stop requested through its source {topo.flow(flow).source} (its target {target} is lost)"
         try:
-            state = liveness.liveness(flow, dict(config_of(target)), LIVENESS_WINDOW_S)
+            state = liveness.liveness(flow, access.config(target), LIVENESS_WINDOW_S)
         except KafkaException as exc:
             return f"unknown: its target {target} does not answer ({error_text(exc)})"
         return f"stops: {state.detail}" if state.running else f"not running: {state.detail}"
@@ -79,12 +76,7 @@ def _replicators(plan: FailoverPlan, topo: Topology, config_of: Callable[[str], 
     return {flow: future.result() for flow, future in states.items()}
 
 
-def _groups(
-    plan: FailoverPlan,
-    topo: Topology,
-    config_of: Callable[[str], Mapping[str, Any]],
-    environ: Mapping[str, str] | None,
-) -> dict[str, Any]:
+def _groups(plan: FailoverPlan, access: ClusterAccess) -> dict[str, Any]:
     """The offsets each flow's groups would get in the target: the checkpoints kept there in a disaster, the source's
     committed offsets translated now when planned (the run translates again once the lag is 0), or those of
     `reset_to_datetime`."""
@@ -92,14 +84,14 @@ def _groups(
     offsets: dict[str, dict[str, list[dict[str, Any]]]] = {}
     checkpoint_at: dict[str, int | None] = {}
     for name in plan.flows:
-        flow = topo.flow(name)
+        flow = access.topology.flow(name)
         try:
             if plan.mode == "disaster":
-                groups, checkpoint_at[name] = checkpointed_groups(topo, flow, pattern, environ)
+                groups, checkpoint_at[name] = checkpointed_groups(access, flow, pattern)
             else:
-                groups = translate_from_source(topo, flow, pattern, retries=1, environ=environ)
+                groups = translate_from_source(access, flow, pattern, retries=1)
             if plan.reset_to_datetime is not None:
-                target_config = dict(config_of(flow.target))
+                target_config = access.config(flow.target)
                 reset_ms = parse_reset_time(plan.reset_to_datetime)
                 groups = offsets_at_time(target_config, AdminClient(target_config), groups, reset_ms)
         except KafkaException as exc:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from ..access import ClusterAccess
 from ..replication.lag import FlowLag, LagError, flow_lag, load_snapshot
-from ..topology import Topology, is_data_topic
+from ..topology import is_data_topic
 
 LAG_TIMEOUT_S = 5.0  # how long a failed flow's source has to answer before its last snapshot stands in
 
@@ -22,29 +23,21 @@ class LagReading:
     exact: bool
 
 
-def lag_readings(
-    topo: Topology,
-    flows: Iterable[str],
-    client_config: Callable[[str], Mapping[str, Any]],
-    environ: Mapping[str, str] | None = None,
-    measure: bool = True,
-) -> dict[str, LagReading]:
+def lag_readings(access: ClusterAccess, flows: Iterable[str], measure: bool = True) -> dict[str, LagReading]:
     """Each flow's lag for the RPO: measured now when the source answers (exact), else the last lag snapshot kept
-    in the target (an estimate as of its time); `client_config` gives a cluster's client settings, `environ` the
-    clusters' security settings for the measurement (flow_lag's). The flows are read side by side: a failed source
-    costs its time-out once, not once per flow. Without `measure`, the snapshots alone (a source declared lost is
-    not waited for)."""
+    in the target (an estimate as of its time). The flows are read side by side: a failed source costs its time-out
+    once, not once per flow. Without `measure`, the snapshots alone (a source declared lost is not waited for)."""
 
     def reading(name: str, target: dict[str, Any]) -> LagReading:
         if not measure:
             return LagReading(load_snapshot(target, name), exact=False)
         try:
-            return LagReading(flow_lag(topo, name, timeout=LAG_TIMEOUT_S, environ=environ), exact=True)
+            return LagReading(flow_lag(access, name, timeout=LAG_TIMEOUT_S), exact=True)
         except LagError:
             return LagReading(load_snapshot(target, name), exact=False)
 
     names = list(flows)
-    targets = {name: dict(client_config(topo.flow(name).target)) for name in names}  # in the caller's thread
+    targets = {name: access.config(access.topology.flow(name).target) for name in names}
     with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
         readings = {name: pool.submit(reading, name, targets[name]) for name in names}
     return {name: future.result() for name, future in readings.items()}

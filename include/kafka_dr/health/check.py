@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import KafkaException, Producer
 
-from ..clients import client_config, error_text
+from ..access import ClusterAccess
+from ..clients import error_text
 from ..replication.internal import HEALTH, internal_writer, newest_value, put_many
 from ..state import write_json
-from ..topology import Topology
 from .rules import FlowFindings, FlowHealth, evaluate_flow
 from .sampler import evaluation_key, sample_records, take_sample
 from .snapshots import snapshot_path
@@ -24,24 +23,22 @@ from .snapshots import snapshot_path
 log = logging.getLogger(__name__)
 
 
-def check_flow(topology: Topology, flow_name: str, environ: Mapping[str, str] | None = None) -> FlowHealth:
+def check_flow(access: ClusterAccess, flow_name: str) -> FlowHealth:
     """Sample, evaluate and keep the health of one flow; never raises for a cluster that is down (the flow is
     ERR, saying which cluster)."""
-    return check_flow_findings(topology, flow_name, environ)[0]
+    return check_flow_findings(access, flow_name)[0]
 
 
-def check_flow_findings(
-    topology: Topology, flow_name: str, environ: Mapping[str, str] | None = None
-) -> tuple[FlowHealth, FlowFindings]:
+def check_flow_findings(access: ClusterAccess, flow_name: str) -> tuple[FlowHealth, FlowFindings]:
     """check_flow, with the sample's findings beside the evaluation (which cluster could not be reached, ...)."""
-    flow = topology.flow(flow_name)
-    target_config = client_config(topology.cluster(flow.target), environ)
+    flow = access.topology.flow(flow_name)
+    target_config = access.config(flow.target)
     writer = internal_writer(target_config)  # made first: it connects while the flow is sampled
-    sample = take_sample(topology, flow.name, environ)
+    sample = take_sample(access, flow.name)
     windows = {key: list(history) for key, history in sample.history.items()}
     for current in sample.partitions:
         windows.setdefault((current.topic, current.partition), []).append(current)
-    health = evaluate_flow(flow.name, windows, sample.findings, topology.health, sample.findings.time_ms)
+    health = evaluate_flow(flow.name, windows, sample.findings, access.topology.health, sample.findings.time_ms)
     save_evaluation(
         None if sample.findings.unreachable else target_config,
         health,

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..access import ClusterAccess
 from ..replication import replicators
 from ..state import locked, subdir, write_json
 from .rules import REPLICATOR_STOPPED, FlowHealth
@@ -22,11 +22,10 @@ RESTARTS_PER_HOUR = 3
 NEEDS_AN_OPERATOR = frozenset({"GAP", "REWIND", "DRIFT", "CYCLE"})
 
 
-def heal(
-    health: FlowHealth, environ: Mapping[str, str] | None = None, now: float | None = None
-) -> dict[str, Any] | None:
+def heal(health: FlowHealth, access: ClusterAccess, now: float | None = None) -> dict[str, Any] | None:
     """Restart the flow's tracked replicator if it should run and its process is gone (the rules make that flow
-    STOP); returns what was done and why ({"flow", "action", "reason"}), None when there was nothing to do."""
+    STOP), handing it the clusters' settings of `access`; returns what was done and why ({"flow", "action",
+    "reason"}), None when there was nothing to do."""
     replicator = replicators.status(health.name)
     if replicator is None or replicator.stopped_at is not None:
         return None  # none should run (never started, or stopped on purpose)
@@ -48,7 +47,7 @@ def heal(
                 f"{replicators.last_error(health.name)}",
             )
         why = replicators.last_error(health.name)  # of the dead run, before the new one logs
-        restarted, _ = replicators.start(health.name, replicator.command, env=environ)
+        restarted, _ = replicators.start(health.name, replicator.command, env=access.child_environ())
         write_json(history, [*recent, now])
     return _action(
         health.name,

@@ -23,6 +23,7 @@ from typing import Any
 from confluent_kafka import Consumer, IsolationLevel, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from ..access import ClusterAccess
 from ..clients import end_offsets, read_committed, start_offset
 from ..replication import replicators
 from ..replication.internal import CHECKPOINTS, HEALTH, HEARTBEATS, PROGRESS, ensure_internal_topics
@@ -37,7 +38,7 @@ from ..replication.lag import (
 from ..replication.liveness import liveness
 from ..replication.provenance import ProvenanceError, hops
 from ..replication.topic_sync import dynamic_configs
-from ..topology import Flow, Topology
+from ..topology import Flow
 from ..translation.checkpoints import load_pass_time, pass_time_in
 from .rules import WINDOW, Cycle, Drift, FlowFindings, PartitionSample
 
@@ -69,11 +70,11 @@ class _TargetRead:
     whole: frozenset[str]  # internal topics read from their log start (or absent): nothing older is left to read
 
 
-def take_sample(topology: Topology, flow_name: str, environ: Mapping[str, str] | None = None) -> Sample:
+def take_sample(access: ClusterAccess, flow_name: str) -> Sample:
     """Measure one flow now. A cluster that cannot be reached gives no samples and a finding that says so."""
-    flow = topology.flow(flow_name)
-    source = ClusterSide("source", flow.name, topology.cluster(flow.source), TIMEOUT_S, environ)
-    target = ClusterSide("target", flow.name, topology.cluster(flow.target), TIMEOUT_S, environ)
+    flow = access.topology.flow(flow_name)
+    source = ClusterSide("source", flow.name, access, flow.source, TIMEOUT_S)
+    target = ClusterSide("target", flow.name, access, flow.target, TIMEOUT_S)
     reader = target.reader()
     try:
         return _sample(flow, source, target, reader)

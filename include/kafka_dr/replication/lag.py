@@ -33,9 +33,9 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from ..access import ClusterAccess
 from ..clients import (
     STALE_METADATA,
-    client_config,
     committed_reader,
     error_text,
     list_group_offsets,
@@ -43,7 +43,7 @@ from ..clients import (
     read_committed,
     read_committed_with,
 )
-from ..topology import Cluster, Flow, Topology
+from ..topology import Flow
 from .internal import HEARTBEATS, PROGRESS, newest_value, put_records
 from .provenance import ProvenanceError, hops
 
@@ -171,20 +171,13 @@ def check_thresholds(lag: FlowLag, max_records: int | None, max_seconds: float |
     )
 
 
-def flow_lag(
-    topology: Topology,
-    flow_name: str,
-    *,
-    topics: str | None = None,
-    timeout: float = 10.0,
-    environ: Mapping[str, str] | None = None,
-) -> FlowLag:
-    """Measure the lag of one flow; `topics` (regex, full match) restricts the source topics measured.
-    `environ` carries the clusters' security settings (clients.config_env_var); default os.environ."""
-    flow = topology.flow(flow_name)
+def flow_lag(access: ClusterAccess, flow_name: str, *, topics: str | None = None, timeout: float = 10.0) -> FlowLag:
+    """Measure the lag of one flow of `access`'s topology; `topics` (regex, full match) restricts the source topics
+    measured."""
+    flow = access.topology.flow(flow_name)
     only = re.compile(topics) if topics is not None else None
-    source = ClusterSide("source", flow.name, topology.cluster(flow.source), timeout, environ)
-    target = ClusterSide("target", flow.name, topology.cluster(flow.target), timeout, environ)
+    source = ClusterSide("source", flow.name, access, flow.source, timeout)
+    target = ClusterSide("target", flow.name, access, flow.target, timeout)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kdr-lag") as pool:
         heartbeats = pool.submit(read_heartbeats, target)  # the target's part runs beside the source's
         measured = source_lag(flow, source, source_partitions(flow, source, only))
@@ -304,11 +297,9 @@ class ClusterSide:
     """One cluster of a flow, with one admin client for all its requests; every failure becomes a one-line
     LagError naming the cluster."""
 
-    def __init__(
-        self, role: str, flow: str, cluster: Cluster, timeout: float, environ: Mapping[str, str] | None
-    ) -> None:
-        self.role, self.flow, self.cluster, self.timeout = role, flow, cluster, timeout
-        self.config = client_config(cluster, environ)
+    def __init__(self, role: str, flow: str, access: ClusterAccess, cluster: str, timeout: float) -> None:
+        self.role, self.flow, self.cluster, self.timeout = role, flow, access.topology.cluster(cluster), timeout
+        self.config = access.config(cluster)
         self.admin = AdminClient(self.config)
 
     def error(self, what: str, exc: Exception) -> LagError:

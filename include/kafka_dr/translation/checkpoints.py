@@ -24,11 +24,12 @@ from typing import Any
 from confluent_kafka import IsolationLevel, Message
 from confluent_kafka.admin import AdminClient
 
-from ..clients import client_config, end_offsets
+from ..access import ClusterAccess
+from ..clients import end_offsets
 from ..replication.internal import CHECKPOINTS, newest_value, put_records, read_records
 from ..replication.lag import LagError, flow_lag, save_snapshot
 from ..replication.planner import with_retries
-from ..topology import Flow, Topology
+from ..topology import Flow
 from .groups import by_group, committed_offsets, list_groups, plan_requests, select_groups
 from .offsets import PartitionRequest, Translated, translate_partition
 
@@ -93,13 +94,12 @@ def load_checkpoints(target_config: dict[str, Any], flow: str) -> tuple[dict[str
 
 
 def checkpointed_groups(
-    topology: Topology, flow: Flow, pattern: re.Pattern[str] | None, environ: Mapping[str, str] | None = None
+    access: ClusterAccess, flow: Flow, pattern: re.Pattern[str] | None
 ) -> tuple[dict[str, list[Translated]], int | None]:
     """The last checkpoints of the flow's groups (its groups filter, and `pattern` when given) kept in its target,
-    and when the newest was made: what a disaster failover applies. `environ`: where the clusters' security settings
-    are (default: this process's environment)."""
-    checkpoints, at_ms = load_checkpoints(client_config(topology.cluster(flow.target), environ), flow.name)
-    selected = set(select_groups(checkpoints, flow, topology, pattern))
+    and when the newest was made: what a disaster failover applies."""
+    checkpoints, at_ms = load_checkpoints(access.config(flow.target), flow.name)
+    selected = set(select_groups(checkpoints, flow, access.topology, pattern))
     return {g: ts for g, ts in checkpoints.items() if g in selected}, at_ms
 
 
@@ -171,7 +171,7 @@ def translate_in_process(requests: list[PartitionRequest]) -> list[Translated]:
 
 
 def checkpoint_groups(
-    topology: Topology,
+    access: ClusterAccess,
     flow: Flow,
     pattern: re.Pattern[str] | None,
     translate: Callable[[list[PartitionRequest]], list[Translated]] = translate_in_process,
@@ -186,11 +186,11 @@ def checkpoint_groups(
     # Stamped when the source's committed offsets are read, not when the pass ends: a pass slowed down (a loaded
     # source, many groups) would otherwise make its checkpoints look fresher than the commits they hold.
     read_at_ms = int(time.time() * 1000)
-    groups = translate_from_source(topology, flow, pattern, translate, retries, unseen_from)
-    target_config = client_config(topology.cluster(flow.target))
+    groups = translate_from_source(access, flow, pattern, translate, retries, unseen_from)
+    target_config = access.config(flow.target)
     write_checkpoints(target_config, flow.name, groups, read_at_ms, written, all_groups=pattern is None)
     try:
-        save_snapshot(target_config, flow_lag(topology, flow.name))
+        save_snapshot(target_config, flow_lag(access, flow.name))
     except LagError as exc:  # the checkpoints are what matters; the snapshot only refines a later RPO estimate
         log.warning("lag snapshot of flow %s not saved: %s", flow.name, exc)
     return groups
@@ -205,13 +205,13 @@ class CheckpointTask:
 
     def __init__(
         self,
-        topology: Topology,
+        access: ClusterAccess,
         flow: Flow,
         interval: float,
         stop: threading.Event,
         checkpoint: Callable[..., dict[str, list[Translated]]] = checkpoint_groups,
     ) -> None:
-        self.topology, self.flow, self.interval, self.stop = topology, flow, interval, stop
+        self.access, self.flow, self.interval, self.stop = access, flow, interval, stop
         self.checkpoint = checkpoint
         self.written: dict[bytes, dict[str, Any]] = {}
         self.full_pass_at = -FULL_PASS_S  # monotonic time of the last pass that wrote everything
@@ -233,7 +233,7 @@ class CheckpointTask:
             self.full_pass_at = time.monotonic()
         started = time.monotonic()
         try:
-            groups = self.checkpoint(self.topology, self.flow, None, retries=1, written=self.written)
+            groups = self.checkpoint(self.access, self.flow, None, retries=1, written=self.written)
             log.info(
                 "flow %s: checkpointed %d groups in %.1f s", self.flow.name, len(groups), time.monotonic() - started
             )
@@ -252,20 +252,19 @@ class CheckpointTask:
 
 
 def translate_from_source(
-    topology: Topology,
+    access: ClusterAccess,
     flow: Flow,
     pattern: re.Pattern[str] | None,
     translate: Callable[[list[PartitionRequest]], list[Translated]] = translate_in_process,
     retries: int = 3,
     unseen_from: Mapping[tuple[str, int], int] | None = None,
-    environ: Mapping[str, str] | None = None,
 ) -> dict[str, list[Translated]]:
     """The committed offsets of the flow's groups (those `pattern` fully matches, when given) read from the source
-    now and translated into the target, per group; nothing is written. `environ`: where the clusters' security
-    settings are (default: this process's environment)."""
+    now and translated into the target, per group; nothing is written."""
+    topology = access.topology
     source = topology.cluster(flow.source)
-    source_config = client_config(source, environ)
-    target_config = client_config(topology.cluster(flow.target), environ)
+    source_config = access.config(flow.source)
+    target_config = access.config(flow.target)
     admin = AdminClient(source_config)
     where = f"source cluster {source.name} ({source.bootstrap_servers})"
     cluster_id = with_retries(where, lambda: admin.describe_cluster(request_timeout=10).result().cluster_id, retries)

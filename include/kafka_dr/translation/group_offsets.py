@@ -22,10 +22,11 @@ from typing import Any
 from confluent_kafka import IsolationLevel, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from ..clients import client_config, end_offsets
+from ..access import ClusterAccess
+from ..clients import end_offsets
 from ..replication.internal import CHECKPOINTS as CHECKPOINTS_TOPIC
 from ..replication.internal import read_records
-from ..topology import Flow, Topology, TopologyError, load_topology
+from ..topology import Flow, Topology, TopologyError
 from .checkpoints import TIMEOUT_S, dated_checkpoints_in, translate_from_source
 from .groups import Applied, apply_offsets, own_groups
 
@@ -53,7 +54,7 @@ class GroupOffsets:
     cluster: str
     source: str  # CHECKPOINTS or LIVE
     partitions: list[PartitionOffset]
-    topology: Topology
+    access: ClusterAccess
 
     def topic_partitions(self) -> list[TopicPartition]:
         """For Consumer.assign, commit or the AdminClient."""
@@ -69,7 +70,7 @@ class GroupOffsets:
     def apply(self, timeout: float = TIMEOUT_S) -> Applied:
         """Commit these offsets for the group in the cluster, unless it has an active member there (then nothing is
         committed and `Applied.reason` says why): the DAG's own rule."""
-        admin = AdminClient(client_config(self.topology.cluster(self.cluster)))
+        admin = self.access.admin(self.cluster)
         if not self.partitions:
             return Applied(self.group, False, f"no translated offsets for group {self.group} in {self.cluster}")
         return apply_offsets(admin, {self.group: self.topic_partitions()}, timeout)[0]
@@ -87,7 +88,7 @@ class GroupOffsets:
 def translated_offsets(
     group: str,
     to_cluster: str,
-    topology: Topology | None = None,
+    access: ClusterAccess,
     flow: str | None = None,
     source: str = CHECKPOINTS,
     timeout: float = TIMEOUT_S,
@@ -95,14 +96,14 @@ def translated_offsets(
     """Where `group` resumes in `to_cluster`, per partition of the target, by every flow into it (or `flow` only).
     Bad input (an unknown cluster or flow, a flow that does not replicate into `to_cluster` or not this group)
     raises TopologyError with one line; an unreachable cluster raises the client's error."""
-    topology = topology or load_topology()
+    topology = access.topology
     topology.cluster(to_cluster)
     if source not in (CHECKPOINTS, LIVE):
         raise ValueError(f"source must be {CHECKPOINTS!r} or {LIVE!r}, not {source!r}")
     if group in own_groups(topology):
         raise TopologyError(f"group {group!r} is kafka-dr's own: it is never translated")
     flows = _flows(topology, group, to_cluster, flow)
-    target_config = client_config(topology.cluster(to_cluster))
+    target_config = access.config(to_cluster)
     found: list[tuple[Flow, Any, int | None]] = []  # flow, Translated, checkpoint time
     if source == CHECKPOINTS:
         records = list(read_records(target_config, CHECKPOINTS_TOPIC))  # one read, every flow's checkpoints
@@ -112,7 +113,7 @@ def translated_offsets(
     else:
         pattern = re.compile(re.escape(group))
         for f in flows:
-            found += [(f, t, None) for t in translate_from_source(topology, f, pattern).get(group, [])]
+            found += [(f, t, None) for t in translate_from_source(access, f, pattern).get(group, [])]
     keys = [(t.dest_topic, t.partition) for _, t, _ in found]
     ends = end_offsets(AdminClient(target_config), keys, IsolationLevel.READ_COMMITTED, timeout) if keys else {}
     partitions = [
@@ -129,7 +130,7 @@ def translated_offsets(
         )
         for f, t, at_ms in found
     ]
-    return GroupOffsets(group, to_cluster, source, sorted(partitions, key=lambda p: (p.topic, p.partition)), topology)
+    return GroupOffsets(group, to_cluster, source, sorted(partitions, key=lambda p: (p.topic, p.partition)), access)
 
 
 def _flows(topology: Topology, group: str, to_cluster: str, name: str | None) -> list[Flow]:

@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
+from kafka_dr.access import ClusterAccess
 from kafka_dr.drill import ledger
 from kafka_dr.topology import parse_topology
 
-TOPOLOGY = parse_topology({"clusters": {"dc1": {"bootstrap_servers": "127.0.0.1:1"}}})
+ACCESS = ClusterAccess(parse_topology({"clusters": {"dc1": {"bootstrap_servers": "127.0.0.1:1"}}}))
 HOME = {"aliases": {"orders-producer": "dc1"}, "replicators": {"out": True}, "registries": {"dc1": "leader"}}
 MOVED = {"aliases": {"orders-producer": "dc2"}, "replicators": {"out": False}, "registries": {"dc1": "leader"}}
 
@@ -29,20 +30,20 @@ def idle(_: str) -> bool:
 
 
 def test_a_drill_that_put_everything_back_closes_its_record(state: dict[str, Any]) -> None:
-    before, note = ledger.begin("drill-1", TOPOLOGY, "planned_round_trip", idle)
+    before, note = ledger.begin("drill-1", ACCESS, "planned_round_trip", idle)
     assert before == HOME and note is None and ledger.open_record()["run_id"] == "drill-1"
-    assert ledger.begin("drill-1", TOPOLOGY, "planned_round_trip", idle) == (HOME, None)  # a retried task
-    assert ledger.end("drill-1", TOPOLOGY) == [] and ledger.open_record() is None
+    assert ledger.begin("drill-1", ACCESS, "planned_round_trip", idle) == (HOME, None)  # a retried task
+    assert ledger.end("drill-1", ACCESS) == [] and ledger.open_record() is None
 
 
 def test_a_drill_that_left_changes_keeps_its_record_and_the_next_refuses_naming_them(state: dict[str, Any]) -> None:
-    ledger.begin("drill-1", TOPOLOGY, "planned_round_trip", idle)
+    ledger.begin("drill-1", ACCESS, "planned_round_trip", idle)
     state["state"] = MOVED
     left = ["client alias orders-producer on dc2 (was dc1)", "flow out: its replicator is not running (it was)"]
-    assert ledger.end("drill-1", TOPOLOGY) == left
+    assert ledger.end("drill-1", ACCESS) == left
     assert ledger.open_record()["left"] == left
     with pytest.raises(ledger.DrillRefused) as refused:
-        ledger.begin("drill-2", TOPOLOGY, "planned_round_trip", idle)
+        ledger.begin("drill-2", ACCESS, "planned_round_trip", idle)
     assert str(refused.value).startswith("drill drill-1 (started ")
     assert "left production changed: client alias orders-producer on dc2 (was dc1); flow out:" in str(refused.value)
     assert str(refused.value).endswith(
@@ -51,22 +52,22 @@ def test_a_drill_that_left_changes_keeps_its_record_and_the_next_refuses_naming_
     assert ledger.open_record()["run_id"] == "drill-1"  # the refusal changed nothing
     # Once put back, the next drill goes on and says what it closed.
     state["state"] = HOME
-    _, note = ledger.begin("drill-2", TOPOLOGY, "planned_round_trip", idle)
+    _, note = ledger.begin("drill-2", ACCESS, "planned_round_trip", idle)
     assert note == "drill drill-1 ended without closing; it left nothing changed"
     assert ledger.open_record()["run_id"] == "drill-2"
 
 
 def test_one_drill_at_a_time(state: dict[str, Any]) -> None:
-    ledger.begin("drill-1", TOPOLOGY, "disaster_round_trip", idle)
+    ledger.begin("drill-1", ACCESS, "disaster_round_trip", idle)
     with pytest.raises(ledger.DrillRefused, match="drill drill-1 is running: one drill at a time"):
-        ledger.begin("drill-2", TOPOLOGY, "planned_round_trip", lambda run_id: run_id == "drill-1")
+        ledger.begin("drill-2", ACCESS, "planned_round_trip", lambda run_id: run_id == "drill-1")
 
 
 def test_resolve_closes_only_what_is_back_unless_accepted(state: dict[str, Any]) -> None:
-    assert ledger.resolve(TOPOLOGY, accept=False) == (None, [])
-    ledger.begin("drill-1", TOPOLOGY, "planned_round_trip", idle)
+    assert ledger.resolve(ACCESS, accept=False) == (None, [])
+    ledger.begin("drill-1", ACCESS, "planned_round_trip", idle)
     state["state"] = MOVED
-    record, left = ledger.resolve(TOPOLOGY, accept=False)
+    record, left = ledger.resolve(ACCESS, accept=False)
     assert record is not None and len(left) == 2 and ledger.open_record() is not None
-    record, left = ledger.resolve(TOPOLOGY, accept=True)
+    record, left = ledger.resolve(ACCESS, accept=True)
     assert len(left) == 2 and ledger.open_record() is None

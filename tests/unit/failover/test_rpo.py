@@ -12,11 +12,12 @@ import pytest
 from support.lag import P0, lag_of
 from support.topology import write_topology
 
+from kafka_dr.access import ClusterAccess
 from kafka_dr.failover import rpo
 from kafka_dr.replication.lag import FlowLag, LagError, PartitionLag
 from kafka_dr.topology import DRILL_TOPIC, HEARTBEATS_TOPIC, Topology, load_topology
 
-SECURITY = {"KDR_CLUSTER_DC1_CONFIG": '{"sasl.username": "alice"}'}
+SECURITY = {"dc1": {"sasl.username": "alice"}}
 
 
 @pytest.fixture
@@ -37,16 +38,18 @@ def test_each_flow_is_measured_with_the_security_settings_or_read_from_its_snaps
     lag = FlowLag("up", "dc1", "dc2", (), None, 1_000)
     snapshot = FlowLag("down", "dc3", "dc2", (), None, 500)
 
-    def fake_flow_lag(topology: Topology, name: str, *, timeout: float, environ: Any) -> FlowLag:
-        measured.append((name, environ))
+    def fake_flow_lag(access: ClusterAccess, name: str, *, timeout: float) -> FlowLag:
+        measured.append((name, access.security))
         both_reading.wait()
         if name == "down":
             raise LagError("flow down: cluster dc3 is not reachable")
         return lag
 
     monkeypatch.setattr(rpo, "flow_lag", fake_flow_lag)
-    monkeypatch.setattr(rpo, "load_snapshot", lambda target, name: snapshot if target == {"cluster": "dc2"} else None)
-    readings = rpo.lag_readings(topo, ["up", "down"], lambda cluster: {"cluster": cluster}, SECURITY)
+    monkeypatch.setattr(
+        rpo, "load_snapshot", lambda target, name: snapshot if target["bootstrap.servers"] == "127.0.0.1:2" else None
+    )
+    readings = rpo.lag_readings(ClusterAccess(topo, SECURITY), ["up", "down"])
     assert readings == {"up": rpo.LagReading(lag, exact=True), "down": rpo.LagReading(snapshot, exact=False)}
     assert sorted(measured) == [("down", SECURITY), ("up", SECURITY)]
 

@@ -7,14 +7,19 @@ from pathlib import Path
 
 import pytest
 
+from kafka_dr.access import ClusterAccess
 from kafka_dr.health import healing
 from kafka_dr.health.healing import RESTARTS_PER_HOUR, heal
 from kafka_dr.health.rules import FlowHealth, PartitionStatus
 from kafka_dr.replication.replicators import Replicator
+from kafka_dr.topology import parse_topology
 
 FLOW = "dc1-to-dc2"
 COMMAND = ("spark-submit", "replicate.py", "--flow", FLOW, "--continuous")
 NOW = 1_800_000_000.0
+ACCESS = ClusterAccess(
+    parse_topology({"clusters": {"dc1": {"bootstrap_servers": "127.0.0.1:1"}}}), {"dc1": {"sasl.username": "alice"}}
+)
 
 
 class Tracker:
@@ -55,8 +60,8 @@ def tracker(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Tracker:
 
 
 def test_a_dead_replicator_is_restarted_with_its_command_and_the_reason(tracker: Tracker) -> None:
-    action = heal(stopped_flow(), {"KDR_X": "1"}, now=NOW)
-    assert tracker.starts == [(FLOW, COMMAND, {"KDR_X": "1"})]
+    action = heal(stopped_flow(), ACCESS, now=NOW)
+    assert tracker.starts == [(FLOW, COMMAND, {"KDR_CLUSTER_DC1_CONFIG": '{"sasl.username": "alice"}'})]
     assert action == {
         "flow": FLOW,
         "action": "restarted",
@@ -72,11 +77,11 @@ def test_a_dead_replicator_is_restarted_with_its_command_and_the_reason(tracker:
 )
 def test_nothing_is_done_unless_a_replicator_that_should_run_is_gone(tracker: Tracker, current) -> None:
     tracker.replicator = current
-    assert heal(stopped_flow(), now=NOW) is None and tracker.starts == []
+    assert heal(stopped_flow(), ACCESS, now=NOW) is None and tracker.starts == []
 
 
 def test_problems_that_need_an_operator_are_not_restarted_over(tracker: Tracker) -> None:
-    action = heal(stopped_flow("STOP", "GAP", "OK", "CYCLE"), now=NOW)
+    action = heal(stopped_flow("STOP", "GAP", "OK", "CYCLE"), ACCESS, now=NOW)
     assert action == {
         "flow": FLOW,
         "action": "not restarted",
@@ -87,9 +92,9 @@ def test_problems_that_need_an_operator_are_not_restarted_over(tracker: Tracker)
 
 def test_restarts_stop_at_the_hourly_limit_and_older_ones_age_out(tracker: Tracker) -> None:
     for i in range(RESTARTS_PER_HOUR):
-        assert heal(stopped_flow(), now=NOW + i)["action"] == "restarted"
+        assert heal(stopped_flow(), ACCESS, now=NOW + i)["action"] == "restarted"
         tracker.replicator = replicator()  # it died again
-    refused = heal(stopped_flow(), now=NOW + 3599)
+    refused = heal(stopped_flow(), ACCESS, now=NOW + 3599)
     assert refused == {
         "flow": FLOW,
         "action": "not restarted",
@@ -97,7 +102,7 @@ def test_restarts_stop_at_the_hourly_limit_and_older_ones_age_out(tracker: Track
         "last error: error: broker dc1:9092 is down",
     }
     assert len(tracker.starts) == RESTARTS_PER_HOUR
-    again = heal(stopped_flow(), now=NOW + 3600)  # the first restart is an hour old
+    again = heal(stopped_flow(), ACCESS, now=NOW + 3600)  # the first restart is an hour old
     assert again["action"] == "restarted" and again["reason"].endswith(
         f"restart {RESTARTS_PER_HOUR} of {RESTARTS_PER_HOUR} in the last hour"
     )
@@ -105,8 +110,8 @@ def test_restarts_stop_at_the_hourly_limit_and_older_ones_age_out(tracker: Track
 
 def test_the_restart_history_is_kept_per_flow(tracker: Tracker) -> None:
     for i in range(RESTARTS_PER_HOUR):
-        heal(stopped_flow(), now=NOW + i)
+        heal(stopped_flow(), ACCESS, now=NOW + i)
         tracker.replicator = replicator()
     other = FlowHealth("dc2-to-dc1", "ERR", (), (PartitionStatus("orders", 0, "STOP", 5, 1.0, ""),))
     tracker.replicator = Replicator("dc2-to-dc1", 7, COMMAND, "r.log", "2026-11-25T09:00:00+00:00", None, False)
-    assert heal(other, now=NOW + 10)["action"] == "restarted"
+    assert heal(other, ACCESS, now=NOW + 10)["action"] == "restarted"

@@ -11,10 +11,11 @@ from confluent_kafka.admin import OffsetSpec
 from support.fakes import FakeMessage
 from support.lag import IDLE, P0, P1, lag_of
 
+from kafka_dr.access import ClusterAccess
 from kafka_dr.replication import lag
 from kafka_dr.replication.lag import ClusterSide, FlowLag, check_thresholds, heartbeat_latency
 from kafka_dr.replication.provenance import HEADER, Hop
-from kafka_dr.topology import Cluster
+from kafka_dr.topology import parse_topology
 
 
 def test_totals() -> None:
@@ -70,7 +71,8 @@ def test_negative_limit_is_refused() -> None:
 
 
 def side() -> ClusterSide:
-    return ClusterSide("target", "f", Cluster("dc2", "127.0.0.1:1"), 5.0, {})
+    topology = parse_topology({"clusters": {"dc2": {"bootstrap_servers": "127.0.0.1:1"}}})
+    return ClusterSide("target", "f", ClusterAccess(topology), "dc2", 5.0)
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ import yaml
 from support.fakes import FakeMessage
 from support.topology import topology_text
 
+from kafka_dr.access import ClusterAccess
 from kafka_dr.topology import parse_topology
 from kafka_dr.translation import checkpoints
 from kafka_dr.translation.checkpoints import CheckpointTask, checkpoint_key, checkpoints_in, pass_time_in
@@ -144,5 +145,5 @@ def test_a_pass_stamps_its_checkpoints_with_when_it_read_the_source_not_when_it_
     monkeypatch.setattr(checkpoints, "write_checkpoints", lambda _c, _f, _g, at_ms, *_a, **_k: stamped.append(at_ms))
     monkeypatch.setattr(checkpoints, "flow_lag", lambda *_a: None)
     monkeypatch.setattr(checkpoints, "save_snapshot", lambda *_a: None)
-    checkpoints.checkpoint_groups(topology, topology.flow("dc1-to-dc2"), None)
+    checkpoints.checkpoint_groups(ClusterAccess.from_environ(topology), topology.flow("dc1-to-dc2"), None)
     assert stamped == [1_000_000]

@@ -10,9 +10,7 @@ command line, and nothing secret is logged.
 
 from __future__ import annotations
 
-import json
-import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from airflow.sdk import BaseHook
@@ -21,7 +19,9 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from ... import clients
+from ...access import ClusterAccess
 from ...topology import Cluster, Topology, load_topology
+from .schema_registry import registry_user
 
 LOGIN_ERRORS = (KafkaError._AUTHENTICATION, KafkaError._SSL)  # what no retry fixes: wrong credentials or trust
 
@@ -87,13 +87,10 @@ class KafkaClusterHook(BaseHook):
         return self._security
 
     def client_config(self, **overrides: Any) -> dict[str, Any]:
-        """Settings for a confluent-kafka client; overrides as in kafka_dr.clients.client_config."""
-        return clients.client_config(self.cluster, self.env_for_subprocess(), **overrides)
-
-    def env_for_subprocess(self) -> dict[str, str]:
-        """Environment variables that give a child process (spark-submit) this cluster's security settings."""
-        settings = self.security_settings()
-        return {clients.config_env_var(self.cluster.name): json.dumps(settings)} if settings else {}
+        """Settings for a confluent-kafka client; overrides as in ClusterAccess.config."""
+        return ClusterAccess(self.topology, {self.cluster.name: self.security_settings()}).config(
+            self.cluster.name, **overrides
+        )
 
     def check_reachable(self, timeout: float = 10.0, quiet: bool = False) -> str:
         """Metadata round trip; returns the cluster id or raises ClusterUnreachable with one line. A refused login
@@ -136,19 +133,15 @@ class KafkaClusterHook(BaseHook):
         return settings
 
 
-def clusters_env(
-    topology: Topology, clusters: Iterable[str], conn_ids: Mapping[str, str] | None = None
-) -> dict[str, str]:
-    """The clusters' client settings as a child process's environment (never its command line); `conn_ids`
-    names a cluster's connection when it is not `kafka_dr_<cluster>`."""
-    env: dict[str, str] = {}
-    for cluster in clusters:
-        env.update(KafkaClusterHook(cluster, (conn_ids or {}).get(cluster), topology=topology).env_for_subprocess())
-    return env
-
-
-def flows_environ(topology: Topology, flows: Iterable[str]) -> dict[str, str]:
-    """This process's environment plus the settings of the flows' clusters from their connections: what the core's
-    measurements (flow_lag, check_flow, heal) read a secured cluster's credentials from."""
-    clusters = {cluster for name in flows for cluster in (topology.flow(name).source, topology.flow(name).target)}
-    return {**os.environ, **clusters_env(topology, sorted(clusters))}
+def cluster_access(topology: Topology, conn_ids: Mapping[str, str] | None = None) -> ClusterAccess:
+    """How this task reaches every cluster of `topology`, resolved once: each one's Kafka settings from its
+    connection (`conn_ids` names it when it is not `kafka_dr_<cluster>`), its registry's user from
+    `kafka_dr_<cluster>_registry`, else the environment's variables. Core functions take the result."""
+    security = {
+        name: KafkaClusterHook(name, (conn_ids or {}).get(name), topology=topology).security_settings()
+        for name in topology.clusters
+    }
+    users = {name: registry_user(name) for name in topology.clusters}
+    return ClusterAccess(
+        topology, {n: s for n, s in security.items() if s}, {n: u for n, u in users.items() if u is not None}
+    )

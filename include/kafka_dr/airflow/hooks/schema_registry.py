@@ -16,11 +16,20 @@ from collections.abc import Iterable
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 
-from ...schema_registry import user_info_env_var
+from ...schema_registry import user_info, user_info_env_var
 
 
 def registry_conn_id(cluster_name: str) -> str:
     return f"kafka_dr_{cluster_name}_registry"
+
+
+def registry_user(cluster: str) -> str | None:
+    """`user:password` of the cluster's registry: its connection's login, else $KDR_REGISTRY_<NAME>_USER_INFO."""
+    try:
+        conn = BaseHook.get_connection(registry_conn_id(cluster))
+    except AirflowNotFoundException:
+        return user_info(cluster)
+    return f"{conn.login}:{conn.password or ''}" if conn.login else user_info(cluster)
 
 
 def registry_env(clusters: Iterable[str]) -> dict[str, str]:

@@ -21,7 +21,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 from ...spark.driver_jvm import with_driver_jvm
 from ...spark.submit import is_local, package_zip
 from ...topology import Topology
-from ..hooks.kafka_cluster import clusters_env
+from ..hooks.kafka_cluster import cluster_access
 from ..hooks.spark_submit import exit_code, master
 
 if TYPE_CHECKING:  # imported where a hook is made: it costs every task that parses a DAG file about 60 ms
@@ -64,7 +64,7 @@ class SparkJobOperator(BaseOperator):
 
     def cluster_env(self, topology: Topology, clusters: Iterable[str]) -> dict[str, str]:
         """The clusters' client settings for the job's environment (never its command line)."""
-        return clusters_env(topology, clusters, self.kafka_conn_ids)
+        return cluster_access(topology, self.kafka_conn_ids).child_environ(clusters)
 
     def spark_hook(self, name: str, args: list[str]) -> SparkSubmitHook:
         """The provider's hook on `spark_conn_id`, or on local mode when that connection does not exist (the

@@ -15,12 +15,12 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 from confluent_kafka import KafkaException
 
-from ...clients import ClientConfigError, client_config
+from ...clients import ClientConfigError
 from ...replication import replicators
 from ...replication.lag import FlowLag, LagError, check_thresholds, flow_lag
 from ...replication.liveness import liveness
 from ...topology import TopologyError, load_topology
-from ..hooks.kafka_cluster import flows_environ
+from ..hooks.kafka_cluster import cluster_access
 
 
 class ReplicationLagTrigger(BaseTrigger):
@@ -95,19 +95,17 @@ class ReplicationLagTrigger(BaseTrigger):
     def measure(self) -> FlowLag:
         """Settings come from the Airflow connections where the trigger runs, never from its kwargs
         (they are stored in the metadata database)."""
-        topology = load_topology(self.topology)
-        environ = flows_environ(topology, [self.flow])
-        return flow_lag(topology, self.flow, topics=self.topics, timeout=self.lag_timeout, environ=environ)
+        access = cluster_access(load_topology(self.topology))
+        return flow_lag(access, self.flow, topics=self.topics, timeout=self.lag_timeout)
 
     def replicator_stopped(self) -> str | None:
         """Why the flow's replicator, started by this host's DAGs, no longer runs; None while it runs, wherever
         (its target says so when it runs in another process namespace or host), or when none was started here."""
         if replicators.status(self.flow) is None:
             return None
-        topology = load_topology(self.topology)
-        target = topology.cluster(topology.flow(self.flow).target)
+        access = cluster_access(load_topology(self.topology))
         try:
-            seen = liveness(self.flow, client_config(target, flows_environ(topology, [self.flow])))
+            seen = liveness(self.flow, access.config(access.topology.flow(self.flow).target))
         except KafkaException:  # not known: the next lag measurement fails on the same target if it stays away
             return None
         return None if seen.running else seen.detail

@@ -1,0 +1,75 @@
+"""How this process reaches the topology's clusters: one `ClusterAccess`, resolved once where the process begins.
+
+A cluster's address is the topology's; how to log in to it (librdkafka security settings: SASL/SSL, any librdkafka key)
+comes from outside the YAML, and is read at the process boundary only: an Airflow task reads its connections
+(kafka_dr.airflow.hooks.kafka_cluster.cluster_access), the CLI, a Spark job's driver and executors and a background
+replicator their environment (`from_environ`: KDR_CLUSTER_<NAME>_CONFIG, what `child_environ` hands a child process).
+A schema registry's basic-auth user comes the same way (KDR_REGISTRY_<NAME>_USER_INFO). Core functions take the
+object, never an environment or a settings callable; clients.redact keeps secrets out of logs.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from confluent_kafka.admin import AdminClient
+
+from .clients import LIBRDKAFKA_LOG, config_env_var, extra_settings
+from .schema_registry import user_info
+from .topology import Topology
+
+
+@dataclass(frozen=True)
+class ClusterAccess:
+    """librdkafka settings for each cluster of `topology`. `security`: cluster name -> its security settings (secret
+    values: kept out of the repr; a cluster without an entry is plaintext)."""
+
+    topology: Topology
+    security: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, repr=False)
+    registry_users: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """cluster name -> `user:password` of its schema registry (Confluent's basic.auth.user.info)."""
+
+    @classmethod
+    def from_environ(cls, topology: Topology, environ: Mapping[str, str] | None = None) -> ClusterAccess:
+        """Each cluster's settings from KDR_CLUSTER_<NAME>_CONFIG (a JSON object) of `environ`, default this process's
+        environment; a malformed one is a one-line ClientConfigError naming the variable, never its value."""
+        environ = os.environ if environ is None else environ
+        settings = {name: extra_settings(name, environ) for name in topology.clusters}
+        users = {name: user_info(name, environ) for name in topology.clusters}
+        return cls(
+            topology,
+            MappingProxyType({name: s for name, s in settings.items() if s}),
+            MappingProxyType({name: u for name, u in users.items() if u}),
+        )
+
+    def config(self, cluster: str, **overrides: Any) -> dict[str, Any]:
+        """Settings for a confluent-kafka client of kafka-dr's own on `cluster`, its librdkafka log lines going to
+        LIBRDKAFKA_LOG; keyword overrides use librdkafka names with dots written as underscores
+        (enable_idempotence=True)."""
+        return {
+            "bootstrap.servers": self.topology.cluster(cluster).bootstrap_servers,
+            "logger": LIBRDKAFKA_LOG,
+            **self.security.get(cluster, {}),
+            **{k.replace("_", "."): v for k, v in overrides.items()},
+        }
+
+    def admin(self, cluster: str) -> AdminClient:
+        """An admin client on `cluster` (hold it until its futures are done: a collected client cancels them)."""
+        return AdminClient(self.config(cluster))
+
+    def registry_headers(self, cluster: str) -> dict[str, str]:
+        """The Authorization header for `cluster`'s schema registry, or none."""
+        user = self.registry_users.get(cluster)
+        return {"Authorization": f"Basic {base64.b64encode(user.encode()).decode()}"} if user else {}
+
+    def child_environ(self, clusters: Iterable[str] | None = None) -> dict[str, str]:
+        """The clusters' (default: all) security settings as a child process's environment variables, never its
+        command line: how a Spark job or a background replicator gets them."""
+        names = self.topology.clusters if clusters is None else clusters
+        return {config_env_var(name): json.dumps(dict(self.security[name])) for name in names if name in self.security}
