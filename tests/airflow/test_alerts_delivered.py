@@ -28,7 +28,7 @@ from support.stack import Stack
 from kafka_dr import roles
 from kafka_dr.alerts import sent_log
 from kafka_dr.dashboard.page import render_page
-from kafka_dr.dashboard.state import collect_state
+from kafka_dr.dashboard.view import collect_view
 from kafka_dr.state import report_path
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -114,7 +114,7 @@ def test_a_broken_flow_fires_once_and_resolves_on_each_target(
     assert [a["state"] for a in sent_log()[:3]] == ["resolved", "resolved", "firing"]
     shown = [t["shown"] for t in sent_log()[0]["targets"]]
     assert shown[0].startswith("json://kdr:****@127.0.0.1") and "****" in shown[1], shown
-    page = render_page(collect_state(path))
+    page = render_page(collect_view(path))
     assert f"kafka-dr flow_status {FLOW}: OK again (was ERR)" in page and page.count("badge err'>failed") == 4
     written = capfd.readouterr()
     logs = [written.out, written.err]

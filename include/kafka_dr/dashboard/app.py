@@ -28,7 +28,7 @@ from ..drill.history import evidence_file
 from ..paths import DOCS_SITE
 from ..topology import TopologyError, load_topology
 from .page import render_page
-from .state import collect_state
+from .view import collect_view
 
 app = FastAPI(title="Kafka DR", docs_url=None, redoc_url=None, openapi_url=None)
 
@@ -101,13 +101,13 @@ def _state() -> dict[str, Any]:
     """The state, each cluster asked with the security settings the DAGs' tasks use: its Airflow connection
     `kafka_dr_<cluster>`, else $KDR_CLUSTER_<NAME>_CONFIG (its registry: `kafka_dr_<cluster>_registry`, else
     $KDR_REGISTRY_<NAME>_USER_INFO). A topology or connection that does not load is shown
-    by collect_state in its place (the clusters are then asked with the environment's settings)."""
+    by collect_view in its place (the clusters are then asked with the environment's settings)."""
     try:
         topology = load_topology()
         access = cluster_access(topology)
     except (TopologyError, ClientConfigError):
         access = None
-    return collect_state(access=access)
+    return collect_view(access=access)
 
 
 @app.exception_handler(HTTPException)

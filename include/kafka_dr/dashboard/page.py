@@ -1,6 +1,6 @@
-"""The dashboard's one HTML page, drawn from state.collect_state's dict on the server: inline CSS, the lag charts as
+"""The dashboard's one HTML page, drawn from view.collect_view's dict on the server: inline CSS, the lag charts as
 inline SVG, no script and nothing fetched from elsewhere (the api-server may have no internet, and a page without
-third-party code has nothing to trust). Every value from the state is escaped.
+third-party code has nothing to trust). Every value from the view is escaped.
 """
 
 from __future__ import annotations
@@ -45,15 +45,15 @@ figcaption{font-weight:600;margin-bottom:4px}svg text{font-size:11px;fill:#4b556
 """
 
 
-def render_page(state: Mapping[str, Any], ui_root: str = "/") -> str:
+def render_page(view: Mapping[str, Any], ui_root: str = "/") -> str:
     """The whole page. `ui_root`: the path of Airflow's UI (its [api] base_url path), for the links into it."""
-    topology = state["topology"]
+    topology = view["topology"]
     parts = [
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
         "<meta name='viewport' content='width=device-width, initial-scale=1'>",
         f"<title>Kafka DR</title><style>{_CSS}</style></head><body>",
         "<h1>Kafka DR</h1>",
-        f"<div class='muted'>State at {_e(state['generated_at'])} (collected in {_e(state['collected_in_s'])} s) "
+        f"<div class='muted'>State at {_e(view['generated_at'])} (collected in {_e(view['collected_in_s'])} s) "
         f"from topology <code>{_e(topology['path'])}</code> · <a href='api/state'>JSON</a></div>",
         "<div class='actions'>",
         *(
@@ -65,16 +65,16 @@ def render_page(state: Mapping[str, Any], ui_root: str = "/") -> str:
     ]
     if topology["error"]:
         parts.append(f"<div class='banner'>The topology does not load: {_e(topology['error'])}</div>")
-    for entry in state.get("failed_over") or []:  # the deployment's state since a failover, until its failback
+    for entry in view.get("failed_over") or []:  # the deployment's state since a failover, until its failback
         back = _e(_dag_url(ui_root, "dr_failback"))
         parts.append(f"<div class='banner'>Failed over: {_e(entry['line'])} (<a href='{back}'>dr_failback</a>)</div>")
-    parts += _readiness(state.get("readiness"))
-    parts += _clusters(state["clusters"], topology["error"])
-    parts += _flows(state["flows"], topology["error"])
-    parts += _clients(state["clients"], state["clients_error"], topology["error"])
-    parts += _reports(state["reports"], ui_root)
-    parts += _drills(state.get("drills") or [])
-    parts += _alerts(state.get("alerts") or [])
+    parts += _readiness(view.get("readiness"))
+    parts += _clusters(view["clusters"], topology["error"])
+    parts += _flows(view["flows"], topology["error"])
+    parts += _clients(view["clients"], view["clients_error"], topology["error"])
+    parts += _reports(view["reports"], ui_root)
+    parts += _drills(view.get("drills") or [])
+    parts += _alerts(view.get("alerts") or [])
     parts.append("</body></html>")
     return "\n".join(parts)
 

@@ -20,7 +20,7 @@ from support.reports import failover_report
 from support.topology import write_topology
 
 from kafka_dr.dashboard.page import render_page
-from kafka_dr.dashboard.state import collect_state, evaluations
+from kafka_dr.dashboard.view import collect_view, evaluations
 from kafka_dr.drill.evidence import write_evidence
 from kafka_dr.health.check import save_evaluation
 from kafka_dr.health.rules import FlowHealth, PartitionStatus
@@ -61,7 +61,7 @@ def test_unreachable_clusters_are_shown_quickly_with_their_error(tmp_path: Path)
     save_evaluation(None, health, 1_795_000_000_000, [])  # what a health run writes while the target is down
 
     started = time.monotonic()
-    state = collect_state(topology, timeout=0.5)
+    state = collect_view(topology, timeout=0.5)
     assert time.monotonic() - started < 3
 
     dc1, dc2 = state["clusters"]
@@ -84,7 +84,7 @@ def test_unreachable_clusters_are_shown_quickly_with_their_error(tmp_path: Path)
 
 def test_a_topology_that_does_not_load_still_gives_a_page(tmp_path: Path) -> None:
     write_report(tmp_path / "state", "dr_failover", "manual__1", FAILOVER)
-    state = collect_state(tmp_path / "missing.yaml")
+    state = collect_view(tmp_path / "missing.yaml")
     assert state["topology"]["error"].endswith("missing.yaml: file not found")
     assert state["clusters"] == state["flows"] == state["clients"] == []
     assert state["reports"]["dr_failover"]["rpo_records"] == 42
@@ -108,7 +108,7 @@ def test_latest_reports_summed_up_and_a_broken_one_said_so(state_dir: Path) -> N
     write_report(state_dir, "dr_failback", "fb1", failback)
     write_report(state_dir, "dr_backfill", "bf1", "{not json")
 
-    reports = collect_state(state_dir / "no-topology.yaml")["reports"]
+    reports = collect_view(state_dir / "no-topology.yaml")["reports"]
     failover = reports["dr_failover"]
     assert failover["run_id"] == "manual__2026-11-24T10_00_00" and failover["title"] == "dc1 -> dc2 (disaster)"
     assert (failover["rpo_records"], failover["rpo_exact"], failover["rto_seconds"]) == (42, False, 17.5)
@@ -120,13 +120,13 @@ def test_latest_reports_summed_up_and_a_broken_one_said_so(state_dir: Path) -> N
     )
     assert reports["dr_backfill"]["error"].startswith("unreadable: JSONDecodeError")
 
-    page = render_page({**collect_state(state_dir / "no-topology.yaml"), "reports": reports}, ui_root="/airflow/")
+    page = render_page({**collect_view(state_dir / "no-topology.yaml"), "reports": reports}, ui_root="/airflow/")
     assert "42 records (estimate)" in page and "17.5 s" in page and "40 records (exact)" in page
     assert "href='/airflow/dags/dr_failover/runs/manual__2026-11-24T10_00_00'" in page
     assert "href='/airflow/dags/dr_failover'" in page and "href='/airflow/dags/dr_failback'" in page
 
     write_report(state_dir, "dr_backfill", "bf2", {"flow": "f", "copied": "lots"})
-    backfill = collect_state(state_dir / "no-topology.yaml")["reports"]["dr_backfill"]
+    backfill = collect_view(state_dir / "no-topology.yaml")["reports"]["dr_backfill"]
     assert (backfill["run_id"], backfill["error"]) == (None, "unreadable: TypeError: not a number: 'lots'")
 
 
@@ -138,7 +138,7 @@ def test_the_drills_newest_first_with_their_evidence_and_an_rto_chart_per_scenar
     (state_dir / "drills" / "manual__2026-12-04.pdf").write_bytes(b"%PDF-1.4")
     (state_dir / "drills" / "torn.json").write_text("{")
 
-    state = collect_state(state_dir / "no-topology.yaml")
+    state = collect_view(state_dir / "no-topology.yaml")
 
     drills = state["drills"]
     assert [d["run_id"] for d in drills if not d["error"]] == [

@@ -49,15 +49,15 @@ DRILLS_SHOWN = 48  # newest drills listed and charted: two years of a monthly dr
 History = tuple[dict[str, list[dict[str, Any]]], str | None]  # chart points by flow, and why some may be missing
 
 
-def collect_state(
+def collect_view(
     topology_path: str | Path | None = None, access: ClusterAccess | None = None, timeout: float = TIMEOUT_S
 ) -> dict[str, Any]:
-    """The dashboard's state now. `access`: the clusters of its topology as the Airflow plugin reaches them (its
+    """What the dashboard shows now. `access`: the clusters of its topology as the Airflow plugin reaches them (its
     connections); without it the topology at `topology_path` (None: $KDR_TOPOLOGY, else include/topology.yaml),
     reached with this process's environment."""
     started = time.monotonic()
     path = default_topology() if topology_path is None else Path(topology_path)
-    state: dict[str, Any] = {
+    view: dict[str, Any] = {
         "generated_at": now_iso(),
         "topology": {"path": str(path), "error": None},
         "clusters": [],
@@ -73,15 +73,15 @@ def collect_state(
     try:
         topology = load_topology(path) if access is None else access.topology
     except TopologyError as exc:
-        state["topology"]["error"] = str(exc)
+        view["topology"]["error"] = str(exc)
     else:
-        state["clusters"], histories = _clusters(topology, access, timeout)
-        state["flows"] = [
+        view["clusters"], histories = _clusters(topology, access, timeout)
+        view["flows"] = [
             _flow(flow.name, flow.source, flow.target, histories.get(flow.target)) for flow in topology.flows
         ]
-        state["clients"], state["clients_error"] = _clients(topology)
-    state["collected_in_s"] = round(time.monotonic() - started, 3)
-    return state
+        view["clients"], view["clients_error"] = _clients(topology)
+    view["collected_in_s"] = round(time.monotonic() - started, 3)
+    return view
 
 
 def _clusters(
