@@ -20,8 +20,7 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
-from .clients import LIBRDKAFKA_LOG, config_env_var, extra_settings
-from .schema_registry import user_info
+from .clients import LIBRDKAFKA_LOG, ClientConfigError, config_env_var, env_name, extra_settings
 from .topology import Topology
 
 
@@ -65,11 +64,33 @@ class ClusterAccess:
 
     def registry_headers(self, cluster: str) -> dict[str, str]:
         """The Authorization header for `cluster`'s schema registry, or none."""
-        user = self.registry_users.get(cluster)
-        return {"Authorization": f"Basic {base64.b64encode(user.encode()).decode()}"} if user else {}
+        return basic_auth(self.registry_users.get(cluster))
 
     def child_environ(self, clusters: Iterable[str] | None = None) -> dict[str, str]:
-        """The clusters' (default: all) security settings as a child process's environment variables, never its
-        command line: how a Spark job or a background replicator gets them."""
-        names = self.topology.clusters if clusters is None else clusters
-        return {config_env_var(name): json.dumps(dict(self.security[name])) for name in names if name in self.security}
+        """The clusters' (default: all) security settings and registry users as a child process's environment
+        variables, never its command line: how a Spark job, a background replicator, the drill's probe or a registry's
+        restart command gets them."""
+        names = list(self.topology.clusters if clusters is None else clusters)
+        kafka = {config_env_var(n): json.dumps(dict(self.security[n])) for n in names if n in self.security}
+        return {**kafka, **{user_info_env_var(n): self.registry_users[n] for n in names if n in self.registry_users}}
+
+
+def user_info_env_var(cluster_name: str) -> str:
+    """Environment variable holding `user:password` for a cluster's registry, e.g. KDR_REGISTRY_DC1_USER_INFO."""
+    return f"KDR_REGISTRY_{env_name(cluster_name)}_USER_INFO"
+
+
+def user_info(cluster_name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The cluster's registry credentials, `user:password`, from `environ` (default this process's environment), or
+    None when it has none; a malformed value is a ClientConfigError naming the variable, never its value."""
+    value = (os.environ if environ is None else environ).get(user_info_env_var(cluster_name))
+    if not value:
+        return None
+    if ":" not in value:
+        raise ClientConfigError(f"{user_info_env_var(cluster_name)} must be user:password")
+    return value
+
+
+def basic_auth(user: str | None) -> dict[str, str]:
+    """The Authorization header for `user:password`, or none."""
+    return {"Authorization": f"Basic {base64.b64encode(user.encode()).decode()}"} if user else {}

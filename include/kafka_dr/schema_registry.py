@@ -8,14 +8,13 @@ is above every id it knew before, so new ids never collide with ids issued befor
 The reverse (failback) points it back and makes it a follower again.
 
 A registry that requires HTTP Basic authentication (Confluent's `authentication.method=BASIC`) gets the
-credentials of its cluster from $KDR_REGISTRY_<NAME>_USER_INFO, `user:password` as Confluent's
-`basic.auth.user.info`; in Airflow tasks the connection `kafka_dr_<cluster>_registry` fills it
-(airflow/hooks/schema_registry.py). They travel in the Authorization header only, never in a message.
+credentials of its cluster, `user:password` as Confluent's `basic.auth.user.info`, from the process's ClusterAccess
+(kafka_dr.access: the connection `kafka_dr_<cluster>_registry` in Airflow tasks, else
+$KDR_REGISTRY_<NAME>_USER_INFO). They travel in the Authorization header only, never in a message.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import shlex
@@ -30,7 +29,8 @@ from typing import Any
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from .clients import env_name, error_text
+from .access import ClusterAccess, user_info_env_var
+from .clients import error_text
 from .topology import Topology
 
 TIMEOUT_S = 5.0
@@ -46,35 +46,13 @@ def first_url(urls: str) -> str:
     return urls.split(",")[0].strip().rstrip("/")
 
 
-def user_info_env_var(cluster_name: str) -> str:
-    """Environment variable holding `user:password` for a cluster's registry, e.g. KDR_REGISTRY_DC1_USER_INFO."""
-    return f"KDR_REGISTRY_{env_name(cluster_name)}_USER_INFO"
-
-
-def user_info(cluster_name: str, environ: Mapping[str, str] | None = None) -> str | None:
-    """The cluster's registry credentials, `user:password`, from `environ` (default this process's environment), or
-    None when it has none; a malformed value is one line naming the variable, never its value."""
-    value = (os.environ if environ is None else environ).get(user_info_env_var(cluster_name))
-    if not value:
-        return None
-    if ":" not in value:
-        raise RegistryError(f"{user_info_env_var(cluster_name)} must be user:password")
-    return value
-
-
-def auth_headers(cluster_name: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The Authorization header for the cluster's registry, or none."""
-    credentials = user_info(cluster_name, environ)
-    return {"Authorization": f"Basic {base64.b64encode(credentials.encode()).decode()}"} if credentials else {}
-
-
-def client_settings(topology: Topology, cluster_name: str) -> dict[str, str]:
+def client_settings(access: ClusterAccess, cluster_name: str) -> dict[str, str]:
     """Settings for confluent-kafka's SchemaRegistryClient for the cluster's registry, credentials included."""
-    url = topology.cluster(cluster_name).schema_registry
+    url = access.topology.cluster(cluster_name).schema_registry
     if url is None:
         raise RegistryError(f"cluster {cluster_name} has no schema_registry URL in the topology")
-    credentials = user_info(cluster_name)
-    return {"url": first_url(url), **({"basic.auth.user.info": credentials} if credentials else {})}
+    user = access.registry_users.get(cluster_name)
+    return {"url": first_url(url), **({"basic.auth.user.info": user} if user else {})}
 
 
 def get_json(url: str, timeout: float = TIMEOUT_S, headers: Mapping[str, str] | None = None) -> Any:
@@ -163,7 +141,7 @@ def store_cluster_id(store_config: Mapping[str, Any], timeout: float = TIMEOUT_S
 
 
 def redirect(
-    topology: Topology,
+    access: ClusterAccess,
     registry: str,
     store: str,
     leader_eligible: bool,
@@ -179,18 +157,19 @@ def redirect(
     Confluent's metadata endpoint) gives no such sign, and its restart command must then return only once the
     restarted registry answers."""
     started = time.monotonic()
+    topology = access.topology
     url = topology.cluster(registry).schema_registry
     if url is None:
         raise RegistryError(f"cluster {registry} has no schema_registry URL in the topology")
     url = first_url(url)
-    headers = auth_headers(registry)
+    headers = access.registry_headers(registry)
     try:
         before = max_schema_id(url, headers)
     except (OSError, ValueError) as exc:
         if isinstance(exc, urllib.error.HTTPError) and exc.code in (401, 403):
-            raise _refused(registry, url, exc) from None
+            raise _refused(registry, url, exc, bool(headers)) from None
         before = None  # already down: the restart brings it up
-    _restart(restart_command(topology, registry, store, leader_eligible), registry, timeout)
+    _restart(restart_command(topology, registry, store, leader_eligible), registry, timeout, access.child_environ())
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -198,7 +177,7 @@ def redirect(
             break
         except (OSError, ValueError, RegistryError) as exc:  # also while it reads its store or elects itself
             if isinstance(exc, urllib.error.HTTPError) and exc.code in (401, 403):
-                raise _refused(registry, url, exc) from None  # waiting would not change the answer
+                raise _refused(registry, url, exc, bool(headers)) from None  # waiting would not change the answer
             if time.monotonic() > deadline:
                 raise RegistryError(
                     f"the {registry} registry ({url}) did not "
@@ -211,10 +190,11 @@ def redirect(
     return Redirect(registry, url, store, leader_eligible, before, probe, round(time.monotonic() - started, 3))
 
 
-def _restart(command: list[str], registry: str, timeout: float) -> None:
-    """Run the registry's restart command; RegistryError with its last line of output when it fails."""
+def _restart(command: list[str], registry: str, timeout: float, env: Mapping[str, str]) -> None:
+    """Run the registry's restart command, with the clusters' settings in its environment (`env`, never on its
+    command line); RegistryError with its last line of output when it fails."""
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env={**os.environ, **env})
     except (OSError, subprocess.TimeoutExpired) as exc:  # not found, not executable, or never returned
         raise RegistryError(f"restart of the {registry} registry failed ({shlex.join(command)}): {exc}") from None
     if done.returncode != 0:
@@ -279,22 +259,22 @@ def registry_role(
     return {"url": url, "role": role, "leader": status.get("leader"), "error": None}
 
 
-def writes_through(topology: Topology, follower: str, leader: str, timeout: float = 30.0) -> int:
+def writes_through(access: ClusterAccess, follower: str, leader: str, timeout: float = 30.0) -> int:
     """Prove that the registries of clusters `follower` and `leader` have one leader between them: a probe registered
     through `follower`'s registry (which forwards it) is served by `leader`'s as the probe, so every id either issues
     comes from one store. Returns the probe's id; RegistryError with one line otherwise."""
-    via, at = (first_url(topology.cluster(c).schema_registry or "") for c in (follower, leader))
+    via, at = (first_url(access.topology.cluster(c).schema_registry or "") for c in (follower, leader))
     deadline = time.monotonic() + timeout
     while True:
         try:
-            probe = register_probe(via, auth_headers(follower))
-            subjects = get_json(f"{at}/schemas/ids/{probe}/subjects", headers=auth_headers(leader))
+            probe = register_probe(via, access.registry_headers(follower))
+            subjects = get_json(f"{at}/schemas/ids/{probe}/subjects", headers=access.registry_headers(leader))
             if subjects != [PROBE_SUBJECT]:
                 raise RegistryError(f"its id {probe} is {subjects} in the {leader} registry: two leaders")
             return probe
         except (OSError, ValueError, RegistryError) as exc:  # also while the follower learns of its new leader
             if isinstance(exc, urllib.error.HTTPError) and exc.code in (401, 403):
-                raise _refused(follower, via, exc) from None
+                raise _refused(follower, via, exc, follower in access.registry_users) from None
             if time.monotonic() > deadline:
                 raise RegistryError(
                     f"one registry leader not shown: a probe registered through the {follower} registry ({via}) "
@@ -303,9 +283,9 @@ def writes_through(topology: Topology, follower: str, leader: str, timeout: floa
             time.sleep(RETRY_S)
 
 
-def _refused(registry: str, url: str, exc: urllib.error.HTTPError) -> RegistryError:
+def _refused(registry: str, url: str, exc: urllib.error.HTTPError, given: bool) -> RegistryError:
     """A registry that refused kafka-dr's credentials (or wants some): one line naming where they come from."""
-    source = "given" if user_info(registry) else "none given"
+    source = "given" if given else "none given"
     return RegistryError(
         f"the {registry} registry ({url}) refused the request, HTTP {exc.code} {exc.reason}: basic auth "
         f"credentials {source} (connection kafka_dr_{registry}_registry or ${user_info_env_var(registry)})"

@@ -18,6 +18,7 @@ from support.drills import copy_flow
 from support.kafka import cluster_id
 from support.topology import restart_registry_command
 
+from kafka_dr.access import ClusterAccess
 from kafka_dr.schema_registry import PROBE_SUBJECT, redirect
 from kafka_dr.topology import load_topology
 from kafka_dr_dev.local.stack import LocalStack
@@ -114,7 +115,12 @@ def test_a_restart_command_that_returns_before_the_restart_does_not_verify_the_o
         assert httpx.get(f"{dc2.registry_url}/schemas/ids/{probe}/subjects").json() == [PROBE_SUBJECT]
         assert PROBE_SUBJECT not in httpx.get(f"{dc1.registry_url}/subjects").json(), "the probe went to dc1's leader"
     finally:  # dc2's registry follows dc1's store again, as the other tests of the session stack expect
-        redirect(load_topology(stack.write_topology("late-back", flows)), "dc2", "dc1", leader_eligible=False)
+        redirect(
+            ClusterAccess.from_environ(load_topology(stack.write_topology("late-back", flows))),
+            "dc2",
+            "dc1",
+            leader_eligible=False,
+        )
 
 
 def _result(run: Any, task_id: str) -> dict[str, Any]:

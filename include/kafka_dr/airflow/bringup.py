@@ -21,7 +21,6 @@ from ..state import now_iso
 from ..topology import TopologyError
 from .common import flow_clusters, selected_flows, write_report
 from .hooks.kafka_cluster import ClusterUnreachable, KafkaClusterHook, cluster_access
-from .hooks.schema_registry import load_registry_credentials
 
 
 @task
@@ -89,9 +88,8 @@ def schema_registries_checked(plan: list[dict[str, str]]) -> dict[str, dict[str,
     one: the primary's registry when the topology names one."""
     topo, flows = BringupPlan.from_kwargs(plan).load()
     urls = checks.registry_urls(topo, flow_clusters(flows))
-    load_registry_credentials(urls)
     try:
-        return checks.check_registries(topo, urls)
+        return checks.check_registries(cluster_access(topo), urls)
     except checks.BringupError as exc:
         raise AirflowFailException(str(exc)) from None
 

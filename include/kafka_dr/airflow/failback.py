@@ -34,8 +34,7 @@ from . import topology_path
 from .common import boolean_param, groups_param, timed, write_report
 from .failover import triggered_by
 from .hooks.alerts import alert_targets, send_report_alert
-from .hooks.kafka_cluster import ClusterUnreachable, KafkaClusterHook
-from .hooks.schema_registry import load_registry_credentials
+from .hooks.kafka_cluster import ClusterUnreachable, KafkaClusterHook, cluster_access
 from .operators.approval import offer_for_approval
 from .schema_redirect import registry_failed
 
@@ -187,10 +186,8 @@ def registry_back(plan: dict[str, Any]) -> dict[str, Any]:
     serving cluster's registry follows that store (the reverse of dr_failover's redirect)."""
     failback = FailbackPlan.from_dict(plan)
     topo = load_topology(failback.topology)
-    if topo.schema_registry_primary == failback.restored:
-        load_registry_credentials([failback.restored, failback.serving])
     try:
-        return hand_back(topo, failback.restored, failback.serving, _config(topo, failback.restored))
+        return hand_back(cluster_access(topo), failback.restored, failback.serving)
     except RegistryError as exc:  # its line ends with dr_schema_redirect's section on it, as dr_failover's redirect
         raise registry_failed(exc) from None
 

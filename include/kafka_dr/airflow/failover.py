@@ -33,7 +33,6 @@ from . import topology_path
 from .common import groups_param, timed, write_report
 from .hooks.alerts import send_report_alert, topology_targets
 from .hooks.kafka_cluster import ClusterUnreachable, KafkaClusterHook, cluster_access
-from .hooks.schema_registry import load_registry_credentials
 from .operators.approval import offer_for_approval
 from .schema_redirect import registry_failed
 
@@ -171,10 +170,9 @@ def _stop(failover: FailoverPlan, topo: Topology, flows: Sequence[str]) -> dict[
 def redirect_schema_registry(plan: dict[str, Any]) -> dict[str, Any]:
     """When the failed cluster held the primary registry, make the target's registry lead on its own store."""
     failover = FailoverPlan.from_dict(plan)
-    load_registry_credentials([failover.target, failover.failed])  # the failed one is demoted when it answers
     try:
         topo = load_topology(failover.topology)
-        return take_over(topo, failover.failed, failover.target, _config(topo, failover.target))
+        return take_over(cluster_access(topo), failover.failed, failover.target)
     except RegistryError as exc:
         raise registry_failed(exc) from None
 

@@ -19,8 +19,7 @@ from ..schema_registry import RegistryError
 from ..topology import TopologyError, load_topology
 from . import topology_path
 from .common import boolean_param
-from .hooks.kafka_cluster import KafkaClusterHook
-from .hooks.schema_registry import load_registry_credentials
+from .hooks.kafka_cluster import cluster_access
 
 BAD_PARAMS = see_runbook("dr_schema_redirect", "a-param-or-the-topology-is-wrong")  # validation failure's end
 
@@ -72,10 +71,9 @@ def redirect_registry(plan: dict[str, Any]) -> dict[str, Any]:
     (None when not leader-eligible) and the task's own duration, most of it the restart."""
     started = time.monotonic()
     redirect = RedirectPlan.from_dict(plan)
-    load_registry_credentials([redirect.registry])
     try:
         topo = load_topology(redirect.topology)
-        result = steps.redirect_registry(redirect, KafkaClusterHook(redirect.store, topology=topo).client_config())
+        result = steps.redirect_registry(redirect, cluster_access(topo))
     except RegistryError as exc:
         raise registry_failed(exc) from None
     return {**result.to_dict(), "task_seconds": round(time.monotonic() - started, 3)}

@@ -16,7 +16,7 @@ from ..clients import error_text
 from ..replication.heartbeat import HeartbeatError, send_heartbeat, wait_for_heartbeat
 from ..replication.internal import ensure_internal_topics
 from ..replication.topic_sync import TopicSyncError, load_flow_state, persist_flow_state, sync_topics
-from ..schema_registry import auth_headers, first_url, get_json
+from ..schema_registry import first_url, get_json
 from ..topology import Flow, Topology
 
 LEADER_WAIT = 15.0
@@ -77,23 +77,28 @@ def registry_urls(topo: Topology, clusters: Iterable[str]) -> dict[str, str]:
     return {c: first_url(topo.cluster(c).schema_registry) for c in clusters if topo.cluster(c).schema_registry}
 
 
-def check_registries(topo: Topology, urls: Mapping[str, str], wait: float = LEADER_WAIT) -> dict[str, dict[str, Any]]:
+def check_registries(
+    access: ClusterAccess, urls: Mapping[str, str], wait: float = LEADER_WAIT
+) -> dict[str, dict[str, Any]]:
     """Every registry answers GET /subjects, and those that report their leader agree on one, the primary's
-    registry when the topology names one (waiting up to `wait` seconds for followers to see the leader). Needs the
-    registries' credentials in the environment."""
+    registry when the topology names one (waiting up to `wait` seconds for followers to see the leader)."""
     result, problems = {}, []
     for cluster, url in urls.items():
         try:
-            subjects = get_json(f"{url}/subjects", headers=auth_headers(cluster))
+            subjects = get_json(f"{url}/subjects", headers=access.registry_headers(cluster))
         except (OSError, ValueError) as exc:
             problems.append(f"schema registry of {cluster} ({url}) does not answer GET /subjects: {exc}")
             continue
         result[cluster] = {"url": url, "subjects": len(subjects), "leader": None}
-    primary = topo.schema_registry_primary
+    primary = access.topology.schema_registry_primary
     expected = urls.get(primary) if primary else None
     deadline = time.monotonic() + wait
     while True:
-        leaders = {c: leader for c, e in result.items() if (leader := registry_leader(c, e["url"])) is not NOT_EXPOSED}
+        leaders = {
+            c: leader
+            for c, e in result.items()
+            if (leader := registry_leader(e["url"], access.registry_headers(c))) is not NOT_EXPOSED
+        }
         named = set(leaders.values()) | ({expected} if expected and leaders else set())
         if (None not in named and len(named) <= 1) or time.monotonic() >= deadline:
             break
@@ -115,11 +120,11 @@ def check_registries(topo: Topology, urls: Mapping[str, str], wait: float = LEAD
     return result
 
 
-def registry_leader(cluster: str, url: str) -> str | None | object:
+def registry_leader(url: str, headers: Mapping[str, str]) -> str | None | object:
     """The leader URL a registry reports (the local stack's GET /kdr/leader; None while it has none), or
     NOT_EXPOSED for registries without that endpoint, such as Confluent's."""
     try:
-        leader = get_json(f"{url}/kdr/leader", headers=auth_headers(cluster)).get("leader")
+        leader = get_json(f"{url}/kdr/leader", headers=headers).get("leader")
     except (OSError, ValueError, AttributeError):
         return NOT_EXPOSED
     return leader.rstrip("/") if isinstance(leader, str) else None

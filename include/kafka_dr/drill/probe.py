@@ -31,6 +31,7 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerialize
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext, SerializationError
 
+from ..access import ClusterAccess
 from ..follower import FollowingConsumer, FollowingProducer
 from ..schema_registry import client_settings
 from ..topology import Topology
@@ -88,6 +89,7 @@ class ProbeApplication:
         client_log: logging.Logger | None = None,
     ) -> None:
         self.topology = topology
+        self.access = ClusterAccess.from_environ(topology)  # the probe is an application: its environment, read once
         self.topic = topic
         self.producer_alias = producer_alias
         self.consumer_alias = consumer_alias
@@ -151,12 +153,12 @@ class ProbeApplication:
     def _serializer(self, cluster: str) -> Callable[[dict[str, Any], SerializationContext], bytes | None]:
         if self.topology.cluster(cluster).schema_registry is None:
             return lambda record, _: json.dumps(record).encode()
-        return AvroSerializer(SchemaRegistryClient(client_settings(self.topology, cluster)), SCHEMA)
+        return AvroSerializer(SchemaRegistryClient(client_settings(self.access, cluster)), SCHEMA)
 
     def _deserializer(self, cluster: str) -> Callable[[bytes | None, SerializationContext], Any]:
         if self.topology.cluster(cluster).schema_registry is None:
             return lambda value, _: json.loads(value or b"null")
-        return AvroDeserializer(SchemaRegistryClient(client_settings(self.topology, cluster)))
+        return AvroDeserializer(SchemaRegistryClient(client_settings(self.access, cluster)))
 
     def _produce(self) -> None:
         self._guarded("producer", self._produce_until_stopped)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from kafka_dr.access import ClusterAccess
 from kafka_dr.schema_redirect.plan import RedirectPlan
 from kafka_dr.schema_redirect.steps import hand_back, take_over
 from kafka_dr.topology import Topology, TopologyError, load_topology
@@ -41,19 +42,21 @@ def test_the_plan_needs_a_registry_to_redirect_and_a_known_store(tmp_path: Path)
 def test_a_failover_takes_over_the_registry_only_from_a_failed_primary_into_a_target_that_has_one(
     tmp_path: Path,
 ) -> None:
-    assert take_over(topology(tmp_path, None), "dc1", "dc2", {}) == {
+    assert take_over(ClusterAccess(topology(tmp_path, None)), "dc1", "dc2") == {
         "skipped": "the primary registry is not set, not on dc1"
     }
-    assert take_over(topology(tmp_path, "dc1"), "dc2", "dc1", {}) == {
+    assert take_over(ClusterAccess(topology(tmp_path, "dc1")), "dc2", "dc1") == {
         "skipped": "the primary registry is dc1, not on dc2"
     }
-    assert take_over(topology(tmp_path, "dc1"), "dc1", "dc2", {}) == {"skipped": "cluster dc2 has no schema registry"}
+    assert take_over(ClusterAccess(topology(tmp_path, "dc1")), "dc1", "dc2") == {
+        "skipped": "cluster dc2 has no schema registry"
+    }
 
 
 def test_a_failback_hands_the_registry_back_only_to_a_restored_primary(tmp_path: Path) -> None:
-    assert hand_back(topology(tmp_path, "dc1"), "dc2", "dc1", {}) == {
+    assert hand_back(ClusterAccess(topology(tmp_path, "dc1")), "dc2", "dc1") == {
         "skipped": "the primary registry is dc1, not on dc2"
     }
-    assert hand_back(topology(tmp_path, None), "dc1", "dc2", {}) == {
+    assert hand_back(ClusterAccess(topology(tmp_path, None)), "dc1", "dc2") == {
         "skipped": "the primary registry is not set, not on dc1"
     }

@@ -1,11 +1,10 @@
 """Basic-auth credentials of a cluster's schema registry from an Airflow connection, as the Kafka ones come from
 `kafka_dr_<cluster>` (hooks/kafka_cluster.py).
 
-The connection `kafka_dr_<cluster>_registry` (any type, e.g. HTTP) holds them in its login and password. A task
-loads them into its own process's environment as $KDR_REGISTRY_<NAME>_USER_INFO, where kafka_dr.schema_registry
-reads them (and a registry restart command started by the task inherits them); without that connection the
-variable as the deployment set it applies. Each task runs in a process of its own, so they go no further; nothing
-is logged.
+The connection `kafka_dr_<cluster>_registry` (any type, e.g. HTTP) holds them in its login and password; without it
+the variable $KDR_REGISTRY_<NAME>_USER_INFO as the deployment set it applies. `registry_user` is what the task's
+ClusterAccess holds (hooks/kafka_cluster.cluster_access); a child process the task starts (a registry's restart
+command, the drill's probe) gets them in its environment, never on its command line. Nothing is logged.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from collections.abc import Iterable
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 
-from ...schema_registry import user_info, user_info_env_var
+from ...access import user_info, user_info_env_var
 
 
 def registry_conn_id(cluster_name: str) -> str:
