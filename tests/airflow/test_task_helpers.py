@@ -146,30 +146,25 @@ def test_a_drill_brings_its_dc_back_only_when_a_cut_was_tried(tmp_path: Path, mo
 
     from kafka_dr.airflow import drill as drill_tasks
     from kafka_dr.drill.plan import plan_drill
+    from kafka_dr.drill.run import DrillRun
     from kafka_dr.paths import DEFAULT_TOPOLOGY
     from kafka_dr.topology import load_topology
 
-    class Ti:
-        def __init__(self, plan: dict[str, Any] | None) -> None:
-            self.plan = plan
-
-        def xcom_pull(self, task_ids: str) -> Any:
-            assert task_ids == "validate_drill"
-            return self.plan
-
     params = {"scenario": "disaster_round_trip", "from_cluster": "dc1", "to_cluster": "dc2"}
     drill = plan_drill(load_topology(DEFAULT_TOPOLOGY), params)
-    plan = {"drill": drill.to_dict(), "topology": str(DEFAULT_TOPOLOGY), "folder": str(tmp_path / "run")}
+    run = DrillRun(drill, str(DEFAULT_TOPOLOGY), "0" * 64, tmp_path / "run")
     started: list[str] = []
     monkeypatch.setattr(drill_tasks.cutoff, "bring_back", lambda topo, cluster: started.append(cluster) or "started")
-    for xcom in (None, plan):  # validate_drill failed; the run ended before its cut
-        monkeypatch.setattr(drill_tasks, "get_current_context", lambda xcom=xcom: {"ti": Ti(xcom)})
+    for plan in (
+        None,
+        run.to_dict(),
+    ):  # validate_drill failed (its XCom resolves to None); the run ended before its cut
         with pytest.raises(AirflowSkipException, match="no cut-off was tried"):
-            drill_tasks.bring_back.function()
+            drill_tasks.bring_back.function(plan)
     assert started == []
     (tmp_path / "run").mkdir()
-    (tmp_path / "run" / drill_tasks.CUT_MARK).touch()  # cut_off's mark, left before its command ran
-    assert drill_tasks.bring_back.function()["started"] == "started"
+    run.mark_cut()  # cut_off's mark, left before its command ran
+    assert drill_tasks.bring_back.function(run.to_dict())["started"] == "started"
     assert started == ["dc1"]
 
 
