@@ -18,6 +18,7 @@ from .plan import DrillPlan, plan_drill
 CUT_MARK = "cut_off_tried"  # in the run's folder: the cut was tried, so the way back must run
 AT_CUT = "acknowledged_at_cut.json"  # the probe records acknowledged when the DC was cut off
 FAILURES = "failures.txt"
+PROBE = "probe"  # the probe process's folder (probe_process.py)
 
 
 def run_folder(run_id: str) -> Path:
@@ -58,8 +59,7 @@ class DrillRun:
 
     @property
     def probe(self) -> Path:
-        """The probe process's folder (probe_process.py)."""
-        return self.folder / "probe"
+        return self.folder / PROBE
 
     def record_failure(self, step: str, message: str) -> None:
         """Keep a step's failure line: the evidence names the first one rather than the checks it made fail after

@@ -19,7 +19,7 @@ from ..topology import Topology
 from ..translation.checkpoints import load_checkpoints
 from . import checks, cutoff, ledger, probe_process
 from .plan import DrillError, DrillPlan
-from .run import AT_CUT, DrillRun, run_folder
+from .run import AT_CUT, PROBE, DrillRun, run_folder
 from .waits import WaitTimeout, wait_until
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ def open_ledger(
     """ledger.begin, after killing the probe an earlier drill left running when it ended before its last step."""
     earlier = ledger.open_record()
     ended = earlier is not None and earlier["run_id"] != run_id and not running(earlier["run_id"])
-    if ended and probe_process.kill(run_folder(earlier["run_id"]) / "probe"):
+    if ended and probe_process.kill(run_folder(earlier["run_id"]) / PROBE):
         log.warning("drill %s ended without stopping its probe: killed", earlier["run_id"])
     before, note = ledger.begin(run_id, topology, drill.scenario, running)
     if note:
