@@ -6,7 +6,8 @@
 The driver resolves the window per source partition (offsetsForTimes, or the offsets given) and refuses targets that
 would take the copies out of order (kafka_dr.backfill.window); one Spark task per partition reads what the target
 holds of the window; copy tasks (the copier, under the flow `<flow>.backfill`) copy the runs it lacks, at most one task
-per core; one verify task per partition then checks every source record of the window is there exactly once.
+per core; one verify task per partition then checks every source record of the window is there exactly once
+(kafka_dr.backfill.run schedules them; this file gives it Spark).
 --dry-run plans only and changes nothing. The JSON summary (`window`, `copied`, `already_present`, `unavailable`,
 `verify`) is the last line of standard output and goes to --report. Exit codes: 0 done, 1 failed, 2 bad input.
 """
@@ -14,27 +15,13 @@ per core; one verify task per partition then checks every source record of the w
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
-import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from confluent_kafka import IsolationLevel
-
-from kafka_dr.backfill.window import (
-    BackfillError,
-    PresenceTask,
-    Window,
-    missing_ranges,
-    parse_window,
-    prepare,
-)
-from kafka_dr.clients import end_offsets
-from kafka_dr.replication.copier import CopyTask, copy_ranges
-from kafka_dr.replication.fencing import writer_groups
-from kafka_dr.replication.internal import ensure_internal_topics
-from kafka_dr.replication.verify import VerifyTask, summarize, verify_partition
+from kafka_dr.backfill.run import BackfillRun, RunTasks
+from kafka_dr.backfill.window import BackfillError, Window, parse_window
 from kafka_dr.spark.job import BadInput, job_main
 from kafka_dr.spark.session import start_spark
 from kafka_dr.topology import Flow, Topology
@@ -42,7 +29,6 @@ from kafka_dr.topology import Flow, Topology
 if TYPE_CHECKING:
     from pyspark import SparkContext
 
-log = logging.getLogger("kafka_dr.backfill")
 TASK_ERRORS = ("FencedError", "CopyError", "ProvenanceError", "KafkaException", "RuntimeError")
 
 
@@ -63,117 +49,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def run(
     spark_context: SparkContext, topology: Topology, flow: Flow, window: Window, args: argparse.Namespace
 ) -> dict[str, Any]:
-    started = time.monotonic()
     try:
-        prepared = prepare(topology, flow, window, args.topics, args.target_topic)
+        backfill = BackfillRun.check(topology, flow, window, args.topics, args.target_topic)
     except BackfillError as exc:
         raise BadInput(str(exc).replace("target_topic '", "--target-topic '")) from None
-    backfill, context, windows = prepared.flow, prepared.context, prepared.windows
-    presence = [PresenceTask(context.target_config, context.source_cluster_id, w) for w in windows]
-    found = spark_context.parallelize(presence, max(len(presence), 1)).map(missing_ranges).collect() if presence else []
-    summary: dict[str, Any] = {
-        "flow": flow.name,
-        "status": "planned" if args.dry_run else "done",
-        "dry_run": args.dry_run,
-        "window": window.to_dict(),
-        "target_topics": sorted({w.dest_topic for w in windows}),
-        "copied": 0,
-        "to_copy": sum(b - a for _, runs, _ in found for a, b in runs),
-        "already_present": sum(present for _, _, present in found),
-        "unavailable": [
-            {"topic": w.topic, "partition": w.partition, "from_offset": w.unavailable[0], "to_offset": w.unavailable[1]}
-            for w in windows
-            if w.unavailable is not None
-        ],
-        "partitions": [
-            {
-                "topic": w.topic,
-                "partition": w.partition,
-                "dest_topic": w.dest_topic,
-                "first": w.first,
-                "end": w.end,
-                "missing": [list(r) for r in runs],
-                "already_present": present,
-            }
-            for w, runs, present in found
-        ],
-    }
-    log.info(
-        "backfill of %s: %d offsets to copy into %s, %d already present, %d partitions with deleted records",
-        flow.name,
-        summary["to_copy"],
-        ", ".join(summary["target_topics"]),
-        summary["already_present"],
-        len(summary["unavailable"]),
-    )
-    if args.dry_run:
-        context.close()
-        return summary
-    ensure_internal_topics(context.target_admin)  # the copier's progress records
-    context.sync_topics()  # the target topics, with the source's partitions and configs
-    stable = end_offsets(
-        context.target_admin, [(w.dest_topic, w.partition) for w in windows], IsolationLevel.READ_COMMITTED
-    )
-    # Runs of one partition go to successive rounds (the i-th run in round i): a copy task holds one range per
-    # partition.
-    rounds: list[list[CopyTask]] = []
-    for w, runs, _ in found:
-        for index, (a, b) in enumerate(runs):
-            if index == len(rounds):
-                rounds.append([])
-            rounds[index].append(
-                CopyTask(
-                    backfill.name,
-                    context.source_config,
-                    context.target_config,
-                    context.source.name,
-                    context.target.name,
-                    context.source_cluster_id,
-                    context.target_cluster_id,
-                    w.topic,
-                    w.partition,
-                    w.dest_topic,
-                    a,
-                    b,
-                    provenance=True,
-                    dest_from=stable.get((w.dest_topic, w.partition), 0),
-                )
-            )
-    copy_started = time.monotonic()
-    for work in rounds:
-        groups = writer_groups(work, spark_context.defaultParallelism)
-        results = spark_context.parallelize(groups, len(groups)).mapPartitions(_copy_groups).collect()
-        summary["copied"] += sum(r.records for r in results)
-        log.info("backfill of %s: %d records copied so far", flow.name, summary["copied"])
-    summary["copy_seconds"] = round(time.monotonic() - copy_started, 3)
-    verify_tasks = [
-        VerifyTask(
-            context.source_config,
-            context.target_config,
-            context.source_cluster_id,
-            context.target_cluster_id,
-            w.topic,
-            w.partition,
-            w.dest_topic,
-            w.end,
-            start=w.first,
-        )
-        for w in windows
-    ]
-    context.close()
-    verify_started = time.monotonic()
-    checked = spark_context.parallelize(verify_tasks, max(len(verify_tasks), 1)).map(verify_partition).collect()
-    summary["verify_seconds"] = round(time.monotonic() - verify_started, 3)
-    summary["verify"] = summarize(checked)
-    if summary["verify"]["status"] == "failed":
-        summary["status"] = "failed"
-        summary["error"] = f"window not verified: {summary['verify'].pop('error')}"
-    summary["seconds"] = round(time.monotonic() - started, 3)
-    return summary
+    return backfill.run(_on_spark(spark_context), spark_context.defaultParallelism, args.dry_run)
 
 
-def _copy_groups(groups) -> list:
-    return copy_ranges([task for group in groups for task in group])
+def _on_spark(spark_context: SparkContext) -> RunTasks:
+    """Each item a Spark task of its own."""
+
+    def run_tasks(function: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+        return spark_context.parallelize(items, len(items)).map(function).collect() if items else []
+
+    return run_tasks
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import inspect
 import os
 from pathlib import Path
 
@@ -75,6 +76,26 @@ def test_a_drill_brings_its_dc_back_after_any_failover_and_fails_back_only_after
     assert dag.task_dict["failback"].trigger_rule == "none_failed"  # a planned drill skips bring_back
     for step in ("failover", "failback"):  # a cleared step waits for its inner run
         assert isinstance(dag.task_dict[step], TriggerOrWaitDagRunOperator), step
+
+
+def test_the_drill_report_takes_each_steps_result_as_an_argument(dagbag: DagBag) -> None:
+    """The evidence reads the steps' results wired in the DAG (a step renamed breaks the DAG, not the evidence), and
+    runs whatever happened before it."""
+    report = dagbag.dags["dr_drill"].task_dict["drill_report"]
+    assert report.trigger_rule == "all_done"
+    assert {name: arg.operator.task_id for name, arg in report.op_kwargs.items()} == {
+        "validated": "validate_drill",
+        "opened": "open_ledger",
+        "health_before": "health_before",
+        "approved": "approve",
+        "probe": "start_probe",
+        "cut": "cut_off",
+        "caught_up": "after_failover",
+        "back": "bring_back",
+        "stopped": "stop_probe",
+        "health_after": "health_after",
+    }
+    assert set(report.op_kwargs) | {"params"} == set(inspect.signature(report.python_callable).parameters)
 
 
 def test_dr_bringup_runs_the_designed_steps_in_order(dagbag: DagBag) -> None:

@@ -146,48 +146,51 @@ def test_a_drill_brings_its_dc_back_only_when_a_cut_was_tried(tmp_path: Path, mo
 
     from kafka_dr.airflow import drill as drill_tasks
     from kafka_dr.drill.plan import plan_drill
+    from kafka_dr.drill.run import DrillRun
     from kafka_dr.paths import DEFAULT_TOPOLOGY
     from kafka_dr.topology import load_topology
 
-    class Ti:
-        def __init__(self, plan: dict[str, Any] | None) -> None:
-            self.plan = plan
-
-        def xcom_pull(self, task_ids: str) -> Any:
-            assert task_ids == "validate_drill"
-            return self.plan
-
     params = {"scenario": "disaster_round_trip", "from_cluster": "dc1", "to_cluster": "dc2"}
     drill = plan_drill(load_topology(DEFAULT_TOPOLOGY), params)
-    plan = {"drill": drill.to_dict(), "topology": str(DEFAULT_TOPOLOGY), "folder": str(tmp_path / "run")}
+    run = DrillRun(drill, str(DEFAULT_TOPOLOGY), "0" * 64, tmp_path / "run")
     started: list[str] = []
     monkeypatch.setattr(drill_tasks.cutoff, "bring_back", lambda topo, cluster: started.append(cluster) or "started")
-    for xcom in (None, plan):  # validate_drill failed; the run ended before its cut
-        monkeypatch.setattr(drill_tasks, "get_current_context", lambda xcom=xcom: {"ti": Ti(xcom)})
+    for plan in (
+        None,
+        run.to_dict(),
+    ):  # validate_drill failed (its XCom resolves to None); the run ended before its cut
         with pytest.raises(AirflowSkipException, match="no cut-off was tried"):
-            drill_tasks.bring_back.function()
+            drill_tasks.bring_back.function(plan)
     assert started == []
     (tmp_path / "run").mkdir()
-    (tmp_path / "run" / drill_tasks.CUT_MARK).touch()  # cut_off's mark, left before its command ran
-    assert drill_tasks.bring_back.function()["started"] == "started"
+    run.mark_cut()  # cut_off's mark, left before its command ran
+    assert drill_tasks.bring_back.function(run.to_dict())["started"] == "started"
     assert started == ["dc1"]
 
 
-def test_a_drills_steps_connect_with_the_clusters_airflow_connections(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A secured deployment keeps credentials in connections only: the drill's steps put them into their environment,
-    where kafka_dr.clients (and the probe process they start) read them, as every other DAG's tasks do."""
+def test_a_drills_steps_connect_with_the_clusters_airflow_connections(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A secured deployment keeps credentials in connections only: the drill's steps reach the clusters with them, as
+    every other DAG's tasks do, and hand them to the probe process in its environment (never its command line)."""
     from kafka_dr.airflow import drill as drill_tasks
-    from kafka_dr.clients import client_config
+    from kafka_dr.drill.plan import plan_drill
+    from kafka_dr.drill.run import DrillRun
     from kafka_dr.paths import DEFAULT_TOPOLOGY
+    from kafka_dr.topology import load_topology
 
     for name in ("KDR_CLUSTER_DC1_CONFIG", "KDR_CLUSTER_DC2_CONFIG", "KDR_REGISTRY_DC1_USER_INFO"):
-        monkeypatch.delenv(name, raising=False)  # gone again after the test
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv(
         "AIRFLOW_CONN_KAFKA_DR_DC1", json.dumps({"conn_type": "generic", "extra": {"security.protocol": "SSL"}})
     )
     registry = {"conn_type": "http", "login": "drill", "password": "s3cret"}
     monkeypatch.setenv("AIRFLOW_CONN_KAFKA_DR_DC1_REGISTRY", json.dumps(registry))
-    topo = drill_tasks._topology(DEFAULT_TOPOLOGY)
-    assert client_config(topo.cluster("dc1"))["security.protocol"] == "SSL"
-    assert "security.protocol" not in client_config(topo.cluster("dc2"))
-    assert os.environ["KDR_REGISTRY_DC1_USER_INFO"] == "drill:s3cret"
+    params = {"scenario": "planned_round_trip", "from_cluster": "dc1", "to_cluster": "dc2"}
+    drill = plan_drill(load_topology(DEFAULT_TOPOLOGY), params)
+    _, access = drill_tasks._run(DrillRun(drill, str(DEFAULT_TOPOLOGY), "0" * 64, tmp_path / "run").to_dict())
+    assert access.config("dc1")["security.protocol"] == "SSL"
+    assert "security.protocol" not in access.config("dc2")
+    probe_env = access.child_environ()
+    assert json.loads(probe_env["KDR_CLUSTER_DC1_CONFIG"]) == {"security.protocol": "SSL"}
+    assert probe_env["KDR_REGISTRY_DC1_USER_INFO"] == "drill:s3cret" and "KDR_REGISTRY_DC1_USER_INFO" not in os.environ

@@ -20,7 +20,7 @@ import re
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
@@ -203,10 +203,24 @@ class PresenceTask:
     window: PartitionWindow
 
 
-def missing_ranges(task: PresenceTask) -> tuple[PartitionWindow, list[tuple[int, int]], int]:
+class Presence(NamedTuple):
+    """What the target holds of one partition's window: the [first, end) runs it lacks and how many offsets it has."""
+
+    window: PartitionWindow
+    missing: list[tuple[int, int]]
+    present: int
+
+
+def missing_ranges(task: PresenceTask) -> Presence:
     """The window, its [first, end) runs the target lacks, and how many offsets of it the target already holds."""
     window = task.window
-    present: set[int] = set()
+    present = _present_offsets(task) if window.end > window.first else set()
+    return Presence(window, _gaps(window.first, window.end, present), len(present))
+
+
+def _present_offsets(task: PresenceTask) -> set[int]:
+    """The window's source offsets the target topic holds a copy of, by provenance."""
+    window = task.window
     origin = (task.source_cluster_id, window.topic, window.partition)
     consumer = Consumer(
         {
@@ -223,16 +237,18 @@ def missing_ranges(task: PresenceTask) -> tuple[PartitionWindow, list[tuple[int,
         except KafkaException as exc:
             if exc.args[0].code() not in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION):
                 raise
-            low = high = 0  # the target topic is made when the copy starts
-        if high > low and window.end > window.first:
-            for message in read_partition(consumer, window.dest_topic, window.partition, low, high, 60):
-                offset = copied_from(message.headers(), origin)
-                if offset is not None and window.first <= offset < window.end:
-                    present.add(offset)
+            return set()  # the target topic is made when the copy starts
+        copies = read_partition(consumer, window.dest_topic, window.partition, low, high, 60) if high > low else []
+        offsets = (copied_from(message.headers(), origin) for message in copies)
+        return {offset for offset in offsets if offset is not None and window.first <= offset < window.end}
     finally:
         consumer.close()
+
+
+def _gaps(first: int, end: int, present: set[int]) -> list[tuple[int, int]]:
+    """The [a, b) runs of [first, end) outside `present`, in order."""
     runs, start = [], None
-    for offset in range(window.first, window.end):
+    for offset in range(first, end):
         if offset in present:
             if start is not None:
                 runs.append((start, offset))
@@ -240,8 +256,8 @@ def missing_ranges(task: PresenceTask) -> tuple[PartitionWindow, list[tuple[int,
         elif start is None:
             start = offset
     if start is not None:
-        runs.append((start, window.end))
-    return window, runs, len(present)
+        runs.append((start, end))
+    return runs
 
 
 def live_destination_refusals(flow_context: Any, windows: Iterable[PartitionWindow]) -> list[str]:

@@ -16,6 +16,7 @@ import logging
 import signal
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from .. import processes
 from ..state import write_json
 from ..topology import load_topology
 from .probe import ProbeApplication
+from .waits import WaitTimeout, wait_until
 
 STEER_S = 0.2
 PUBLISH_S = 1.0
@@ -36,10 +38,17 @@ class ProbeError(RuntimeError):
 
 
 def start(
-    folder: Path, topology_file: str, topic: str, producer_alias: str, consumer_alias: str, rate: float
+    folder: Path,
+    topology_file: str,
+    topic: str,
+    producer_alias: str,
+    consumer_alias: str,
+    rate: float,
+    env: Mapping[str, str],
 ) -> dict[str, Any]:
-    """Start the probe detached and return its first tally once its consumer has partitions and its producer has
-    sent; ProbeError naming the log when it exits or does not get there within START_TIMEOUT_S."""
+    """Start the probe detached, the clusters' settings in its environment (`env`: ClusterAccess.child_environ), and
+    return its first tally once its consumer has partitions and its producer has sent; ProbeError naming the log when
+    it exits or does not get there within START_TIMEOUT_S."""
     folder.mkdir(parents=True, exist_ok=True)
     kill(folder)  # a retried task's earlier probe: one probe per drill
     steer(folder, consume=True, produce=True, run=True)
@@ -48,18 +57,22 @@ def start(
         sys.executable, "-m", "kafka_dr.drill.probe_process", "--folder", str(folder), "--topology", topology_file,
         "--topic", topic, "--producer-alias", producer_alias, "--consumer-alias", consumer_alias, "--rate", str(rate),
     ]  # fmt: skip
-    proc = processes.spawn(command, folder / "probe.log", _MARK)
+    proc = processes.spawn(command, folder / "probe.log", _MARK, env)
     write_json(folder / "pid.json", {"pid": proc.pid, "ticks": processes.start_ticks(proc.pid)})
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        tally = read(folder)
-        if tally.get("assigned") and tally.get("sent", 0) > 0:
-            return tally
+
+    def started() -> dict[str, Any]:
         if proc.poll() is not None:
             raise ProbeError(f"the probe exited with {proc.returncode} at its start: {_last_line(folder)}")
-        time.sleep(STEER_S)
-    kill(folder)
-    raise ProbeError(f"the probe did not produce and consume within {START_TIMEOUT_S:g} s: see {folder / 'probe.log'}")
+        return read(folder)
+
+    try:
+        return wait_until(
+            started, lambda tally: bool(tally.get("assigned")) and tally.get("sent", 0) > 0, timeout=START_TIMEOUT_S,
+            every=STEER_S, what="the probe did not produce and consume",
+        )  # fmt: skip
+    except WaitTimeout as exc:
+        kill(folder)
+        raise ProbeError(f"{exc}: see {folder / 'probe.log'}") from None
 
 
 def steer(folder: Path, **flags: bool) -> None:
@@ -84,19 +97,24 @@ def stop(folder: Path, drain_timeout: float) -> dict[str, Any]:
     """Stop producing, wait until the consumer has every acknowledged record (`drain_timeout` at most), then end the
     probe; its last tally with `drained`. A probe that died meanwhile gives its last tally, `drained` False."""
     steer(folder, produce=False, consume=True)
-    deadline = time.monotonic() + drain_timeout
-    tally = read(folder)
-    while running(folder) and time.monotonic() < deadline:
-        tally = read(folder)
-        if tally.get("flushed") and set(tally["acknowledged"]) <= set(tally["consumed"]):
-            break
-        time.sleep(STEER_S)
-    drained = bool(tally.get("flushed")) and set(tally.get("acknowledged", [])) <= set(tally.get("consumed", []))
+    try:
+        tally = wait_until(
+            lambda: read(folder), lambda tally: _drained(tally) or not running(folder), timeout=drain_timeout,
+            every=STEER_S, what="the probe did not drain",
+        )  # fmt: skip
+    except WaitTimeout as exc:
+        tally = exc.last  # `drained` False says it
+    drained = _drained(tally)
     steer(folder, run=False)
     pid = _pid(folder)
     if pid is not None and processes.wait_gone({pid[0]: pid[1]}, 45.0 + PUBLISH_S):
         kill(folder)
     return {**read(folder), "drained": drained}
+
+
+def _drained(tally: dict[str, Any]) -> bool:
+    """The producer flushed and the consumer has every record it acknowledged."""
+    return bool(tally.get("flushed")) and set(tally.get("acknowledged", [])) <= set(tally.get("consumed", []))
 
 
 def kill(folder: Path) -> bool:

@@ -9,13 +9,10 @@ command, the drill's probe) gets them in its environment, never on its command l
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable
-
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 
-from ...access import user_info, user_info_env_var
+from ...access import user_info
 
 
 def registry_conn_id(cluster_name: str) -> str:
@@ -29,21 +26,3 @@ def registry_user(cluster: str) -> str | None:
     except AirflowNotFoundException:
         return user_info(cluster)
     return f"{conn.login}:{conn.password or ''}" if conn.login else user_info(cluster)
-
-
-def registry_env(clusters: Iterable[str]) -> dict[str, str]:
-    """$KDR_REGISTRY_<NAME>_USER_INFO of each cluster whose connection has a login."""
-    env = {}
-    for cluster in clusters:
-        try:
-            conn = BaseHook.get_connection(registry_conn_id(cluster))
-        except AirflowNotFoundException:
-            continue
-        if conn.login:
-            env[user_info_env_var(cluster)] = f"{conn.login}:{conn.password or ''}"
-    return env
-
-
-def load_registry_credentials(clusters: Iterable[str]) -> None:
-    """Each cluster's registry credentials from its connection into this process's environment."""
-    os.environ.update(registry_env(clusters))
