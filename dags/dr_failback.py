@@ -119,7 +119,8 @@ with DAG(
     resumed = ReplicationOperator.partial(task_id="flows_resumed", mode="continuous").expand_kwargs(resume_kwargs(plan))
     flows_verified = VerifyFlowOperator.partial(task_id="verify_flows").expand_kwargs(verify_kwargs(back, measured))
     verified = verify_failback(back, translated.output, flows_verified.output)
-    approve = DrApprovalOperator(task_id="approve", preview_task_id="decide")  # dr.approval: none skips it
+    # It approves what `decide` offered; dr.approval: none skips it.
+    approve = DrApprovalOperator(task_id="approve", preview_task_id=go.operator.task_id)
     report = failback_report(
         plan,
         measured=measured,

@@ -111,7 +111,8 @@ with DAG(
     registry = redirect_schema_registry(plan)
     consumers = switch_consumers(plan)
     verified = verify_failover(plan, translated.output)
-    approve = DrApprovalOperator(task_id="approve")  # dr.approval: none skips it
+    # It approves what the preview offered; dr.approval: none skips it.
+    approve = DrApprovalOperator(task_id="approve", preview_task_id=previewed.operator.task_id)
     report = failover_report(
         plan,
         previewed,
