@@ -16,7 +16,7 @@ from airflow.sdk import DAG, Param, chain
 from airflow.timetables.interval import CronDataIntervalTimetable
 
 from kafka_dr.airflow.backfill import backfill_report, validate_backfill
-from kafka_dr.airflow.common import topology_param
+from kafka_dr.airflow.common import result_field, topology_param
 from kafka_dr.airflow.notifications.dag_failed import DagFailedNotifier
 from kafka_dr.airflow.operators.backfill import BackfillOperator
 from kafka_dr.runbooks import runbook_doc_md
@@ -31,7 +31,6 @@ def _flows() -> list[str]:
 
 
 FLOWS = _flows()
-PLAN = "ti.xcom_pull(task_ids='validate_backfill')"
 
 with DAG(
     dag_id="dr_backfill",
@@ -41,7 +40,6 @@ with DAG(
     catchup=False,
     is_paused_upon_creation=False,  # a manual or backfill run starts when triggered
     max_active_runs=1,
-    render_template_as_native_obj=True,
     tags=["kafka-dr"],
     doc_md=runbook_doc_md("dr_backfill", __doc__),
     params={
@@ -70,16 +68,10 @@ with DAG(
     },
 ):
     plan = validate_backfill()
+    job_args = ("flow", "topology", "window_start", "window_end", "offsets", "topics", "target_topic", "dry_run")
     copied = BackfillOperator(
         task_id="backfill",
-        flow="{{ " + PLAN + "['flow'] }}",
-        topology="{{ " + PLAN + "['topology'] }}",
-        window_start="{{ " + PLAN + "['window_start'] }}",
-        window_end="{{ " + PLAN + "['window_end'] }}",
-        offsets="{{ " + PLAN + "['offsets'] }}",
-        topics="{{ " + PLAN + "['topics'] }}",
-        target_topic="{{ " + PLAN + "['target_topic'] }}",
-        dry_run="{{ " + PLAN + "['dry_run'] }}",
+        **{name: result_field(plan, name) for name in job_args},  # the plan's fields of those names
         max_active_tis_per_dag=1,  # runs of a backfill go one at a time: two copiers of a flow fence each other
     )
     report = backfill_report(plan, copied.output)

@@ -68,14 +68,12 @@ with DAG(
     heartbeats = heartbeat_round_trip(plan)
     done = report(
         plan,
-        {
-            "cluster_ids": reachable,
-            "internal_topics_created": internal,
-            "topic_sync": synced,
-            "schema_registries": registries,
-            "replicators": started.output,
-            "lag": gate.output,
-            "heartbeat_latency_s": heartbeats,
-        },
+        cluster_ids=reachable,
+        internal_topics_created=internal,
+        topic_sync=synced,
+        schema_registries=registries,
+        replicators=started.output,
+        lag=gate.output,
+        heartbeat_latency_s=heartbeats,
     )
     chain(plan, reachable, internal, synced, registries, started, gate, heartbeats, done)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from airflow.sdk import DAG, Param, chain
 
-from kafka_dr.airflow.common import cluster_param, form_clusters, topology_param
+from kafka_dr.airflow.common import cluster_param, form_clusters, result_field, topology_param
 from kafka_dr.airflow.failback import (
     decide,
     failback_report,
@@ -102,7 +102,8 @@ with DAG(
     each = resync_kwargs(back)
     resynced = ReplicationOperator.partial(task_id="resync", mode="bounded").expand_kwargs(each)
     mark = mark_restored_ends(back)
-    producers = switch_producers(back["failover"])  # the switch back is a planned failover in reverse
+    switch_back = result_field(back, "failover")  # the switch back is a planned failover in reverse
+    producers = switch_producers(switch_back)
     caught_up = ReplicationOperator.partial(
         task_id="resync_catch_up", mode="bounded", until_quiet=CATCH_UP_QUIET_S
     ).expand_kwargs(each)
@@ -114,30 +115,28 @@ with DAG(
         translate_back_kwargs(back, mark)
     )
     registry = registry_back(plan)
-    consumers = switch_consumers(back["failover"])
+    consumers = switch_consumers(switch_back)
     resumed = ReplicationOperator.partial(task_id="flows_resumed", mode="continuous").expand_kwargs(resume_kwargs(plan))
-    flows_verified = VerifyFlowOperator.partial(task_id="verify_flows").expand_kwargs(
-        verify_kwargs(plan, back, measured)
-    )
+    flows_verified = VerifyFlowOperator.partial(task_id="verify_flows").expand_kwargs(verify_kwargs(back, measured))
     verified = verify_failback(back, translated.output, flows_verified.output)
+    # It approves what `decide` offered; dr.approval: none skips it.
+    approve = DrApprovalOperator(task_id="approve", preview_task_id=go.operator.task_id)
     report = failback_report(
         plan,
-        {
-            "measure_unreplicated": measured,
-            "prepare_switch_back": back,
-            "resync_runs": resynced.output,
-            "switch_producers": producers,
-            "catch_up_runs": caught_up.output,
-            "handle_unreplicated": handled,
-            "registry_back": registry,
-            "switch_consumers": consumers,
-            "verify": verified,
-        },
+        measured=measured,
+        approval=approve.output,  # None when skipped (dr.approval: none)
+        back=back,
+        resync_runs=resynced.output,
+        producers=producers,
+        catch_up_runs=caught_up.output,
+        handled=handled,
+        registry=registry,
+        consumers=consumers,
+        verified=verified,
     )
     # The records that never left go to the end of the restored partitions before the producers come back: behind
     # the producers' new records they would follow later records of their own origin partition, which a consumer
     # that de-duplicates by origin (kafka_dr.follower) takes for records read again.
-    approve = DrApprovalOperator(task_id="approve", preview_task_id="decide")  # dr.approval: none skips it
     chain(go, approve, back, each, resynced, mark, handled, producers, caught_up, drained, translated, registry)
     chain(registry, consumers)
     chain(consumers, resumed, flows_verified, verified, report)

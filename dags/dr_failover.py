@@ -111,18 +111,18 @@ with DAG(
     registry = redirect_schema_registry(plan)
     consumers = switch_consumers(plan)
     verified = verify_failover(plan, translated.output)
+    # It approves what the preview offered; dr.approval: none skips it.
+    approve = DrApprovalOperator(task_id="approve", preview_task_id=previewed.operator.task_id)
     report = failover_report(
         plan,
         previewed,
-        {
-            "stop_replication": stopped,
-            "translations": translated.output,
-            "schema_registry": registry,
-            "switch_consumers": consumers,
-            "verify": verified,
-        },
+        stopped=stopped,
+        translations=translated.output,
+        registry=registry,
+        consumers=consumers,
+        verified=verified,
+        approval=approve.output,  # None when skipped (dr.approval: none)
     )
-    approve = DrApprovalOperator(task_id="approve")  # dr.approval: none skips it
     chain(plan, previewed, unless_dry_run(plan), approve, mode, [producers, disaster])
     chain(producers, inbound, drain, drained, stopped)
     # Consumers move once their offsets are in; the registry redirect runs beside (clients only reading schemas are

@@ -1,9 +1,9 @@
-"""What the DR phases' plan objects share: the check of a choice they are made from, and reading one back from the
-plain dict it travels as between tasks (XCom)."""
+"""What the DR phases' plan objects share: the checks of the params they are made from (a choice, a required
+param). They travel between tasks through kafka_dr.codec."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 
@@ -21,13 +21,3 @@ def required(**params: Any) -> None:
     missing = [name for name, value in params.items() if value is None or value == ""]
     if missing:
         raise ValueError(f"param{'s' if len(missing) > 1 else ''} {', '.join(missing)}: required, no default")
-
-
-def fields_of(data: Any, what: str, *required: str) -> Mapping[str, Any]:
-    """`data` as a mapping holding every `required` key; else ValueError naming `what` and the keys missing."""
-    if not isinstance(data, Mapping):
-        raise ValueError(f"{what}: expected a mapping, got {type(data).__name__}")
-    missing = [key for key in required if key not in data]
-    if missing:
-        raise ValueError(f"{what}: missing {', '.join(missing)}")
-    return data

@@ -1,21 +1,35 @@
 """What the DR reports share (docs/design.md "Reports"; each phase builds its own: kafka_dr.failover.report,
 kafka_dr.failback.report, kafka_dr.backfill.report): the RTO and the steps' timing, as JSON fields and as the table
-of the Markdown page. Steps are the {"started", "ended"} that a task's `timed` records, or a job's own "seconds"."""
+of the Markdown page. Steps are the {"started", "ended"} that a task records (`Step`), or a job's own "seconds"."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .codec import encode
 from .paths import state_dir
 
 REPORT_DAGS = ("dr_failover", "dr_failback", "dr_backfill")
 
+Step = Mapping[str, str]  # when a step's task ran: {"started", "ended"}, UTC ISO with milliseconds
 
-def run_start(run_started: datetime | None, validated: Mapping[str, Any] | None) -> datetime:
+
+@dataclass(frozen=True)
+class Approval:
+    """The `approve` step's answer: who approved and how long the request waited for them; `step`: asked to
+    answered."""
+
+    approved_by: str
+    wait_seconds: float
+    step: Step | None = None
+
+
+def run_start(run_started: datetime | None, validated: Step | None) -> datetime:
     """The run's start: as Airflow recorded it, or its validation step's start when that is earlier (Airflow moves
     the start of a run resumed by clearing its failed tasks to the clear, after clients may have moved); ValueError
     without either."""
@@ -27,28 +41,31 @@ def run_start(run_started: datetime | None, validated: Mapping[str, Any] | None)
     return min(starts)
 
 
-def rto_seconds(run_started: datetime, clients_switched: Mapping[str, Any] | None) -> float | None:
+def rto_seconds(run_started: datetime, clients_switched: Step | None) -> float | None:
     """Seconds from the run's start to the end of the step that switched the clients; None when that step
     never ended, because then the clients were not switched."""
     ended = (clients_switched or {}).get("ended")
     return None if ended is None else round((datetime.fromisoformat(ended) - run_started).total_seconds(), 3)
 
 
-def switch_times(
-    run_started: datetime, clients_switched: Mapping[str, Any] | None, approval: Mapping[str, Any] | None
-) -> dict[str, Any]:
+def switch_times(run_started: datetime, clients_switched: Step | None, approval: Approval | None) -> dict[str, Any]:
     """A switch's RTO fields: who approved and how long that waited (None: no approval asked), `rto_seconds` the
     machine's time (trigger to clients switched, the wait for a person left out) and `rto_with_approval_seconds`
     (the wait in)."""
-    approval = approval or {}
     with_approval = rto_seconds(run_started, clients_switched)
-    wait = approval.get("wait_seconds") or 0.0
+    wait = None if approval is None else approval.wait_seconds
     return {
-        "approved_by": approval.get("approved_by"),
-        "approval_wait_seconds": approval.get("wait_seconds"),
-        "rto_seconds": None if with_approval is None else round(with_approval - wait, 3),
+        "approved_by": None if approval is None else approval.approved_by,
+        "approval_wait_seconds": wait,
+        "rto_seconds": None if with_approval is None else round(with_approval - (wait or 0.0), 3),
         "rto_with_approval_seconds": with_approval,
     }
+
+
+def without_step(result: Any) -> dict[str, Any] | None:
+    """A step's result as a report shows it: its JSON (kafka_dr.codec) less its timing, which the steps table has;
+    None for a step that did not run."""
+    return None if result is None else {k: v for k, v in encode(result).items() if k != "step"}
 
 
 def approval_line(body: Mapping[str, Any]) -> str:

@@ -23,7 +23,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaException
@@ -100,9 +100,6 @@ class Redirect:
     max_id_before: int | None  # None: the registry was not answering before
     probe_id: int | None  # a registration made after the restart (leader-eligible only)
     seconds: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def restart_command(topology: Topology, registry: str, store: str, leader_eligible: bool) -> list[str]:

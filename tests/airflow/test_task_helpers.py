@@ -22,6 +22,7 @@ from kafka_dr.airflow import failback as failback_tasks
 from kafka_dr.airflow.common import timed, write_report
 from kafka_dr.airflow.failback import registry_back, stop_message
 from kafka_dr.airflow.failover import stop_replication
+from kafka_dr.codec import encode
 from kafka_dr.failover.plan import FailoverPlan
 from kafka_dr.schema_registry import RegistryError
 
@@ -54,7 +55,7 @@ def test_a_timed_task_is_the_task_it_was() -> None:
 def test_dr_failover_tasks_time_their_step(tmp_path: Path) -> None:
     topology = write_topology(tmp_path / "t.yaml", {"dc1": "127.0.0.1:1", "dc2": "127.0.0.1:2"})
     plan = FailoverPlan(str(topology), "dc1", "dc2", "disaster", ".*", flows=("f",), stop_flows=())
-    result = stop_replication.function(plan.to_dict())
+    result = stop_replication.function(encode(plan))
     assert result["replicators"] == {} and set(result["step"]) == {"started", "ended"}
 
 
@@ -95,7 +96,7 @@ def test_a_registry_not_handed_back_names_its_runbook_section(tmp_path: Path, mo
     monkeypatch.setattr(failback_tasks, "hand_back", refused)
     monkeypatch.setattr(failback_tasks, "_config", lambda topo, cluster: {})
     with pytest.raises(AirflowFailException) as failed:
-        registry_back.function(replace(FAILBACK, topology=str(topology)).to_dict())
+        registry_back.function(encode(replace(FAILBACK, topology=str(topology))))
     # As dr_failover's redirect: the section of dr_schema_redirect's runbook on that registry failure.
     assert str(failed.value).startswith(f"{line}; see docs/runbooks/dr_schema_redirect.md#"), str(failed.value)
 

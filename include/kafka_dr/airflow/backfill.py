@@ -16,14 +16,14 @@ from ..clients import ClientConfigError
 from ..replication.planner import UnreachableError
 from ..topology import TopologyError, load_topology
 from . import topology_path
-from .common import boolean_param, timed, write_report
+from .common import boolean_param, typed, write_report
 from .hooks.alerts import alert_targets, send_report_alert
 from .hooks.kafka_cluster import KafkaClusterHook
 
 
-@task
-@timed
-def validate_backfill(params: dict[str, Any] | None = None) -> dict[str, Any]:
+@task(multiple_outputs=True)  # a field per XCom: the DAG hands them to BackfillOperator's arguments
+@typed
+def validate_backfill(params: dict[str, Any] | None = None) -> BackfillPlan:
     """Check every param and the window against the source (offsets past the end, topics outside the flow, a target
     that would take the copies out of order); returns the backfill's arguments (BackfillPlan). A run without window
     params takes its data interval (Airflow's own backfill re-runs past hours this way). A scheduled run skips itself,
@@ -58,15 +58,15 @@ def validate_backfill(params: dict[str, Any] | None = None) -> dict[str, Any]:
         )
     except (TopologyError, ClientConfigError, BackfillError, UnreachableError, ValueError) as exc:
         raise AirflowFailException(str(exc)) from None
-    return plan.to_dict()
+    return plan
 
 
 @task
-def backfill_report(plan: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
+@typed
+def backfill_report(backfill: BackfillPlan, summary: dict[str, Any]) -> dict[str, Any]:
     """The report docs/design.md fixes (window, copied, already_present, unavailable, verify) as JSON and a page."""
     context = get_current_context()
     dag_id, run_id = context["dag"].dag_id, context["run_id"]
-    backfill = BackfillPlan.from_dict(plan)
     body = report.backfill_report(backfill, summary, dag_id=dag_id, run_id=run_id)
     written = write_report(dag_id, run_id, body, report.backfill_page(body))
     send_report_alert(load_topology(backfill.topology), dag_id, run_id, written)

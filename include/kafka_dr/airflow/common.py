@@ -1,25 +1,31 @@
 """What the DR DAGs share: the trigger forms' topology and flows params and cluster choices, checks of the
-params every run validates first, the flows a run acts on, how a task times its step, and how a report is
-written."""
+params every run validates first, the flows a run acts on, a task's typed contract (its arguments and result through
+kafka_dr.codec, its step timed), the kwargs of per-flow mapped operators, and how a report is written."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import inspect
 import json
 import os
 import re
+import typing
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, ParamSpec
+from typing import Any, ParamSpec, TypeVar
 
-from airflow.sdk import Param
+from airflow.sdk import Param, XComArg
+from airflow.sdk.exceptions import AirflowFailException
 
+from ..codec import CodecError, decode, encode
 from ..state import now_iso, report_path
 from ..topology import Flow, Topology, TopologyError, load_topology
 from . import topology_path
 from .hooks.kafka_cluster import KafkaClusterHook
 
 P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def topology_param() -> Param:
@@ -95,16 +101,67 @@ def flow_clusters(flows: Iterable[Flow]) -> list[str]:
 
 def timed(func: Callable[P, dict[str, Any]]) -> Callable[P, dict[str, Any]]:
     """The task's result plus "step": {"started", "ended"} (UTC, milliseconds), for the report's step table and
-    RTO: one way of timing for every step. Goes under @task: the wrapper keeps the function's name (the task id)
-    and signature (the params Airflow passes)."""
+    RTO, for a task whose result is a dict (an operator's job summary); a typed task (`typed`) is timed in its
+    result's `step` field. Goes under @task: the wrapper keeps the function's name (the task id) and signature (the
+    params Airflow passes)."""
 
     @functools.wraps(func)
     def run(*args: P.args, **kwargs: P.kwargs) -> dict[str, Any]:
         started = now_iso("milliseconds")
         result = func(*args, **kwargs)
-        return {**result, "step": {"started": started, "ended": now_iso("milliseconds")}}
+        return {**result, "step": _step(started)}
 
     return run
+
+
+def typed(func: Callable[P, R]) -> Callable[P, Any]:
+    """A task's contract in types: each annotated argument is decoded from the JSON Airflow hands it (an upstream
+    task's XCom; None from a skipped one) and the result encoded back (kafka_dr.codec); a result with a `step` field
+    gets the task's start and end there (UTC, milliseconds), for the report's step table and RTO. An argument that
+    does not fit its type fails the task in one line naming the task, the argument and the field. Goes under @task:
+    the wrapper keeps the function's name (the task id) and signature (what the DAG passes, checked when it is
+    parsed)."""
+    signature = inspect.signature(func)
+
+    @functools.wraps(func)
+    def run(*args: P.args, **kwargs: P.kwargs) -> Any:
+        hints = typing.get_type_hints(func)
+        bound = signature.bind(*args, **kwargs)
+        try:
+            for name, value in bound.arguments.items():
+                bound.arguments[name] = decode(hints.get(name, Any), value, f"{func.__name__}({name})")
+        except CodecError as exc:
+            raise AirflowFailException(str(exc)) from None
+        started = now_iso("milliseconds")
+        result = func(*bound.args, **bound.kwargs)
+        if dataclasses.is_dataclass(result) and any(f.name == "step" for f in dataclasses.fields(result)):
+            result = dataclasses.replace(result, step=_step(started))
+        return encode(result)
+
+    return run
+
+
+def _step(started: str) -> dict[str, str]:
+    return {"started": started, "ended": now_iso("milliseconds")}
+
+
+def result_field(result: XComArg, name: str) -> XComArg:
+    """The field `name` of a typed task's result, as an XCom of its own (the task pushes each field:
+    multiple_outputs=True), for an operator's templated argument; a field its result type lacks fails the DAG's
+    parse, not the run."""
+    func = result.operator.python_callable
+    kind = typing.get_type_hints(func).get("return")
+    if not dataclasses.is_dataclass(kind) or name not in {f.name for f in dataclasses.fields(kind)}:
+        raise TypeError(f"task {result.operator.task_id} returns {getattr(kind, '__name__', kind)}: no field {name!r}")
+    if not result.operator.multiple_outputs:
+        raise TypeError(f"task {result.operator.task_id} pushes no XCom per field: give it multiple_outputs=True")
+    return result[name]
+
+
+def flow_kwargs(topology: str, flows: Iterable[str]) -> list[dict[str, str]]:
+    """The kwargs of a per-flow mapped operator (replication, lag gate, health check): one {"flow", "topology"} per
+    flow."""
+    return [{"flow": name, "topology": topology} for name in flows]
 
 
 def write_report(dag_id: str, run_id: str, body: dict[str, Any], page: str | None = None) -> dict[str, Any]:

@@ -7,14 +7,17 @@ serving cluster's records into the restored one, by the flows back or the invers
 back, a planned failover in reverse made of dr_failover's own tasks (producers back, catch-up resync, lag 0, the
 unreplicated records republished or discarded, offsets translated back, registry back, consumers back) -> every flow
 of the topology resumed -> verify -> report. The failback itself is kafka_dr.failback (no Airflow there): these
-tasks read the params, XComs and connections, call it, and return its plans and results as dicts. Every task is
-timed (`timed`) for the report's step table. Validation runs first and changes nothing. A dict is pushed as one
-XCom (`multiple_outputs=False`, as in failover.py), except `prepare_switch_back`'s, whose `failover` the DAG reads.
+tasks read the params, XComs and connections, call it, and return its plans and results as typed values (`typed`:
+kafka_dr.codec's JSON in the XCom), each with when its task started and ended, for the report's step table.
+Validation runs first and changes nothing. The report task takes every result it reads as an argument the DAG
+wires; the mapped operators' kwargs are built here. `prepare_switch_back` pushes each field of its result as an XCom
+of its own too: the DAG hands its `failover` to dr_failover's switch tasks.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from airflow.sdk import get_current_context, task
@@ -23,16 +26,21 @@ from airflow.sdk.exceptions import AirflowFailException
 from .. import roles
 from ..clients import ClientConfigError
 from ..failback import report, republish, switch_back, verify
-from ..failback.plan import FailbackPlan, FailbackRun, SwitchBack
-from ..failback.unreplicated import MeasureError, unreplicated_of
+from ..failback.plan import FailbackPlan, SwitchBack
+from ..failback.report import FailbackRun
+from ..failback.republish import Handled
+from ..failback.unreplicated import Measured, MeasureError, UnreplicatedRange, unreplicated_of
+from ..failback.verify import FailbackVerified
+from ..failover.switch import Switched
+from ..reports import Approval
 from ..runbooks import see_runbook
-from ..schema_redirect.steps import hand_back
+from ..schema_redirect.steps import RegistryMove, hand_back
 from ..schema_registry import RegistryError
 from ..state import subdir
 from ..topology import Topology, TopologyError, load_topology
 from . import topology_path
-from .common import boolean_param, groups_param, timed, write_report
-from .failover import triggered_by
+from .common import boolean_param, flow_kwargs, groups_param, typed, write_report
+from .failover import translate_kwargs, triggered_by
 from .hooks.alerts import alert_targets, send_report_alert
 from .hooks.kafka_cluster import ClusterUnreachable, KafkaClusterHook, cluster_access
 from .operators.approval import offer_for_approval
@@ -41,9 +49,9 @@ from .schema_redirect import registry_failed
 VERIFY_SETTLE_S = 60.0  # the flows run again while they are verified: time for a record produced meanwhile
 
 
-@task(multiple_outputs=False)
-@timed
-def validate_failback(params: dict[str, Any] | None = None) -> dict[str, Any]:
+@task
+@typed
+def validate_failback(params: dict[str, Any] | None = None) -> FailbackPlan:
     """Check every param, and that both clusters answer, before anything changes; returns the run's plan."""
     params = params or {}
     try:
@@ -64,7 +72,7 @@ def validate_failback(params: dict[str, Any] | None = None) -> dict[str, Any]:
                 raise ValueError(f"a failback needs both clusters: {exc}") from None
     except (TopologyError, ClientConfigError, ValueError) as exc:
         raise AirflowFailException(str(exc)) from None
-    plan = FailbackPlan.build(
+    return FailbackPlan.build(
         topo,
         str(path),
         restored,
@@ -75,29 +83,27 @@ def validate_failback(params: dict[str, Any] | None = None) -> dict[str, Any]:
         groups,
         dry_run,
     )
-    return plan.to_dict()
 
 
-@task(multiple_outputs=False)
-@timed
-def measure_unreplicated(plan: dict[str, Any]) -> dict[str, Any]:
+@task
+@typed
+def measure_unreplicated(failback: FailbackPlan) -> Measured:
     """data_kept: the records that never left the restored cluster, exactly (kafka_dr.failback.unreplicated).
     data_lost: they are gone with the cluster's data, so the failover report's estimate stands."""
-    failback = FailbackPlan.from_dict(plan)
     try:
-        return {"unreplicated": unreplicated_of(load_topology(failback.topology), failback)}
+        return unreplicated_of(load_topology(failback.topology), failback)
     except MeasureError as exc:
         raise AirflowFailException(str(exc)) from None
 
 
 @task.short_circuit
-def decide(plan: dict[str, Any], measured: dict[str, Any]) -> dict[str, Any] | bool:
+@typed
+def decide(failback: FailbackPlan, measured: Measured) -> dict[str, Any] | bool:
     """Write the report (and the exact RPO into the failover report this failback follows); then stop on a dry run,
     or when records never left and `unreplicated` is `report`, with one line saying how to continue. Otherwise the
     report's page is the preview offered for approval."""
     context = get_current_context()
     dag_id, run_id = context["dag"].dag_id, context["run_id"]
-    failback = FailbackPlan.from_dict(plan)
     body = report.failback_report(
         failback,
         FailbackRun(measure_unreplicated=measured),
@@ -118,41 +124,41 @@ def decide(plan: dict[str, Any], measured: dict[str, Any]) -> dict[str, Any] | b
     return False if failback.dry_run else written  # False: a dry run ends here, every later step skipped
 
 
-@task(trigger_rule="none_failed")  # after `approve`, skipped when the topology needs no approval
-@timed
-def prepare_switch_back(plan: dict[str, Any]) -> dict[str, Any]:
+@task(multiple_outputs=True, trigger_rule="none_failed")  # after `approve`, skipped when no approval is needed
+@typed
+def prepare_switch_back(failback: FailbackPlan) -> SwitchBack:
     """The flows that resync and the switch back as dr_failover's tasks take it: a planned failover from the serving
     cluster to the restored one, moving only the aliases at home in the restored cluster (SwitchBack). data_lost:
     the resync forces the copy of the records that first came from the restored cluster, up to the run's start."""
     context = get_current_context()
     run_id = context["run_id"]
-    failback = FailbackPlan.from_dict(plan)
     derived = subdir("failback") / f"{re.sub(r'[^A-Za-z0-9._-]', '_', run_id)}.topology.yaml"
     serving = _config(load_topology(failback.topology), failback.serving)
     try:
-        back = switch_back.prepare_switch_back(failback, serving, derived, context["dag_run"].start_date)
+        return switch_back.prepare_switch_back(failback, serving, derived, context["dag_run"].start_date)
     except (TopologyError, switch_back.SwitchBackError) as exc:
         raise AirflowFailException(str(exc)) from None
-    return back.to_dict()
 
 
 @task
-def resync_kwargs(back: dict[str, Any]) -> list[dict[str, Any]]:
+@typed
+def resync_kwargs(back: SwitchBack) -> list[dict[str, Any]]:
     """Kwargs of the mapped resync runs: one per flow into the restored cluster, with the override of data_lost."""
-    return SwitchBack.from_dict(back).resync_kwargs()
+    return [{**one, "force": back.force} for one in flow_kwargs(back.topology, back.flows)]
 
 
 @task
-def gate_kwargs(back: dict[str, Any]) -> list[dict[str, str]]:
+@typed
+def gate_kwargs(back: SwitchBack) -> list[dict[str, str]]:
     """Kwargs of the mapped lag gate: one per flow into the restored cluster."""
-    return SwitchBack.from_dict(back).failover.lag_gates()
+    return flow_kwargs(back.topology, back.flows)
 
 
 @task(multiple_outputs=False)
-def mark_restored_ends(back: dict[str, Any]) -> dict[str, dict[str, int]]:
+@typed
+def mark_restored_ends(switch: SwitchBack) -> dict[str, dict[str, int]]:
     """Per resync flow, the end offsets of its destination partitions in the restored cluster just before producers
     move back (kafka_dr.failback.switch_back.restored_ends says why)."""
-    switch = SwitchBack.from_dict(back)
     topo = load_topology(switch.topology)
     try:
         return switch_back.restored_ends(
@@ -163,28 +169,27 @@ def mark_restored_ends(back: dict[str, Any]) -> dict[str, dict[str, int]]:
 
 
 @task
-def translate_back_kwargs(back: dict[str, Any], mark: dict[str, dict[str, int]]) -> list[dict[str, Any]]:
+@typed
+def translate_back_kwargs(back: SwitchBack, mark: dict[str, dict[str, int]]) -> list[dict[str, Any]]:
     """Kwargs of the mapped offset translation back: one per resync flow, planned (from the serving cluster), with
     the restored cluster's ends of its partitions before producers moved back as `unseen_from`."""
-    return SwitchBack.from_dict(back).failover.translations(unseen_from=mark)
+    return translate_kwargs(back.failover, unseen_from=mark)
 
 
-@task(multiple_outputs=False)
-@timed
-def handle_unreplicated(plan: dict[str, Any], measured: dict[str, Any]) -> dict[str, Any]:
+@task
+@typed
+def handle_unreplicated(failback: FailbackPlan, measured: Measured) -> Handled:
     """republish: the records that never left are produced again at the end of their partitions in the restored
     cluster, after the resynced copies, where the groups moved back read next; discard: left unread. Either way
     the flows out move past the originals, so they are never copied (kafka_dr.failback.republish)."""
-    failback = FailbackPlan.from_dict(plan)
-    return republish.handle(load_topology(failback.topology), failback, measured["unreplicated"])
+    return republish.handle(load_topology(failback.topology), failback, measured)
 
 
-@task(multiple_outputs=False)
-@timed
-def registry_back(plan: dict[str, Any]) -> dict[str, Any]:
+@task
+@typed
+def registry_back(failback: FailbackPlan) -> RegistryMove:
     """When the topology's primary registry is on the restored cluster: it leads on its own store again, and the
     serving cluster's registry follows that store (the reverse of dr_failover's redirect)."""
-    failback = FailbackPlan.from_dict(plan)
     topo = load_topology(failback.topology)
     try:
         return hand_back(cluster_access(topo), failback.restored, failback.serving)
@@ -193,64 +198,82 @@ def registry_back(plan: dict[str, Any]) -> dict[str, Any]:
 
 
 @task
-def resume_kwargs(plan: dict[str, Any]) -> list[dict[str, str]]:
+@typed
+def resume_kwargs(failback: FailbackPlan) -> list[dict[str, str]]:
     """Kwargs of the mapped continuous replicators: every flow of the topology."""
-    failback = FailbackPlan.from_dict(plan)
-    return failback.resume_kwargs(load_topology(failback.topology))
+    return flow_kwargs(failback.topology, [f.name for f in load_topology(failback.topology).flows])
 
 
 @task
-def verify_kwargs(plan: dict[str, Any], back: dict[str, Any], measured: dict[str, Any]) -> list[dict[str, Any]]:
-    """Kwargs of the mapped verify jobs: every flow of the topology and every inverse made for the resync, so each
-    cluster is checked per origin (SwitchBack.verify_kwargs)."""
-    switch = SwitchBack.from_dict(back)
-    flows = [f.name for f in load_topology(switch.topology).flows]
-    return switch.verify_kwargs(flows, measured["unreplicated"].get("ranges") or [], VERIFY_SETTLE_S)
+@typed
+def verify_kwargs(back: SwitchBack, measured: Measured) -> list[dict[str, Any]]:
+    """Kwargs of the mapped verify jobs: every flow of the derived topology (every flow of the topology and every
+    inverse made for the resync), so each cluster is checked per origin. The flows out skip the unreplicated ranges
+    handled (republished copies stand for them, or they stay unread); the resync flows carry the override they were
+    copied with."""
+    flows = [f.name for f in load_topology(back.topology).flows]
+    return [
+        {
+            "flow": name,
+            "topology": back.topology,
+            "skip": _skips(name, measured.ranges),
+            "settle": VERIFY_SETTLE_S,
+            "force": back.force_of(name),
+        }
+        for name in flows
+    ]
 
 
-@task(multiple_outputs=False)
-@timed
+def _skips(flow: str, ranges: Sequence[UnreplicatedRange]) -> list[str]:
+    """VerifyFlowOperator's `skip` of `flow`: its ranges as "topic:partition:first-last"."""
+    return [f"{r.topic}:{r.partition}:{r.from_offset}-{r.to_offset}" for r in ranges if r.flow == flow]
+
+
+@task
+@typed
 def verify_failback(
-    back: dict[str, Any], translations: list[dict[str, Any]], verifications: list[dict[str, Any]]
-) -> dict[str, Any]:
+    switch: SwitchBack, translations: list[dict[str, Any]] | None, verifications: list[dict[str, Any]] | None
+) -> FailbackVerified:
     """Every group moved back holds its translated offsets in the restored cluster and no alias at home there is
     left on the serving cluster; with the verify jobs (each fails its own task on a record missing, duplicated or
     changed), what each flow holds."""
-    switch = SwitchBack.from_dict(back)
     restored = _config(load_topology(switch.topology), switch.failover.target)
-    problems, verified = verify.verify_failback(switch, list(translations or []), list(verifications or []), restored)
+    problems, verified = verify.verify_failback(switch, translations or [], verifications or [], restored)
     if problems:
         raise AirflowFailException("; ".join(problems))
     return verified
 
 
 @task(multiple_outputs=False, trigger_rule="none_failed_min_one_success")
-def failback_report(plan: dict[str, Any], results: dict[str, Any]) -> dict[str, Any]:
+@typed
+def failback_report(
+    failback: FailbackPlan,
+    measured: Measured | None,
+    approval: Approval | None,
+    back: SwitchBack | None,
+    resync_runs: list[dict[str, Any]] | None,
+    producers: Switched | None,
+    catch_up_runs: list[dict[str, Any]] | None,
+    handled: Handled | None,
+    registry: RegistryMove | None,
+    consumers: Switched | None,
+    verified: FailbackVerified | None,
+) -> dict[str, Any]:
     """What never left, what was done with it, records resynced, RTO and every step's timing, as JSON and as a
-    page in STATE_DIR/reports/ (built by kafka_dr.failback.report). `results`: the later tasks' results under
-    FailbackRun's field names, and the resync's runs ("resync_runs", "catch_up_runs")."""
+    page in STATE_DIR/reports/ (built by kafka_dr.failback.report). Each later step's result is None when the step
+    did not run (`approval`: when none was asked); the resync's runs are the replication jobs' summaries."""
     context = get_current_context()
     dag_id, run_id = context["dag"].dag_id, context["run_id"]
-    back = results.get("prepare_switch_back")
-    runs = [*(results.get("resync_runs") or []), *(results.get("catch_up_runs") or [])]
+    runs = [*(resync_runs or []), *(catch_up_runs or [])]
     run = FailbackRun(
-        measure_unreplicated=results.get("measure_unreplicated"),
-        approval=context["ti"].xcom_pull(task_ids="approve"),  # none when the task was skipped
-        prepare_switch_back=None if back is None else SwitchBack.from_dict(back),
-        resync_records=report.resync_records(runs),
-        switch_producers=results.get("switch_producers"),
-        handle_unreplicated=results.get("handle_unreplicated"),
-        registry_back=results.get("registry_back"),
-        switch_consumers=results.get("switch_consumers"),
-        verify=results.get("verify"),
+        measured, approval, back, report.resync_records(runs), producers, handled, registry, consumers, verified
     )
-    failback = FailbackPlan.from_dict(plan)
     started = context["dag_run"].start_date
     body = report.failback_report(
         failback, run, dag_id=dag_id, run_id=run_id, run_started=started, triggered_by=triggered_by(context)
     )
     written = write_report(dag_id, run_id, body, report.failback_page(body))
-    if run.switch_consumers:  # the clients are back: the failover of the restored cluster is over (kafka_dr.roles)
+    if consumers is not None:  # the clients are back: the failover of the restored cluster is over (kafka_dr.roles)
         roles.failed_back(failback.restored)
     send_report_alert(load_topology(failback.topology), dag_id, run_id, written)
     return written

@@ -3,16 +3,17 @@
 dr_failover: validate -> (planned: switch producers -> lag 0) -> stop replication from the failed side
 -> translate and apply offsets -> schema redirect -> switch consumers -> verify -> report. The failover itself is
 kafka_dr.failover (no Airflow there): these tasks read the params, XComs and connections, call it, and return its
-plan and results as dicts (`FailoverPlan.to_dict`). Every task returns when it started and ended (`timed`), so the
-report shows each step's timing and the RTO (run start to clients switched). Validation runs first and changes
-nothing. A task returning a dict pushes it as one XCom (`multiple_outputs=False`): for a `-> dict` annotation Airflow
-would push each key again as an XCom of its own (the preview's offsets of 1,000 groups twice, 0.3 MB each).
+plan and results as typed values (`typed`: kafka_dr.codec's JSON in the XCom), each with when its task started and
+ended, so the report shows each step's timing and the RTO (run start to clients switched). Validation runs first and
+changes nothing. The report task takes every result it reads as an argument the DAG wires. The mapped operators'
+kwargs are built here, from the plan's flows. A task returning a dict pushes it as one XCom
+(`multiple_outputs=False`): for a `-> dict` annotation Airflow would push each key again as an XCom of its own.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow.sdk import get_current_context, task
@@ -21,16 +22,21 @@ from airflow.sdk.exceptions import AirflowFailException
 from .. import roles
 from ..clients import ClientConfigError
 from ..failover import preview, report, stop, verify
-from ..failover.plan import FailoverPlan, FailoverRun
+from ..failover.plan import FailoverPlan
+from ..failover.preview import Preview
+from ..failover.report import FailoverRun
 from ..failover.rpo import lag_readings
-from ..failover.switch import EVERY_ROLE, PRODUCERS, move_reason, moved_by, switch_clients, writers
+from ..failover.stop import Stopped
+from ..failover.switch import EVERY_ROLE, PRODUCERS, Switched, move_reason, moved_by, switch_clients, writers
+from ..failover.verify import Verified
 from ..replication.replicators import ReplicatorError
+from ..reports import Approval
 from ..runbooks import see_runbook
-from ..schema_redirect.steps import take_over
+from ..schema_redirect.steps import RegistryMove, take_over
 from ..schema_registry import RegistryError
 from ..topology import Topology, TopologyError, load_topology
 from . import topology_path
-from .common import groups_param, timed, write_report
+from .common import flow_kwargs, groups_param, typed, write_report
 from .hooks.alerts import send_report_alert, topology_targets
 from .hooks.kafka_cluster import ClusterUnreachable, KafkaClusterHook, cluster_access
 from .operators.approval import offer_for_approval
@@ -39,9 +45,9 @@ from .schema_redirect import registry_failed
 log = logging.getLogger(__name__)
 
 
-@task(multiple_outputs=False)
-@timed
-def validate_failover(params: dict[str, Any] | None = None) -> dict[str, Any]:
+@task
+@typed
+def validate_failover(params: dict[str, Any] | None = None) -> FailoverPlan:
     """Check every param, and the clusters' client settings, before anything changes; returns the run's plan."""
     params = params or {}
     try:
@@ -71,15 +77,14 @@ def validate_failover(params: dict[str, Any] | None = None) -> dict[str, Any]:
                 f"a planned failover needs {plan.failed} reachable ({exc}); use mode disaster; "
                 + see_runbook("dr_failover", "planned-needs-the-failed-cluster-reachable")
             ) from None
-    return plan.to_dict()
+    return plan
 
 
-@task(multiple_outputs=False, task_id="preview")
-@timed
-def preview_failover(plan: dict[str, Any]) -> dict[str, Any]:
+@task(task_id="preview")
+@typed
+def preview_failover(failover: FailoverPlan) -> Preview:
     """What the run would do, changing nothing (kafka_dr.failover.preview): lag and RPO estimate, the replicators that
     stop, the groups' offsets, the registry and client moves. Logged as its Markdown page; a dry run's report."""
-    failover = FailoverPlan.from_dict(plan)
     topo = load_topology(failover.topology)
     try:
         previewed = preview.preview_failover(failover, cluster_access(topo))
@@ -101,75 +106,94 @@ def preview_failover(plan: dict[str, Any]) -> dict[str, Any]:
 
 
 @task.short_circuit(ignore_downstream_trigger_rules=True)
-def unless_dry_run(plan: dict[str, Any]) -> bool:
+@typed
+def unless_dry_run(failover: FailoverPlan) -> bool:
     """A dry run ends with its preview: every later task is skipped, whatever its trigger rule (those that run
     after skipped paths would otherwise start)."""
-    return not FailoverPlan.from_dict(plan).dry_run
+    return not failover.dry_run
 
 
 @task
-def flows_to_drain(plan: dict[str, Any]) -> list[dict[str, str]]:
+@typed
+def flows_to_drain(failover: FailoverPlan) -> list[dict[str, str]]:
     """Kwargs of the mapped lag gate (planned mode): one per flow from the failed cluster to the target."""
-    return FailoverPlan.from_dict(plan).lag_gates()
+    return flow_kwargs(failover.topology, failover.flows)
 
 
 @task(trigger_rule="none_failed_min_one_success")
-def translation_kwargs(plan: dict[str, Any]) -> list[dict[str, Any]]:
+@typed
+def translation_kwargs(failover: FailoverPlan) -> list[dict[str, Any]]:
     """Kwargs of the mapped offset translation: one per flow, from checkpoints in a disaster."""
-    return FailoverPlan.from_dict(plan).translations()
+    return translate_kwargs(failover)
+
+
+def translate_kwargs(
+    failover: FailoverPlan, unseen_from: Mapping[str, Mapping[str, int]] | None = None
+) -> list[dict[str, Any]]:
+    """Kwargs of TranslateOffsetsOperator, one per flow failed -> target; with `unseen_from` (flow -> the target's
+    {"topic:partition": offset} from which records were never seen by the source's groups), each flow's entry of it."""
+    return [
+        {
+            "flow": name,
+            "topology": failover.topology,
+            "groups": failover.groups,
+            "from_checkpoints": failover.from_checkpoints,
+            "reset_to_datetime": failover.reset_to_datetime,
+            **({} if unseen_from is None else {"unseen_from": dict(unseen_from[name])}),
+        }
+        for name in failover.flows
+    ]
 
 
 @task.branch(trigger_rule="none_failed")  # after `approve`, skipped when the topology needs no approval
-def choose_mode(plan: dict[str, Any]) -> str:
+@typed
+def choose_mode(failover: FailoverPlan) -> str:
     """planned: producers move first and the lag drains to 0; disaster: straight to stopping replication. The
     branch names its own downstream task (disaster_path), not stop_replication further down: naming a task that is
     not a direct downstream skips both paths, and the scheduler then needs another pass (a second, with dag.test)
     before stop_replication may run."""
-    return "switch_producers" if FailoverPlan.from_dict(plan).mode == "planned" else "disaster_path"
+    return "switch_producers" if failover.mode == "planned" else "disaster_path"
 
 
-@task(multiple_outputs=False)
-@timed
-def switch_producers(plan: dict[str, Any]) -> dict[str, Any]:
+@task
+@typed
+def switch_producers(failover: FailoverPlan) -> Switched:
     """Planned failover: producers of the failed cluster write to the target from now on."""
-    return _switch(FailoverPlan.from_dict(plan), PRODUCERS, step="switch_producers")
+    return _switch(failover, PRODUCERS, step="switch_producers")
 
 
-@task(multiple_outputs=False)
-@timed
-def stop_inbound(plan: dict[str, Any]) -> dict[str, Any]:
+@task
+@typed
+def stop_inbound(failover: FailoverPlan) -> Stopped:
     """Planned failover, once producers moved: stop the replicators of the flows into the failed cluster
     (kafka_dr.failover.stop.inbound_flows: else the lag gate may never see 0)."""
-    failover = FailoverPlan.from_dict(plan)
     topo = load_topology(failover.topology)
     return _stop(failover, topo, stop.inbound_flows(failover, topo))
 
 
-@task(multiple_outputs=False, trigger_rule="none_failed_min_one_success")
-@timed
-def stop_replication(plan: dict[str, Any]) -> dict[str, Any]:
+@task(trigger_rule="none_failed_min_one_success")
+@typed
+def stop_replication(failover: FailoverPlan) -> Stopped:
     """Stop the replicators of every flow from or into the failed cluster, wherever they run
     (kafka_dr.failover.stop)."""
-    failover = FailoverPlan.from_dict(plan)
     return _stop(failover, load_topology(failover.topology), failover.stop_flows)
 
 
-def _stop(failover: FailoverPlan, topo: Topology, flows: Sequence[str]) -> dict[str, Any]:
+def _stop(failover: FailoverPlan, topo: Topology, flows: Sequence[str]) -> Stopped:
     """stop.stop_replication of `flows`, with the client settings of their clusters (but a disaster's failed one,
     which is not asked)."""
     clusters = {c for flow in flows for c in (topo.flow(flow).target, topo.flow(flow).source)}
     asked = [c for c in clusters if not (failover.mode == "disaster" and c == failover.failed)]
     try:
-        return {"replicators": stop.stop_replication(failover, topo, {c: _config(topo, c) for c in asked}, flows)}
+        return Stopped(stop.stop_replication(failover, topo, {c: _config(topo, c) for c in asked}, flows))
     except ReplicatorError as exc:
         raise AirflowFailException(f"{exc}; {see_runbook('dr_failover', 'replication-did-not-stop')}") from None
 
 
-@task(multiple_outputs=False)
-@timed
-def redirect_schema_registry(plan: dict[str, Any]) -> dict[str, Any]:
+@task
+@typed
+def redirect_schema_registry(failover: FailoverPlan) -> RegistryMove:
     """When the failed cluster held the primary registry, make the target's registry lead on its own store."""
-    failover = FailoverPlan.from_dict(plan)
     try:
         topo = load_topology(failover.topology)
         return take_over(cluster_access(topo), failover.failed, failover.target)
@@ -177,55 +201,53 @@ def redirect_schema_registry(plan: dict[str, Any]) -> dict[str, Any]:
         raise registry_failed(exc) from None
 
 
-@task(multiple_outputs=False)
-@timed
-def switch_consumers(plan: dict[str, Any]) -> dict[str, Any]:
+@task
+@typed
+def switch_consumers(failover: FailoverPlan) -> Switched:
     """Every remaining client of the failed cluster moves to the target: the end of the RTO."""
-    return _switch(FailoverPlan.from_dict(plan), EVERY_ROLE, step="switch_consumers")
+    return _switch(failover, EVERY_ROLE, step="switch_consumers")
 
 
-def _switch(plan: FailoverPlan, roles: tuple[str, ...], step: str) -> dict[str, Any]:
+def _switch(plan: FailoverPlan, roles: tuple[str, ...], step: str) -> Switched:
     context = get_current_context()
     reason = move_reason(context["dag"].dag_id, context["run_id"], plan.mode, step)
-    return {"moved": switch_clients(load_topology(plan.topology), plan, roles, reason)}
+    return Switched(tuple(switch_clients(load_topology(plan.topology), plan, roles, reason)))
 
 
-@task(multiple_outputs=False)
-@timed
-def verify_failover(plan: dict[str, Any], translations: list[dict[str, Any]]) -> dict[str, Any]:
+@task
+@typed
+def verify_failover(failover: FailoverPlan, translations: list[dict[str, Any]] | None) -> Verified:
     """Applied groups hold the translated offsets in the target, no client is left on the failed cluster, and no
     flow from or into it still copies: watched in the targets themselves, whatever the tracker says."""
-    failover = FailoverPlan.from_dict(plan)
     topo = load_topology(failover.topology)
     # Connections are read here: Airflow's task context is not for other threads.
     configs = {t: _config(topo, t) for t in verify.stopped_flows_by_target(topo, failover)}
-    verified = verify.verify_failover(topo, failover, list(translations or []), _config(topo, failover.target), configs)
+    verified = verify.verify_failover(topo, failover, translations or [], _config(topo, failover.target), configs)
     if verified.problems:
         see = see_runbook("dr_failover", "verify-found-a-problem")
         raise AirflowFailException("; ".join([*verified.problems, see]))
-    return {"groups_checked": verified.groups_checked, "replication": verified.replication}
+    return verified
 
 
 @task(multiple_outputs=False, trigger_rule="none_failed_min_one_success")
-def failover_report(plan: dict[str, Any], previewed: dict[str, Any], results: dict[str, Any]) -> dict[str, Any]:
+@typed
+def failover_report(
+    failover: FailoverPlan,
+    previewed: Preview,
+    stopped: Stopped | None,
+    translations: list[dict[str, Any]] | None,
+    registry: RegistryMove | None,
+    consumers: Switched | None,
+    verified: Verified | None,
+    approval: Approval | None,
+) -> dict[str, Any]:
     """RPO, RTO, groups translated and skipped, registry state and every step's timing, as JSON and as a
-    readable page in STATE_DIR/reports/: gathered here, built by kafka_dr.failover.report, with the preview.
-    `results`: the later tasks' results under FailoverRun's field names."""
+    readable page in STATE_DIR/reports/: gathered here, built by kafka_dr.failover.report, with the preview. Each
+    later step's result is None when the step did not run (`approval`: when none was asked)."""
     context = get_current_context()
     dag_id, run_id = context["dag"].dag_id, context["run_id"]
-    failover = FailoverPlan.from_dict(plan)
     topo = load_topology(failover.topology)
-    stopped, inbound = results.get("stop_replication"), context["ti"].xcom_pull(task_ids="stop_inbound")
-    if stopped and inbound:  # planned: the flows into the failed cluster were stopped first, by stop_inbound
-        stopped = {**stopped, "replicators": {**stopped["replicators"], **inbound["replicators"]}}
-    run = FailoverRun(
-        stop_replication=stopped,
-        translations=list(results.get("translations") or []),
-        schema_registry=results.get("schema_registry"),
-        switch_consumers=results.get("switch_consumers"),
-        verify=results.get("verify"),
-        approval=context["ti"].xcom_pull(task_ids="approve"),  # none when the task was skipped
-    )
+    run = FailoverRun(stopped, tuple(translations or ()), registry, consumers, verified, approval)
     body = report.failover_report(
         failover,
         run,
@@ -239,7 +261,7 @@ def failover_report(plan: dict[str, Any], previewed: dict[str, Any], results: di
         writers=writers(topo),
     )
     written = write_report(dag_id, run_id, body, report.failover_page(body))
-    if run.switch_consumers:  # the clients moved: the deployment is failed over until a failback (kafka_dr.roles)
+    if consumers is not None:  # the clients moved: the deployment is failed over until a failback (kafka_dr.roles)
         started = context["dag_run"].start_date
         roles.failed_over(
             failover.failed, failover.target, failover.mode, run_id, started.isoformat(timespec="seconds")

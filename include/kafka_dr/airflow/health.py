@@ -24,7 +24,7 @@ from ..health.rules import FlowHealth, render_table
 from ..state import now_iso
 from ..topology import TopologyError, load_topology
 from . import topology_path
-from .common import selected_flows, write_report
+from .common import flow_kwargs, selected_flows, write_report
 from .hooks.alerts import alert_targets
 from .hooks.kafka_cluster import cluster_access
 from .site import known_users, paused_dags
@@ -39,7 +39,7 @@ def validate_flows(params: dict[str, Any] | None = None) -> list[dict[str, str]]
     except (TopologyError, ClientConfigError, ValueError) as exc:
         raise AirflowFailException(str(exc)) from None
     alert_targets(topo)  # a bad alert URL or a missing ${VAR} fails here, before any flow is checked
-    return [{"flow": flow.name, "topology": str(path)} for flow in selected]
+    return flow_kwargs(str(path), [flow.name for flow in selected])
 
 
 @task

@@ -7,6 +7,7 @@ Validation runs first and changes nothing.
 from __future__ import annotations
 
 import time
+from dataclasses import asdict
 from typing import Any
 
 from airflow.sdk import task
@@ -15,10 +16,11 @@ from airflow.sdk.exceptions import AirflowFailException
 from ..runbooks import see_runbook
 from ..schema_redirect import steps
 from ..schema_redirect.plan import RedirectPlan
+from ..schema_redirect.steps import Redirected
 from ..schema_registry import RegistryError
 from ..topology import TopologyError, load_topology
 from . import topology_path
-from .common import boolean_param
+from .common import boolean_param, typed
 from .hooks.kafka_cluster import cluster_access
 
 BAD_PARAMS = see_runbook("dr_schema_redirect", "a-param-or-the-topology-is-wrong")  # validation failure's end
@@ -48,12 +50,13 @@ def registry_failed(exc: RegistryError) -> AirflowFailException:
 
 
 @task
-def validate_redirect(params: dict[str, Any] | None = None) -> dict[str, Any]:
-    """dr_schema_redirect: check the params before anything changes; returns the run's plan (RedirectPlan)."""
+@typed
+def validate_redirect(params: dict[str, Any] | None = None) -> RedirectPlan:
+    """dr_schema_redirect: check the params before anything changes; returns the run's plan."""
     params = params or {}
     try:
         path = topology_path(params.get("topology"))
-        plan = RedirectPlan.build(
+        return RedirectPlan.build(
             load_topology(path),
             str(path),
             params.get("registry_cluster"),
@@ -62,18 +65,17 @@ def validate_redirect(params: dict[str, Any] | None = None) -> dict[str, Any]:
         )
     except (TopologyError, ValueError) as exc:
         raise AirflowFailException(f"{exc}; {BAD_PARAMS}") from None
-    return plan.to_dict()
 
 
 @task
-def redirect_registry(plan: dict[str, Any]) -> dict[str, Any]:
+@typed
+def redirect_registry(redirect: RedirectPlan) -> Redirected:
     """Redirect, restart and verify the registry; the result says what was applied, the probe registration's id
     (None when not leader-eligible) and the task's own duration, most of it the restart."""
     started = time.monotonic()
-    redirect = RedirectPlan.from_dict(plan)
     try:
         topo = load_topology(redirect.topology)
         result = steps.redirect_registry(redirect, cluster_access(topo))
     except RegistryError as exc:
         raise registry_failed(exc) from None
-    return {**result.to_dict(), "task_seconds": round(time.monotonic() - started, 3)}
+    return Redirected(**asdict(result), task_seconds=round(time.monotonic() - started, 3))

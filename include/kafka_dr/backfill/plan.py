@@ -1,5 +1,5 @@
 """A dr_backfill run's plan, checked by validation against the source; it travels to the backfill job's operator
-and the report as a plain dict (XCom), whose keys the DAG's templates read."""
+and the report as plain JSON (XCom) through kafka_dr.codec, a field per operator argument."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..plans import fields_of
+from ..reports import Step
 from ..topology import Flow, Topology
 from .window import parse_window, prepare
 
@@ -16,7 +16,7 @@ from .window import parse_window, prepare
 class BackfillPlan:
     """Backfill `flow`'s window (window_start / window_end as ISO times, or `offsets` {"topic:partition": [first,
     last]}) of the topics matching `topics` into `target_topics` (named by the `target_topic` format, else the
-    flow's rename). `step`: when validation ran (`timed`), for the report."""
+    flow's rename). `step`: when validation ran, for the report."""
 
     topology: str
     flow: str
@@ -27,7 +27,7 @@ class BackfillPlan:
     target_topic: str | None
     dry_run: bool
     target_topics: tuple[str, ...]
-    step: Mapping[str, Any] | None = None
+    step: Step | None = None
 
     @classmethod
     def build(
@@ -58,37 +58,6 @@ class BackfillPlan:
             target_topic,
             dry_run,
             tuple(sorted({w.dest_topic for w in prepared.windows})),
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        data = {
-            "topology": self.topology,
-            "flow": self.flow,
-            "topics": self.topics,
-            "window_start": self.window_start,
-            "window_end": self.window_end,
-            "offsets": None if self.offsets is None else {k: list(v) for k, v in self.offsets.items()},
-            "target_topic": self.target_topic,
-            "dry_run": self.dry_run,
-            "target_topics": list(self.target_topics),
-        }
-        return data if self.step is None else {**data, "step": dict(self.step)}
-
-    @classmethod
-    def from_dict(cls, data: Any) -> BackfillPlan:
-        """The plan `to_dict` made (with the "step" `timed` adds); ValueError naming what is missing."""
-        data = fields_of(data, "backfill plan", "topology", "flow", "dry_run", "target_topics")
-        return cls(
-            data["topology"],
-            data["flow"],
-            data.get("topics"),
-            data.get("window_start"),
-            data.get("window_end"),
-            data.get("offsets"),
-            data.get("target_topic"),
-            data["dry_run"],
-            tuple(data["target_topics"]),
-            data.get("step"),
         )
 
 

@@ -1,17 +1,17 @@
-"""A failback's plan, made once by validation, the switch back it prepares (a planned failover in reverse plus the
-resync), and what its steps returned, which the report is made of. They travel between Airflow tasks as plain dicts
-(XCom): `to_dict` / `from_dict`."""
+"""A failback's plan, made once by validation, and the switch back it prepares (a planned failover in reverse plus the
+resync). They travel between Airflow tasks as plain JSON (XCom) through kafka_dr.codec."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from ..failover.plan import FailoverPlan
-from ..plans import choice, fields_of, required
+from ..plans import choice, required
+from ..reports import Step
 from ..topology import Topology
 
 MODES = ("data_kept", "data_lost")
@@ -22,7 +22,7 @@ ACTIONS = ("report", "republish", "discard")
 class FailbackPlan:
     """Bring `restored` back after a failover to `serving`. `mode`: data_kept (it came back with its data) or
     data_lost; `unreplicated`: what happens to the records that never left it (ACTIONS); `flows_out` replicate
-    restored -> serving, `flows_back` serving -> restored. `step`: when validation ran (`timed`), for the report."""
+    restored -> serving, `flows_back` serving -> restored. `step`: when validation ran, for the report."""
 
     topology: str
     restored: str
@@ -34,7 +34,7 @@ class FailbackPlan:
     dry_run: bool
     flows_out: tuple[str, ...]
     flows_back: tuple[str, ...]
-    step: Mapping[str, Any] | None = None
+    step: Step | None = None
 
     @staticmethod
     def check(topo: Topology, restored: Any, serving: Any, mode: Any, unreplicated: Any) -> None:
@@ -90,68 +90,18 @@ class FailbackPlan:
             f"unread"
         )
 
-    def resume_kwargs(self, topo: Topology) -> list[dict[str, str]]:
-        """Kwargs of the continuous replicators resumed at the end: every flow of the topology."""
-        return [{"flow": f.name, "topology": self.topology} for f in topo.flows]
-
-    def to_dict(self) -> dict[str, Any]:
-        data = {
-            "topology": self.topology,
-            "restored": self.restored,
-            "restored_cluster_id": self.restored_cluster_id,
-            "serving": self.serving,
-            "mode": self.mode,
-            "unreplicated": self.unreplicated,
-            "groups": self.groups,
-            "dry_run": self.dry_run,
-            "flows_out": list(self.flows_out),
-            "flows_back": list(self.flows_back),
-        }
-        return data if self.step is None else {**data, "step": dict(self.step)}
-
-    @classmethod
-    def from_dict(cls, data: Any) -> FailbackPlan:
-        """The plan `to_dict` made (with the "step" `timed` adds); ValueError naming what is missing."""
-        data = fields_of(
-            data,
-            "failback plan",
-            "topology",
-            "restored",
-            "restored_cluster_id",
-            "serving",
-            "mode",
-            "unreplicated",
-            "groups",
-            "dry_run",
-            "flows_out",
-            "flows_back",
-        )
-        return cls(
-            data["topology"],
-            data["restored"],
-            data["restored_cluster_id"],
-            data["serving"],
-            data["mode"],
-            data["unreplicated"],
-            data["groups"],
-            data["dry_run"],
-            tuple(data["flows_out"]),
-            tuple(data["flows_back"]),
-            data.get("step"),
-        )
-
 
 @dataclass(frozen=True)
 class SwitchBack:
     """The switch back: `failover`, a planned failover from the serving cluster to the restored one moving only the
     aliases at home there, over the flows that resync (the flows back and `inverse_flows`, the inverses of flows out
     made for the serving topics no flow back covers, in a derived topology file). `force`: data_lost's override of
-    the cycle rule ({"cluster": id regex, "to": ISO time}), else None. `step`: when it was prepared (`timed`)."""
+    the cycle rule ({"cluster": id regex, "to": ISO time}), else None. `step`: when it was prepared."""
 
     failover: FailoverPlan
     inverse_flows: tuple[str, ...]
     force: Mapping[str, str] | None
-    step: Mapping[str, Any] | None = None
+    step: Step | None = None
 
     @classmethod
     def build(
@@ -189,75 +139,6 @@ class SwitchBack:
         """The flows serving -> restored that resync."""
         return self.failover.flows
 
-    def resync_kwargs(self) -> list[dict[str, Any]]:
-        """Kwargs of the bounded resync runs: one per flow into the restored cluster, with the override."""
-        return [{**one, "force": self.force} for one in self.failover.lag_gates()]
-
-    def verify_kwargs(
-        self, flows: Iterable[str], ranges: Sequence[Mapping[str, Any]], settle: float
-    ) -> list[dict[str, Any]]:
-        """Kwargs of the verify jobs over `flows` (every flow of the derived topology): the flows out skip the
-        unreplicated `ranges` handled (republished copies stand for them, or they stay unread); the resync flows
-        carry the override they were copied with."""
-        return [
-            {
-                "flow": name,
-                "topology": self.topology,
-                "skip": [
-                    f"{r['topic']}:{r['partition']}:{r['from_offset']}-{r['to_offset']}"
-                    for r in ranges
-                    if r["flow"] == name
-                ],
-                "settle": settle,
-                "force": self.force if name in self.flows else None,
-            }
-            for name in flows
-        ]
-
-    def to_dict(self) -> dict[str, Any]:
-        data = {
-            "failover": self.failover.to_dict(),
-            "inverse_flows": list(self.inverse_flows),
-            "force": None if self.force is None else dict(self.force),
-        }
-        return data if self.step is None else {**data, "step": dict(self.step)}
-
-    @classmethod
-    def from_dict(cls, data: Any) -> SwitchBack:
-        """The switch back `to_dict` made (with the "step" `timed` adds); ValueError naming what is missing."""
-        data = fields_of(data, "switch back", "failover", "inverse_flows", "force")
-        return cls(
-            FailoverPlan.from_dict(data["failover"]), tuple(data["inverse_flows"]), data["force"], data.get("step")
-        )
-
-
-@dataclass(frozen=True)
-class FailbackRun:
-    """What a failback's steps after validation returned, for its report: each a task's result with the "step"
-    ({"started", "ended"}) that `timed` adds; None for a step that did not run (yet). `resync_records`: data records
-    the resync runs copied."""
-
-    measure_unreplicated: Mapping[str, Any] | None = None
-    approval: Mapping[str, Any] | None = None  # the approve task's answer; None when none was asked
-    prepare_switch_back: SwitchBack | None = None
-    resync_records: int | None = None
-    switch_producers: Mapping[str, Any] | None = None
-    handle_unreplicated: Mapping[str, Any] | None = None
-    registry_back: Mapping[str, Any] | None = None
-    switch_consumers: Mapping[str, Any] | None = None
-    verify: Mapping[str, Any] | None = None
-
-    def steps(self) -> dict[str, Mapping[str, Any]]:
-        """The steps that recorded their timing, by name, in the order they run."""
-        back = self.prepare_switch_back
-        steps = {
-            "measure_unreplicated": (self.measure_unreplicated or {}).get("step"),
-            "approve": (self.approval or {}).get("step"),  # asked to answered: the wait for a person
-            "prepare_switch_back": None if back is None else back.step,
-            "switch_producers": (self.switch_producers or {}).get("step"),
-            "handle_unreplicated": (self.handle_unreplicated or {}).get("step"),
-            "registry_back": (self.registry_back or {}).get("step"),
-            "switch_consumers": (self.switch_consumers or {}).get("step"),
-            "verify": (self.verify or {}).get("step"),
-        }
-        return {name: step for name, step in steps.items() if step is not None}
+    def force_of(self, flow: str) -> Mapping[str, str] | None:
+        """The override `flow` was copied with: the resync flows carry data_lost's, the others none."""
+        return self.force if flow in self.flows else None

@@ -6,14 +6,50 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from ..failover.report import failover_page, with_exact_rpo
-from ..reports import approval_line, cell, run_start, step_table, switch_times
+from ..failover.switch import Switched
+from ..reports import Approval, Step, approval_line, cell, run_start, step_table, switch_times, without_step
+from ..schema_redirect.steps import RegistryMove
 from ..state import subdir
 from ..topology import is_data_topic
-from .plan import FailbackPlan, FailbackRun
+from .plan import FailbackPlan, SwitchBack
+from .republish import Handled
+from .unreplicated import Measured
+from .verify import FailbackVerified
+
+
+@dataclass(frozen=True)
+class FailbackRun:
+    """What a failback's steps after validation returned, for its report; None for a step that did not run (yet).
+    `resync_records`: data records the resync runs copied; `approval` is None when none was asked."""
+
+    measure_unreplicated: Measured | None = None
+    approval: Approval | None = None
+    prepare_switch_back: SwitchBack | None = None
+    resync_records: int | None = None
+    switch_producers: Switched | None = None
+    handle_unreplicated: Handled | None = None
+    registry_back: RegistryMove | None = None
+    switch_consumers: Switched | None = None
+    verify: FailbackVerified | None = None
+
+    def steps(self) -> dict[str, Step]:
+        """The steps that recorded their timing, by name, in the order they run."""
+        steps = {
+            "measure_unreplicated": self.measure_unreplicated,
+            "approve": self.approval,  # asked to answered: the wait for a person
+            "prepare_switch_back": self.prepare_switch_back,
+            "switch_producers": self.switch_producers,
+            "handle_unreplicated": self.handle_unreplicated,
+            "registry_back": self.registry_back,
+            "switch_consumers": self.switch_consumers,
+            "verify": self.verify,
+        }
+        return {name: result.step for name, result in steps.items() if result is not None and result.step is not None}
 
 
 def failback_report(
@@ -40,9 +76,13 @@ def failback_report(
         "run_started": start.isoformat(),
         "triggered_by": triggered_by,
         "unreplicated": {
-            **(run.measure_unreplicated or {}).get("unreplicated", {}),
+            **(without_step(run.measure_unreplicated) or {}),
             "action": plan.unreplicated,
-            **{k: v for k, v in (run.handle_unreplicated or {}).items() if k in ("republished", "flows_moved")},
+            **{
+                k: v
+                for k, v in (without_step(run.handle_unreplicated) or {}).items()
+                if k in ("republished", "flows_moved")
+            },
         },
         "resynced": {
             "records": run.resync_records,
@@ -50,9 +90,9 @@ def failback_report(
             "inverse_flows": [] if back is None else list(back.inverse_flows),
             "forced": None if back is None or back.force is None else dict(back.force),
         },
-        **switch_times(start, (run.switch_consumers or {}).get("step"), run.approval),
-        "verify": {k: v for k, v in (run.verify or {}).items() if k != "step"},
-        "schema_registry": {k: v for k, v in (run.registry_back or {}).items() if k != "step"},
+        **switch_times(start, None if run.switch_consumers is None else run.switch_consumers.step, run.approval),
+        "verify": without_step(run.verify) or {},
+        "schema_registry": without_step(run.registry_back) or {},
         "steps": {"validate": plan.step, **run.steps()},
     }
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import IsolationLevel, Message, Producer
@@ -23,25 +24,38 @@ from confluent_kafka.admin import AdminClient
 from ..clients import client_config, end_offsets, init_transactions, read_committed
 from ..replication.internal import PROGRESS, ensure_internal_topics, partition_key, put_records, read_records
 from ..replication.resume import Progress
+from ..reports import Step
 from ..topology import Topology
 from ..wire import REPUBLISHED_HEADER
 from .plan import FailbackPlan
-from .unreplicated import Unreplicated, UnreplicatedRange
+from .unreplicated import Measured, Unreplicated, UnreplicatedRange
 
 log = logging.getLogger(__name__)
 
 READ_TIMEOUT_S = 300.0
 
 
-def handle(topology: Topology, plan: FailbackPlan, unreplicated: Mapping[str, Any]) -> dict[str, Any]:
-    """What the plan's action does with the records that never left (`unreplicated`: the measure's fields):
-    republish them, or leave them unread (discard); either way the flows out move past the originals."""
-    if not unreplicated.get("ranges"):
-        return {"action": plan.unreplicated, "records": 0}
-    found = Unreplicated.from_dict(plan.restored, plan.serving, unreplicated)
+@dataclass(frozen=True)
+class Handled:
+    """What the failback did with the records that never left: its `action` over `records` of them, how many it
+    `republished` now and where it moved each flow out past them ({"flow topic[partition]": next offset}); the last
+    two None when there was nothing to handle. `step`: when its task ran."""
+
+    action: str
+    records: int
+    republished: int | None = None
+    flows_moved: dict[str, int] | None = None
+    step: Step | None = None
+
+
+def handle(topology: Topology, plan: FailbackPlan, measured: Measured) -> Handled:
+    """What the plan's action does with the records that never left (`measured`): republish them, or leave them
+    unread (discard); either way the flows out move past the originals."""
+    if not measured.ranges:
+        return Handled(plan.unreplicated, 0)
+    found = Unreplicated(plan.restored, plan.serving, measured.flows or (), measured.ranges, ())
     republished = republish(topology, found) if plan.unreplicated == "republish" else 0
-    moved = skip_originals(topology, found)
-    return {"action": plan.unreplicated, "records": found.records, "republished": republished, "flows_moved": moved}
+    return Handled(plan.unreplicated, found.records, republished, skip_originals(topology, found))
 
 
 def republish(topology: Topology, found: Unreplicated) -> int:

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 from confluent_kafka import KafkaException, Message
 
 from ..clients import error_text, read_committed
 from ..replication.planner import FlowContext, Lost, UnreachableError
 from ..replication.provenance import ProvenanceError, blocked, hops
+from ..reports import Step
 from ..topology import Topology, is_data_topic
 from .plan import FailbackPlan
 
@@ -66,34 +66,51 @@ class Unreplicated:
             counts[r.topic] = counts.get(r.topic, 0) + r.records
         return dict(sorted(counts.items()))
 
-    def to_dict(self) -> dict[str, object]:
+    def measured(self) -> Measured:
         """The report's `unreplicated` fields (docs/design.md) plus the flows measured and what retention deleted."""
-        return {
-            "records": self.records,
-            "per_topic": self.per_topic,
-            "ranges": [asdict(r) for r in self.ranges],
-            "flows": list(self.flows),
-            "deleted_before_copied": [
-                {"topic": d.topic, "partition": d.partition, "from_offset": d.from_offset, "to_offset": d.to_offset - 1}
-                for d in self.deleted
-            ],
-        }
-
-    @classmethod
-    def from_dict(cls, restored: str, serving: str, data: Mapping[str, Any]) -> Unreplicated:
-        """What `to_dict` wrote, ranges included; what retention deleted is not read back (nothing is done with it
-        but reporting)."""
-        ranges = tuple(UnreplicatedRange(**r) for r in data.get("ranges") or [])
-        return cls(restored, serving, tuple(data.get("flows") or []), ranges, ())
+        return Measured(
+            records=self.records,
+            per_topic=self.per_topic,
+            ranges=self.ranges,
+            flows=self.flows,
+            deleted_before_copied=tuple(
+                DeletedRange(d.topic, d.partition, d.from_offset, d.to_offset - 1) for d in self.deleted
+            ),
+        )
 
 
-def unreplicated_of(topology: Topology, plan: FailbackPlan) -> dict[str, Any]:
-    """The report's `unreplicated` fields of the failback: measured when the restored cluster kept its data; when it
-    lost it, what never left it is gone with it, and the failover report's estimate stands. Raises MeasureError."""
+@dataclass(frozen=True)
+class DeletedRange:
+    """Offsets (inclusive) of a partition that the restored cluster's retention deleted before they were copied."""
+
+    topic: str
+    partition: int
+    from_offset: int
+    to_offset: int
+
+
+@dataclass(frozen=True)
+class Measured:
+    """The measure step's result, the report's `unreplicated` fields: the records that never left and their count
+    per topic (None, with a `note`, when the restored cluster lost its data), their ranges, the flows measured and
+    what retention deleted before it was copied. `step`: when the measure task ran."""
+
+    records: int | None
+    per_topic: dict[str, int]
+    ranges: tuple[UnreplicatedRange, ...]
+    flows: tuple[str, ...] | None = None
+    deleted_before_copied: tuple[DeletedRange, ...] | None = None
+    note: str | None = None
+    step: Step | None = None
+
+
+def unreplicated_of(topology: Topology, plan: FailbackPlan) -> Measured:
+    """What never left the restored cluster: measured when it kept its data; when it lost it, what never left it is
+    gone with it, and the failover report's estimate stands. Raises MeasureError."""
     if plan.mode == "data_lost":
         note = f"{plan.restored} lost its data: what never left it is gone, the failover report's estimate stands"
-        return {"records": None, "per_topic": {}, "ranges": [], "note": note}
-    return measure(topology, plan.restored, plan.serving).to_dict()
+        return Measured(records=None, per_topic={}, ranges=(), note=note)
+    return measure(topology, plan.restored, plan.serving).measured()
 
 
 def measure(topology: Topology, restored: str, serving: str, timeout: float = READ_TIMEOUT_S) -> Unreplicated:

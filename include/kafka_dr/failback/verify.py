@@ -4,13 +4,32 @@ home there is left on the serving cluster, and what the verify jobs found in eac
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..failover.verify import check_groups_and_clients
+from ..reports import Step
 from ..topology import load_topology
 from .plan import SwitchBack
 
-FLOW_FIGURES = ("expected", "copied", "filtered", "skipped")
+
+@dataclass(frozen=True)
+class FlowFigures:
+    """What a verify job found in one flow: records expected, copied once, filtered by the cycle rule, skipped."""
+
+    expected: int
+    copied: int
+    filtered: int
+    skipped: int
+
+
+@dataclass(frozen=True)
+class FailbackVerified:
+    """The failback's verify step: the groups checked and each flow's figures; `step`: when its task ran."""
+
+    groups_checked: int
+    flows: dict[str, FlowFigures]
+    step: Step | None = None
 
 
 def verify_failback(
@@ -18,10 +37,10 @@ def verify_failback(
     translations: Sequence[Mapping[str, Any]],
     verifications: Sequence[Mapping[str, Any]],
     restored_config: Mapping[str, Any],
-) -> tuple[list[str], dict[str, Any]]:
-    """Problems (one line each) and the result: groups checked and each flow's verify figures. The verify jobs fail
-    their own tasks on a record missing, duplicated or changed."""
+) -> tuple[list[str], FailbackVerified]:
+    """Problems (one line each) and the result. The verify jobs (`verifications`: their summaries) fail their own
+    tasks on a record missing, duplicated or changed."""
     topo = load_topology(back.topology)
     problems, checked = check_groups_and_clients(topo, back.failover, translations, restored_config)
-    flows = {v["flow"]: {k: v[k] for k in FLOW_FIGURES} for v in verifications}
-    return problems, {"groups_checked": checked, "flows": flows}
+    flows = {v["flow"]: FlowFigures(v["expected"], v["copied"], v["filtered"], v["skipped"]) for v in verifications}
+    return problems, FailbackVerified(checked, flows)

@@ -5,8 +5,8 @@ with it as its report, the approval shows its Markdown, and every failover repor
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaException
@@ -15,6 +15,7 @@ from confluent_kafka.admin import AdminClient
 from ..access import ClusterAccess
 from ..clients import error_text
 from ..replication import liveness
+from ..reports import Step
 from ..schema_redirect.steps import take_over_skipped
 from ..topology import Topology
 from ..translation.checkpoints import checkpointed_groups, translate_from_source
@@ -27,7 +28,28 @@ SAMPLE_GROUPS = 5  # groups shown with their offsets on the page (all of them ar
 LIVENESS_WINDOW_S = 3.0  # how long a replicator elsewhere has to show its claim in its target
 
 
-def preview_failover(plan: FailoverPlan, access: ClusterAccess) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Preview:
+    """What a failover would do (the report's `preview`, docs/design.md "Reports"): the RPO estimate (`rpo`'s
+    fields), per flow its lag now ({"records", "exact"}, None when unknown) and what its replicator does, the groups'
+    offsets ({"count", "partitions", "sample", "origin", "checkpoint_at_ms", "offsets"}), the registry's move
+    ({"leader", "follower"} or {"skipped"}) and the aliases moved ({"producers_first", "moved"}). `step`: when the
+    preview task ran."""
+
+    failed_cluster: str
+    target_cluster: str
+    mode: str
+    dry_run: bool
+    rpo_estimate: dict[str, Any]
+    lag: dict[str, dict[str, Any] | None]
+    replicators: dict[str, str]
+    groups: dict[str, Any]
+    schema_registry: dict[str, str]
+    clients: dict[str, list[str]]
+    step: Step | None = None
+
+
+def preview_failover(plan: FailoverPlan, access: ClusterAccess) -> Preview:
     """The preview of `plan`: per flow the lag now and the RPO estimate, the replicators that stop, each group's
     offsets to be applied, the registry and client-alias moves. Raises ValueError with one line when the offsets
     cannot be read (a disaster's target, a planned failover's source)."""
@@ -36,25 +58,25 @@ def preview_failover(plan: FailoverPlan, access: ClusterAccess) -> dict[str, Any
     readings = lag_readings(access, plan.flows, measure=plan.mode == "planned")
     estimate = rpo(readings)
     producers = clients_to_move(topo, plan, PRODUCERS) if plan.mode == "planned" else []
-    return {
-        "failed_cluster": plan.failed,
-        "target_cluster": plan.target,
-        "mode": plan.mode,
-        "dry_run": plan.dry_run,
+    return Preview(
+        failed_cluster=plan.failed,
+        target_cluster=plan.target,
+        mode=plan.mode,
+        dry_run=plan.dry_run,
         # planned: producers move first and the lag drains to 0 before consumers move
-        "rpo_estimate": {**estimate, "records": 0 if plan.mode == "planned" else estimate["records"]},
-        "lag": {
+        rpo_estimate={**estimate, "records": 0 if plan.mode == "planned" else estimate["records"]},
+        lag={
             name: None if r.lag is None else {"records": sum(behind(r.lag).values()), "exact": r.exact}
             for name, r in readings.items()
         },
-        "replicators": _replicators(plan, access),
-        "groups": _groups(plan, access),
-        "schema_registry": _registry(topo, plan),
-        "clients": {
+        replicators=_replicators(plan, access),
+        groups=_groups(plan, access),
+        schema_registry=_registry(topo, plan),
+        clients={
             "producers_first": producers,
             "moved": [a for a in clients_to_move(topo, plan, EVERY_ROLE) if a not in producers],
         },
-    }
+    )
 
 
 def _replicators(plan: FailoverPlan, access: ClusterAccess) -> dict[str, str]:
@@ -115,35 +137,35 @@ def _offset(translated: Translated) -> dict[str, Any]:
     return {"topic": translated.dest_topic, "partition": translated.partition, "offset": translated.dest_offset}
 
 
-def _registry(topo: Topology, plan: FailoverPlan) -> dict[str, Any]:
+def _registry(topo: Topology, plan: FailoverPlan) -> dict[str, str]:
     skipped = take_over_skipped(topo, plan.failed, plan.target)
     if skipped is not None:
         return {"skipped": skipped}
     return {"leader": plan.target, "follower": plan.failed}
 
 
-def preview_page(preview: Mapping[str, Any]) -> str:
+def preview_page(preview: Preview) -> str:
     """The preview in Markdown: the approval's body, and the page of a dry run."""
-    estimate = preview["rpo_estimate"]
+    estimate = preview.rpo_estimate
     records = "unknown" if estimate["records"] is None else f"{estimate['records']} records"
     kind = "exact" if estimate["exact"] else "estimate"
-    if preview["mode"] == "planned":
+    if preview.mode == "planned":
         kind = "producers move first, then the lag drains to 0"
-    groups = preview["groups"]
-    registry = preview["schema_registry"]
-    clients = preview["clients"]
+    groups = preview.groups
+    registry = preview.schema_registry
+    clients = preview.clients
     lines = [
-        f"# Failover {preview['failed_cluster']} -> {preview['target_cluster']} ({preview['mode']})"
-        + (": dry run" if preview.get("dry_run") else ""),
+        f"# Failover {preview.failed_cluster} -> {preview.target_cluster} ({preview.mode})"
+        + (": dry run" if preview.dry_run else ""),
         "",
         f"- **RPO: {records}** ({kind})",
         *(
             f"  - flow {flow}: lag "
             + ("unknown" if lag is None else f"{lag['records']} records ({'now' if lag['exact'] else 'snapshot'})")
-            for flow, lag in preview["lag"].items()
+            for flow, lag in preview.lag.items()
         ),
         "- replicators:",
-        *(f"  - {flow}: {state}" for flow, state in preview["replicators"].items()),
+        *(f"  - {flow}: {state}" for flow, state in preview.replicators.items()),
         f"- groups: {groups['count']} ({groups['partitions']} partitions, offsets from {groups['origin']})",
         *(
             f"  - {group} in {flow}: "

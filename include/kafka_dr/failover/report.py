@@ -6,12 +6,44 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ..reports import approval_line, run_start, step_table, switch_times
-from .plan import FailoverPlan, FailoverRun
+from ..codec import encode
+from ..reports import Approval, Step, approval_line, run_start, step_table, switch_times, without_step
+from ..schema_redirect.steps import RegistryMove
+from .plan import FailoverPlan
+from .preview import Preview
 from .rpo import LagReading, rpo
+from .stop import Stopped
+from .switch import Switched
+from .verify import Verified
+
+
+@dataclass(frozen=True)
+class FailoverRun:
+    """What a failover's steps after validation returned, for its report; None for a step that did not run.
+    `translations` are the per-flow translation summaries (translate_offsets' JSON, with the operator's "step");
+    `approval` is None when none was asked."""
+
+    stop_replication: Stopped | None = None
+    translations: Sequence[Mapping[str, Any]] = ()
+    schema_registry: RegistryMove | None = None
+    switch_consumers: Switched | None = None
+    verify: Verified | None = None
+    approval: Approval | None = None
+
+    def steps(self) -> dict[str, Step]:
+        """The steps that recorded their timing, by name, in the order they run; the translations apart."""
+        steps = {
+            "approve": self.approval,  # asked to answered: the wait for a person
+            "stop_replication": self.stop_replication,
+            "schema_registry": self.schema_registry,
+            "switch_consumers": self.switch_consumers,
+            "verify": self.verify,
+        }
+        return {name: result.step for name, result in steps.items() if result is not None and result.step is not None}
 
 
 def group_summary(translations: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -32,7 +64,7 @@ def failover_report(
     run_id: str,
     run_started: datetime | None,
     producers_first: Sequence[str],
-    previewed: Mapping[str, Any] | None = None,
+    previewed: Preview | None = None,
     triggered_by: str | None = None,
     writers: Collection[str] = (),
 ) -> dict[str, Any]:
@@ -42,24 +74,24 @@ def failover_report(
     from its validation's start (plan.step). The RTO is the machine's: the wait for a person's approval is left out of
     `rto_seconds`, counted in `rto_with_approval_seconds`."""
     start = run_start(run_started, plan.step)
-    switched = run.switch_consumers or {}
-    steps = {"validate": plan.step, **({"preview": previewed["step"]} if previewed and "step" in previewed else {})}
+    switched = run.switch_consumers
+    steps = {"validate": plan.step, **({"preview": previewed.step} if previewed and previewed.step else {})}
     steps.update(run.steps())
     steps.update({f"translate_offsets {t.get('flow')}": _translation_step(t) for t in run.translations})
     return {
         **_heading(plan, dag_id, run_id, start, triggered_by),
         "rpo": rpo(lag),
-        **switch_times(start, switched.get("step"), run.approval),
+        **switch_times(start, None if switched is None else switched.step, run.approval),
         "groups": group_summary(run.translations),
-        "schema_registry": run.schema_registry,
+        "schema_registry": encode(run.schema_registry),
         "clients": {
             "producers_first": list(producers_first),
-            "moved": switched.get("moved", []),
+            "moved": [] if switched is None else list(switched.moved),
             "writers_before_registry": writers_before_registry(run, producers_first, writers),
         },
         "steps": steps,
         "dry_run": False,
-        "preview": _without_step(previewed),
+        "preview": without_step(previewed),
     }
 
 
@@ -67,20 +99,20 @@ def writers_before_registry(run: FailoverRun, producers_first: Sequence[str], wr
     """The producing aliases this run had on the target before the registry redirect ended: the switch does not wait
     for it (a follower serves reads), but until the target's registry leads, a new schema they register is not
     in the target's store. None of them when the redirect moved nothing or never ended."""
-    registry = run.schema_registry or {}
-    ended = (registry.get("step") or {}).get("ended")
-    if "primary" not in registry or ended is None:
+    registry, consumers = run.schema_registry, run.switch_consumers
+    ended = None if registry is None or registry.step is None else registry.step.get("ended")
+    if registry is None or registry.primary is None or ended is None:
         return []
-    switched = ((run.switch_consumers or {}).get("step") or {}).get("ended")
+    switched = None if consumers is None or consumers.step is None else consumers.step.get("ended")
     early = list(producers_first)
     if switched is not None and datetime.fromisoformat(switched) < datetime.fromisoformat(ended):
-        early += (run.switch_consumers or {}).get("moved", [])
+        early += consumers.moved
     return [alias for alias in early if alias in writers]
 
 
 def dry_run_report(
     plan: FailoverPlan,
-    previewed: Mapping[str, Any],
+    previewed: Preview,
     *,
     dag_id: str,
     run_id: str,
@@ -88,13 +120,13 @@ def dry_run_report(
     triggered_by: str | None = None,
 ) -> dict[str, Any]:
     """The report of a dry run: its preview, nothing done, so no RTO; the RPO is the preview's estimate."""
-    steps = {"validate": plan.step, "preview": previewed.get("step")}
+    steps = {"validate": plan.step, "preview": previewed.step}
     return {
         **_heading(plan, dag_id, run_id, run_start(run_started, plan.step), triggered_by),
-        "rpo": previewed["rpo_estimate"],
+        "rpo": previewed.rpo_estimate,
         "rto_seconds": None,
         "dry_run": True,
-        "preview": _without_step(previewed),
+        "preview": without_step(previewed),
         "steps": {name: step for name, step in steps.items() if step is not None},
     }
 
@@ -110,10 +142,6 @@ def _heading(plan: FailoverPlan, dag_id: str, run_id: str, start: datetime, trig
         "run_started": start.isoformat(),
         "triggered_by": triggered_by,
     }
-
-
-def _without_step(previewed: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    return None if previewed is None else {k: v for k, v in previewed.items() if k != "step"}
 
 
 def failover_page(body: Mapping[str, Any]) -> str:

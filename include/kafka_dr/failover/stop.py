@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaException
@@ -11,11 +12,21 @@ from confluent_kafka import KafkaException
 from ..clients import error_text
 from ..replication import liveness
 from ..replication.replicators import ReplicatorError
+from ..reports import Step
 from ..topology import Topology
 from .plan import FailoverPlan
 
 PLANNED_STOP_S = 30.0  # a replicator ends its epoch and commits what it copied
 DISASTER_STOP_S = 5.0
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """A stop step's result: per flow, what became of its replicator (`stop_replication`'s words); `step`: when its
+    task ran."""
+
+    replicators: dict[str, str]
+    step: Step | None = None
 
 
 def stop_replication(

@@ -4,14 +4,24 @@ planned failover moved first by it)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from .. import client_switch
+from ..reports import Step
 from ..topology import Topology
 from .plan import FailoverPlan
 
 PRODUCERS = ("producer",)
 EVERY_ROLE = ("producer", "consumer", "both")
 WRITING_ROLES = ("producer", "both")  # aliases that may register schemas
+
+
+@dataclass(frozen=True)
+class Switched:
+    """A switch step's result: the aliases it moved; `step`: when its task ran (the consumers' end ends the RTO)."""
+
+    moved: tuple[str, ...]
+    step: Step | None = None
 
 
 def writers(topo: Topology) -> list[str]:

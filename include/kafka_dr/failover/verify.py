@@ -13,6 +13,7 @@ from confluent_kafka.admin import AdminClient
 
 from ..clients import error_text, list_group_offsets
 from ..replication import activity
+from ..reports import Step
 from ..topology import Topology
 from ..translation.summary import applied_offsets
 from .plan import FailoverPlan
@@ -22,11 +23,12 @@ from .switch import clients_left
 @dataclass(frozen=True)
 class Verified:
     """`problems`: one line each, none when the failover holds; `groups_checked`; `replication`: what was seen of
-    each stopped flow in its target."""
+    each stopped flow in its target. `step`: when the verify task ran."""
 
-    problems: list[str]
+    problems: tuple[str, ...]
     groups_checked: int
     replication: dict[str, str]
+    step: Step | None = None
 
 
 def stopped_flows_by_target(topo: Topology, plan: FailoverPlan) -> dict[str, list[str]]:
@@ -56,7 +58,7 @@ def verify_failover(
         }
         problems, checked = check_groups_and_clients(topo, plan, translations, target_config)
         copying, replication = still_copying(by_target, watching, window)
-    return Verified(problems + copying, checked, replication)
+    return Verified((*problems, *copying), checked, replication)
 
 
 def still_copying(

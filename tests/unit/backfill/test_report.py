@@ -1,6 +1,6 @@
 """The dr_backfill plan and report (kafka_dr.backfill.plan, kafka_dr.backfill.report): the plan's round trip through
-its XCom dict, whose keys the DAG's templates read, and the report's fields and page for a time window, an offsets
-window, ranges gone to retention and the verification. No Airflow, no Kafka."""
+its XCom JSON (kafka_dr.codec), whose fields the DAG hands to the backfill job's operator, and the report's fields and
+page for a time window, an offsets window, ranges gone to retention and the verification. No Airflow, no Kafka."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 
 from kafka_dr.backfill.plan import BackfillPlan
 from kafka_dr.backfill.report import backfill_page, backfill_report
+from kafka_dr.codec import CodecError, decode, encode
 
 STEP = {"started": "2026-03-01T10:00:00.000+00:00", "ended": "2026-03-01T10:00:02.000+00:00"}
 PLAN = BackfillPlan(
@@ -35,16 +36,17 @@ SUMMARY = {
 }
 
 
-def test_the_plan_comes_back_from_its_xcom_dict_with_the_keys_the_dag_templates_read() -> None:
-    data = PLAN.to_dict()
-    assert json.loads(json.dumps(data)) == data and BackfillPlan.from_dict(data) == PLAN
+def test_the_plan_comes_back_from_its_xcom_json_a_field_per_job_argument() -> None:
+    data = json.loads(json.dumps(encode(PLAN)))
+    assert decode(BackfillPlan, data) == PLAN
     assert {"flow", "topology", "window_start", "window_end", "offsets", "topics", "target_topic", "dry_run"} <= set(
         data
     )
+    assert data["offsets"] is None  # a field without a default is always in the JSON
     untimed = replace(PLAN, step=None, offsets={"orders:0": [5, 9]}, window_start=None, window_end=None)
-    assert "step" not in untimed.to_dict() and BackfillPlan.from_dict(untimed.to_dict()) == untimed
-    with pytest.raises(ValueError, match="backfill plan: missing flow"):
-        BackfillPlan.from_dict({"topology": "t.yaml", "dry_run": False, "target_topics": []})
+    assert "step" not in encode(untimed) and decode(BackfillPlan, encode(untimed)) == untimed
+    with pytest.raises(CodecError, match="^BackfillPlan: missing field 'flow'$"):
+        decode(BackfillPlan, {k: v for k, v in data.items() if k != "flow"})
 
 
 def test_report_has_the_fields_design_md_fixes() -> None:

@@ -12,22 +12,31 @@ from typing import Any
 import pytest
 from support.steps import RUN_START, at, failback_plan
 
-from kafka_dr.failback.plan import FailbackRun, SwitchBack
-from kafka_dr.failback.report import add_exact_rpo, failback_page, failback_report, resync_records
+from kafka_dr.failback.plan import SwitchBack
+from kafka_dr.failback.report import FailbackRun, add_exact_rpo, failback_page, failback_report, resync_records
+from kafka_dr.failback.republish import Handled
+from kafka_dr.failback.unreplicated import DeletedRange, Measured, UnreplicatedRange
+from kafka_dr.failback.verify import FailbackVerified, FlowFigures
 from kafka_dr.failover.plan import FailoverPlan
+from kafka_dr.failover.switch import Switched
+from kafka_dr.reports import Approval
+from kafka_dr.schema_redirect.steps import RegistryMove
 
 FAILBACK_PLAN = failback_plan(step={"started": at(0.5), "ended": at(1.0)})
-MEASURED = {
-    "unreplicated": {
-        "records": 2,
-        "per_topic": {"orders": 2},
-        "ranges": [
-            {"flow": "f", "topic": "orders", "partition": 0, "from_offset": 9998, "to_offset": 9999, "records": 2}
-        ],
-        "flows": ["f"],
-        "deleted_before_copied": [{"topic": "orders", "partition": 1, "from_offset": 40, "to_offset": 49}],
-    },
-    "step": {"started": at(1.0), "ended": at(2.5)},
+MEASURED = Measured(
+    records=2,
+    per_topic={"orders": 2},
+    ranges=(UnreplicatedRange("f", "orders", 0, 9998, 9999, 2),),
+    flows=("f",),
+    deleted_before_copied=(DeletedRange("orders", 1, 40, 49),),
+    step={"started": at(1.0), "ended": at(2.5)},
+)
+UNREPLICATED = {  # the report's fields of MEASURED
+    "records": 2,
+    "per_topic": {"orders": 2},
+    "ranges": [{"flow": "f", "topic": "orders", "partition": 0, "from_offset": 9998, "to_offset": 9999, "records": 2}],
+    "flows": ["f"],
+    "deleted_before_copied": [{"topic": "orders", "partition": 1, "from_offset": 40, "to_offset": 49}],
 }
 
 
@@ -45,7 +54,7 @@ def test_failback_report_has_the_fields_design_md_fixes_before_anything_was_resy
     body = failback()
     assert json.loads(json.dumps(body)) == body
     assert {"unreplicated", "resynced", "rto_seconds", "steps"} <= set(body)
-    assert body["unreplicated"] == {**MEASURED["unreplicated"], "action": "report"}
+    assert body["unreplicated"] == {**UNREPLICATED, "action": "report"}
     assert body["resynced"] == {"records": None, "flows": [], "inverse_flows": [], "forced": None}
     assert body["rto_seconds"] is None and body["verify"] == {}  # clients not back yet, nothing verified
     assert list(body["steps"]) == ["validate", "measure_unreplicated"]
@@ -63,7 +72,7 @@ def test_failback_page_lists_every_range_and_what_retention_deleted() -> None:
 def test_failback_page_says_which_inverse_flows_resynced_what_was_forced_and_what_each_flow_holds() -> None:
     switch = FailoverPlan("t.yaml", "dc2", "dc1", "planned", ".*", ("f.failback",), (), home="dc1")
     back = SwitchBack(switch, ("f.failback",), {"cluster": "abc", "to": "T"})
-    verify = {"flows": {"f": {"expected": 10, "copied": 10, "filtered": 3, "skipped": 2}}, "step": {}}
+    verify = FailbackVerified(0, {"f": FlowFigures(expected=10, copied=10, filtered=3, skipped=2)}, {})
     body = failback_report(
         replace(FAILBACK_PLAN, mode="data_lost"),
         FailbackRun(prepare_switch_back=back, resync_records=12, verify=verify),
@@ -74,7 +83,10 @@ def test_failback_page_says_which_inverse_flows_resynced_what_was_forced_and_wha
     assert body["resynced"] == {"records": 12, "flows": ["f.failback"], "inverse_flows": ["f.failback"]} | {
         "forced": {"cluster": "abc", "to": "T"}
     }
-    assert body["verify"] == {"flows": verify["flows"]}
+    assert body["verify"] == {
+        "groups_checked": 0,
+        "flows": {"f": {"expected": 10, "copied": 10, "filtered": 3, "skipped": 2}},
+    }
     page = failback_page(body).splitlines()
     assert "  - by the inverse of the flows out (f.failback): the topology has no flow back for those topics" in page
     assert "  - records first from dc1 forced past the cycle rule: {'cluster': 'abc', 'to': 'T'}" in page
@@ -87,16 +99,11 @@ def test_every_step_run_is_in_the_report_in_the_order_the_steps_run() -> None:
     run = FailbackRun(
         measure_unreplicated=MEASURED,
         prepare_switch_back=back,
-        switch_producers={"moved": [], "step": step},
-        handle_unreplicated={
-            "action": "republish",
-            "republished": 2,
-            "flows_moved": {"f orders[0]": 10_000},
-            "step": step,
-        },
-        registry_back={"skipped": "no primary", "step": step},
-        switch_consumers={"moved": ["billing"], "step": {"started": at(5.0), "ended": at(6.5)}},
-        verify={"groups_checked": 1, "flows": {}, "step": step},
+        switch_producers=Switched((), step),
+        handle_unreplicated=Handled("republish", 2, republished=2, flows_moved={"f orders[0]": 10_000}, step=step),
+        registry_back=RegistryMove(skipped="no primary", step=step),
+        switch_consumers=Switched(("billing",), {"started": at(5.0), "ended": at(6.5)}),
+        verify=FailbackVerified(1, {}, step),
     )
     body = failback_report(FAILBACK_PLAN, run, dag_id="dr_failback", run_id="fb3", run_started=RUN_START)
     assert list(body["steps"]) == [
@@ -111,14 +118,15 @@ def test_every_step_run_is_in_the_report_in_the_order_the_steps_run() -> None:
     ]
     assert body["unreplicated"]["republished"] == 2 and body["unreplicated"]["flows_moved"] == {"f orders[0]": 10_000}
     assert "step" not in body["unreplicated"] and body["rto_seconds"] == 6.5
+    assert body["schema_registry"] == {"skipped": "no primary"} and body["verify"] == {"groups_checked": 1, "flows": {}}
     assert body["resynced"] == {"records": None, "flows": ["b"], "inverse_flows": [], "forced": None}
 
 
 def test_an_approved_failback_names_both_people_and_its_rto_leaves_out_the_wait() -> None:
     run = FailbackRun(
         measure_unreplicated=MEASURED,
-        approval={"approved_by": "bob", "wait_seconds": 2.0, "step": {"started": at(2.5), "ended": at(4.5)}},
-        switch_consumers={"moved": ["billing"], "step": {"started": at(5.0), "ended": at(6.5)}},
+        approval=Approval("bob", 2.0, {"started": at(2.5), "ended": at(4.5)}),
+        switch_consumers=Switched(("billing",), {"started": at(5.0), "ended": at(6.5)}),
     )
     body = failback_report(
         FAILBACK_PLAN, run, dag_id="dr_failback", run_id="fb5", run_started=RUN_START, triggered_by="alice"
@@ -170,13 +178,13 @@ def test_the_latest_failover_report_of_the_clusters_gains_the_exact_rpo(
     other = {**failover, "run_id": "other", "run_started": "2026-03-01T11", "failed_cluster": "dc3"}
     (reports / "dr_failover-other.json").write_text(json.dumps(other))
 
-    add_exact_rpo("dc1", "dc2", MEASURED["unreplicated"], "fb1")
+    add_exact_rpo("dc1", "dc2", UNREPLICATED, "fb1")
     exact = {"records": 2, "per_topic": {"orders": 2}, "failback_run": "fb1"}
     assert json.loads((reports / "dr_failover-new.json").read_text())["rpo"] == {**rpo, "exact_after_failback": exact}
     assert "- exact RPO measured by failback `fb1`: 2 records" in (reports / "dr_failover-new.md").read_text()
     for untouched in ("old", "other"):
         assert "exact_after_failback" not in json.loads((reports / f"dr_failover-{untouched}.json").read_text())["rpo"]
-    add_exact_rpo("dc2", "dc1", MEASURED["unreplicated"], "fb2")  # no failover of dc2 to dc1: nothing written
+    add_exact_rpo("dc2", "dc1", UNREPLICATED, "fb2")  # no failover of dc2 to dc1: nothing written
     assert not (reports / "dr_failover-old.md").exists()
 
 

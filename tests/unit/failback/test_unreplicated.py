@@ -3,14 +3,23 @@ the serving cluster's own records out of them, and offsets the client never deli
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from support.fakes import FakeMessage
 
+from kafka_dr.codec import decode, encode
 from kafka_dr.failback.plan import FailbackPlan
-from kafka_dr.failback.republish import handle
-from kafka_dr.failback.unreplicated import Unreplicated, UnreplicatedRange, unreplicated_of, unreplicated_ranges
+from kafka_dr.failback.republish import Handled, handle
+from kafka_dr.failback.unreplicated import (
+    DeletedRange,
+    Measured,
+    Unreplicated,
+    UnreplicatedRange,
+    unreplicated_of,
+    unreplicated_ranges,
+)
 from kafka_dr.replication.planner import Lost
 from kafka_dr.replication.provenance import HEADER, Hop
 from kafka_dr.topology import Topology, load_topology
@@ -69,13 +78,20 @@ def test_nothing_past_the_position_is_nothing_unreplicated() -> None:
     assert ranges() == []
 
 
-def test_what_never_left_comes_back_from_the_report_fields_with_its_ranges() -> None:
+def test_what_never_left_is_measured_with_its_ranges_and_what_retention_deleted_inclusive() -> None:
     ranges_ = (UnreplicatedRange("f", "orders", 0, 9998, 9999, 2), UnreplicatedRange("f", "orders", 1, 5, 5, 1))
     found = Unreplicated("dc1", "dc2", ("f",), ranges_, (Lost("orders", 1, 0, 5),))
-    fields = found.to_dict()
+    measured = found.measured()
+    assert (measured.records, measured.per_topic, measured.flows, measured.ranges) == (
+        3,
+        {"orders": 3},
+        ("f",),
+        ranges_,
+    )
+    assert measured.deleted_before_copied == (DeletedRange("orders", 1, 0, 4),)  # Lost's end is exclusive
+    fields = json.loads(json.dumps(encode(measured)))  # the XCom, and the report's `unreplicated` fields
     assert fields["deleted_before_copied"] == [{"topic": "orders", "partition": 1, "from_offset": 0, "to_offset": 4}]
-    again = Unreplicated.from_dict("dc1", "dc2", fields)
-    assert (again.flows, again.ranges, again.records, again.per_topic) == (("f",), ranges_, 3, {"orders": 3})
+    assert decode(Measured, fields) == measured
 
 
 PLAN = FailbackPlan("t.yaml", "dc1", "dc1-id", "dc2", "data_lost", "republish", ".*", False, ("f",), ())
@@ -90,7 +106,7 @@ def topology(tmp_path: Path) -> Topology:
 
 
 def test_a_cluster_that_lost_its_data_has_nothing_to_measure(topology: Topology) -> None:
-    assert unreplicated_of(topology, PLAN) == {
+    assert encode(unreplicated_of(topology, PLAN)) == {
         "records": None,
         "per_topic": {},
         "ranges": [],
@@ -99,7 +115,4 @@ def test_a_cluster_that_lost_its_data_has_nothing_to_measure(topology: Topology)
 
 
 def test_no_range_never_left_is_nothing_to_republish(topology: Topology) -> None:
-    assert handle(topology, PLAN, {"records": None, "per_topic": {}, "ranges": []}) == {
-        "action": "republish",
-        "records": 0,
-    }
+    assert handle(topology, PLAN, Measured(records=None, per_topic={}, ranges=())) == Handled("republish", 0)

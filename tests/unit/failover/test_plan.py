@@ -1,5 +1,6 @@
-"""A failover's plan (kafka_dr.failover.plan): what validation refuses with one line, the kwargs of the mapped
-steps, and the round trip through the plain dict it travels as between tasks (XCom). No Airflow, no Kafka."""
+"""A failover's plan (kafka_dr.failover.plan): what validation refuses with one line, what the mapped steps are
+given, and the round trip through the plain JSON it travels as between tasks (XCom, kafka_dr.codec); what its steps
+returned, for the report. No Airflow, no Kafka."""
 
 from __future__ import annotations
 
@@ -8,7 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from kafka_dr.failover.plan import FailoverPlan, FailoverRun
+from kafka_dr.codec import CodecError, decode, encode
+from kafka_dr.failover.plan import FailoverPlan
+from kafka_dr.failover.report import FailoverRun
+from kafka_dr.failover.stop import Stopped
+from kafka_dr.failover.verify import Verified
+from kafka_dr.schema_redirect.steps import RegistryMove
 from kafka_dr.topology import Topology, TopologyError, load_topology
 
 TOPOLOGY = """clusters:
@@ -36,19 +42,9 @@ def test_the_plan_fails_over_the_flows_into_the_target_and_stops_every_flow_of_t
     plan = FailoverPlan.build(topo, "t.yaml", "dc1", "dc2", "disaster", "bill.*")
     assert (plan.flows, plan.stop_flows) == (("a", "b"), ("a", "b", "back"))
     assert (plan.reset_to_datetime, plan.home, plan.step) == (None, None, None)
-    assert plan.lag_gates() == [{"flow": "a", "topology": "t.yaml"}, {"flow": "b", "topology": "t.yaml"}]
-    assert plan.translations()[0] == {
-        "flow": "a",
-        "topology": "t.yaml",
-        "groups": "bill.*",
-        "from_checkpoints": True,  # a disaster: the checkpoints kept in the target
-        "reset_to_datetime": None,
-    }
+    assert (plan.groups, plan.from_checkpoints) == ("bill.*", True)  # a disaster: the checkpoints kept in the target
     planned = FailoverPlan.build(topo, "t.yaml", "dc1", "dc2", "planned", ".*", "2026-11-21T10:00:00Z")
-    assert [t["from_checkpoints"] for t in planned.translations()] == [False, False]
-    assert planned.translations()[1]["reset_to_datetime"] == "2026-11-21T10:00:00Z"
-    unseen = planned.translations(unseen_from={"a": {"orders:0": 7}, "b": {}})
-    assert [t["unseen_from"] for t in unseen] == [{"orders:0": 7}, {}]
+    assert (planned.from_checkpoints, planned.reset_to_datetime) == (False, "2026-11-21T10:00:00Z")
 
 
 @pytest.mark.parametrize(
@@ -74,32 +70,37 @@ def test_a_bad_reset_time_is_refused(topo: Topology) -> None:
         FailoverPlan.build(topo, "t.yaml", "dc1", "dc2", "disaster", ".*", "yesterday")
 
 
-def test_the_plan_comes_back_from_its_xcom_dict_with_the_step_timed_added(topo: Topology) -> None:
+def test_the_plan_comes_back_from_its_xcom_json_with_the_step_timed_added(topo: Topology) -> None:
     plan = FailoverPlan.build(topo, "t.yaml", "dc1", "dc2", "planned", ".*", "2026-11-21T10:00:00Z")
-    data = plan.to_dict()
-    assert json.loads(json.dumps(data)) == data and "step" not in data
-    assert FailoverPlan.from_dict(data) == plan
+    data = json.loads(json.dumps(encode(plan)))
+    assert data["flows"] == ["a", "b"] and "step" not in data and "home" not in data  # None fields left out
+    assert decode(FailoverPlan, data) == plan
     step = {"started": "2026-03-01T10:00:00.000+00:00", "ended": "2026-03-01T10:00:01.000+00:00"}
-    timed = FailoverPlan.from_dict({**data, "step": step})
-    assert timed.step == step and FailoverPlan.from_dict(timed.to_dict()) == timed
+    timed = decode(FailoverPlan, {**data, "step": step})
+    assert timed.step == step and decode(FailoverPlan, encode(timed)) == timed
     switch_back = FailoverPlan("d.yaml", "dc2", "dc1", "planned", ".*", ("back",), (), home="dc1")
-    assert FailoverPlan.from_dict(json.loads(json.dumps(switch_back.to_dict()))) == switch_back
+    assert decode(FailoverPlan, json.loads(json.dumps(encode(switch_back)))) == switch_back
 
 
-def test_a_plan_dict_without_its_fields_is_refused_naming_them() -> None:
-    with pytest.raises(ValueError, match="failover plan: missing flows, stop_flows"):
-        FailoverPlan.from_dict({"topology": "t", "failed": "dc1", "target": "dc2", "mode": "planned", "groups": ".*"})
-    with pytest.raises(ValueError, match="failover plan: expected a mapping, got list"):
-        FailoverPlan.from_dict([])
+def test_a_plan_json_without_a_field_or_with_one_too_many_is_refused_naming_it() -> None:
+    data = {"topology": "t", "failed": "dc1", "target": "dc2", "mode": "planned", "groups": ".*", "flows": ["a"]}
+    with pytest.raises(CodecError, match="^FailoverPlan: missing field 'stop_flows'$"):
+        decode(FailoverPlan, data)
+    with pytest.raises(CodecError, match="^FailoverPlan: unknown field 'flow'$"):
+        decode(FailoverPlan, {**data, "stop_flows": [], "flow": "a"})
+    with pytest.raises(CodecError, match="^FailoverPlan.flows: expected a list, got str$"):
+        decode(FailoverPlan, {**data, "stop_flows": [], "flows": "a"})
+    with pytest.raises(CodecError, match="^expected FailoverPlan, got list$"):
+        decode(FailoverPlan, [])
 
 
 def test_the_run_lists_the_steps_that_recorded_their_timing_in_order() -> None:
     step = {"started": "s", "ended": "e"}
     run = FailoverRun(
-        verify={"groups_checked": 0, "step": step},
-        stop_replication={"replicators": {}, "step": step},
+        verify=Verified((), 0, {}, step),
+        stop_replication=Stopped({}, step),
         translations=[{"flow": "a", "step": step}],
-        schema_registry={"skipped": "no primary"},  # recorded no step
+        schema_registry=RegistryMove(skipped="no primary"),  # recorded no step
     )
     assert list(run.steps()) == ["stop_replication", "verify"]
     assert FailoverRun().steps() == {}

@@ -9,15 +9,16 @@ from typing import Any
 
 from support.steps import RUN_START, at, failover_plan
 
-from kafka_dr.failover.preview import SAMPLE_GROUPS, preview_page
+from kafka_dr.codec import decode
+from kafka_dr.failover.preview import SAMPLE_GROUPS, Preview, preview_page
 from kafka_dr.failover.report import dry_run_report
 from kafka_dr.reports import summarize
 
 PLAN = failover_plan(stop_flows=("orders-flow", "back-flow"), dry_run=True)
 
 
-def previewed(groups: int = 2, **changes: Any) -> dict[str, Any]:
-    """A disaster preview of `groups` groups of one partition each, as preview_failover returns it."""
+def previewed(groups: int = 2, **changes: Any) -> Preview:
+    """A disaster preview of `groups` groups of one partition each, as the preview task's XCom has it."""
     names = [f"app-{i:02d}" for i in range(groups)]
     body = {
         "failed_cluster": "dc1",
@@ -44,7 +45,7 @@ def previewed(groups: int = 2, **changes: Any) -> dict[str, Any]:
         "clients": {"producers_first": [], "moved": ["orders-producer", "billing"]},
         "step": {"started": at(1.0), "ended": at(2.5)},
     }
-    return {**body, **changes}
+    return decode(Preview, {**body, **changes})
 
 
 def test_the_page_says_what_the_failover_would_do() -> None:
@@ -68,7 +69,7 @@ def test_the_page_shows_a_sample_of_the_groups_and_the_json_keeps_them_all() -> 
     many = previewed(groups=40)
     page = preview_page(many)
     assert sum(" in orders-flow: " in line for line in page.splitlines()) == SAMPLE_GROUPS
-    assert len(many["groups"]["offsets"]["orders-flow"]) == 40
+    assert len(many.groups["offsets"]["orders-flow"]) == 40
 
 
 def test_a_planned_preview_expects_no_loss_and_a_registry_left_alone_says_why() -> None:

@@ -10,11 +10,15 @@ from typing import Any
 
 from support.steps import RUN_START, at, failover_plan
 
-from kafka_dr.failover.plan import FailoverRun
-from kafka_dr.failover.report import failover_page, failover_report, group_summary, with_exact_rpo
+from kafka_dr.failover.report import FailoverRun, failover_page, failover_report, group_summary, with_exact_rpo
 from kafka_dr.failover.rpo import LagReading, rpo
+from kafka_dr.failover.stop import Stopped
+from kafka_dr.failover.switch import Switched
+from kafka_dr.failover.verify import Verified
 from kafka_dr.replication.lag import FlowLag, PartitionLag
-from kafka_dr.reports import step_seconds
+from kafka_dr.reports import Approval, step_seconds
+from kafka_dr.schema_redirect.steps import OneLeader, RegistryMove
+from kafka_dr.schema_registry import Redirect
 
 MEASURED_MS = 1_700_000_000_000
 SNAPSHOT_MS = 1_699_999_990_000
@@ -38,16 +42,16 @@ TRANSLATIONS = [
     }
 ]
 RUN = FailoverRun(
-    stop_replication={"replicators": {"orders-flow": "stopped"}, "step": {"started": at(1.0), "ended": at(2.0)}},
+    stop_replication=Stopped({"orders-flow": "stopped"}, {"started": at(1.0), "ended": at(2.0)}),
     translations=TRANSLATIONS,
-    schema_registry={
-        "primary": {"registry": "dc2", "store": "dc2", "probe_id": 12},
-        "follower": {"registry": "dc1", "store": "dc2", "probe_id": None},
-        "one_leader": {"via": "dc1", "probe_id": 13},
-        "step": {"started": at(7.0), "ended": at(10.5)},
-    },
-    switch_consumers={"moved": ["billing"], "step": {"started": at(10.5), "ended": at(11.25)}},
-    verify={"groups_checked": 2, "step": {"started": at(11.25), "ended": at(17.25)}},
+    schema_registry=RegistryMove(
+        primary=Redirect("dc2", "http://dc2:8081", "dc2", True, 11, 12, 3.0),
+        follower=Redirect("dc1", "http://dc1:8081", "dc2", False, 11, None, 2.5),
+        one_leader=OneLeader("dc1", 13),
+        step={"started": at(7.0), "ended": at(10.5)},
+    ),
+    switch_consumers=Switched(("billing",), {"started": at(10.5), "ended": at(11.25)}),
+    verify=Verified((), 2, {}, {"started": at(11.25), "ended": at(17.25)}),
 )
 
 
@@ -151,7 +155,9 @@ def test_report_has_the_fields_design_md_fixes() -> None:
         "writers_before_registry": [],  # no writer is named: writers=() here
     }
     registry = body["schema_registry"]
-    assert registry["primary"]["store"] == "dc2" and registry["one_leader"]["via"] == "dc1"
+    assert list(registry) == ["primary", "follower", "one_leader", "step"]  # only what the redirect did
+    assert registry["primary"]["store"] == "dc2" and registry["one_leader"] == {"via": "dc1", "probe_id": 13}
+    assert registry["follower"]["probe_id"] is None  # a Redirect's own fields are all there
     assert list(body["steps"]) == [
         "validate",
         "stop_replication",
@@ -168,8 +174,8 @@ def test_writers_moved_before_the_registry_redirect_ended_are_named_and_readers_
     named (its new schemas may be missing there); one moved after, a consumer, or a redirect that moved nothing not."""
     beside = replace(
         RUN,
-        schema_registry={**RUN.schema_registry, "step": {"started": at(2.0), "ended": at(12.0)}},
-        switch_consumers={"moved": ["billing", "orders-app"], "step": {"started": at(7.0), "ended": at(11.25)}},
+        schema_registry=replace(RUN.schema_registry, step={"started": at(2.0), "ended": at(12.0)}),
+        switch_consumers=Switched(("billing", "orders-app"), {"started": at(7.0), "ended": at(11.25)}),
     )
     body = report(run=beside, producers_first=["orders-producer"], writers={"orders-producer", "orders-app"})
     assert body["clients"]["writers_before_registry"] == ["orders-producer", "orders-app"]
@@ -180,7 +186,7 @@ def test_writers_moved_before_the_registry_redirect_ended_are_named_and_readers_
     )
     after = report(producers_first=["orders-producer"], writers={"orders-producer", "billing"})
     assert after["clients"]["writers_before_registry"] == ["orders-producer"]  # moved first, billing after it led
-    skipped = replace(beside, schema_registry={"skipped": "the primary registry is dc2, not on dc1"})
+    skipped = replace(beside, schema_registry=RegistryMove(skipped="the primary registry is dc2, not on dc1"))
     assert report(run=skipped, writers={"orders-app"})["clients"]["writers_before_registry"] == []
     assert "registry led" not in failover_page(report(run=skipped, writers={"orders-app"}))
 
@@ -206,9 +212,7 @@ def test_report_of_a_run_that_never_switched_clients() -> None:
 
 
 def test_the_rto_leaves_out_the_wait_for_the_approval_and_the_report_names_both_people() -> None:
-    approved = replace(
-        RUN, approval={"approved_by": "bob", "wait_seconds": 4.0, "step": {"started": at(1.0), "ended": at(5.0)}}
-    )
+    approved = replace(RUN, approval=Approval("bob", 4.0, {"started": at(1.0), "ended": at(5.0)}))
     body = report(run=approved, triggered_by="alice")
     assert (body["triggered_by"], body["approved_by"], body["approval_wait_seconds"]) == ("alice", "bob", 4.0)
     assert (body["rto_seconds"], body["rto_with_approval_seconds"]) == (7.25, 11.25)
@@ -242,7 +246,7 @@ def test_page_of_an_exact_rpo_an_unknown_one_and_a_step_with_no_end() -> None:
     assert "- **RPO: 0 records** (exact); payments: 0\n" in page
     unknown = failover_page(report(lag={"f": LagReading(None, exact=False)}))
     assert "- **RPO: unknown** (estimate from the last lag measurement)\n" in unknown
-    open_step = replace(RUN, verify={"step": {"started": at(11.25)}})
+    open_step = replace(RUN, verify=Verified((), 2, {}, {"started": at(11.25)}))
     page = failover_page(report(run=open_step))
     assert f"| verify | {at(11.25)} |  |  |" in page.splitlines()
     assert "- clients moved: billing\n" in page

@@ -26,6 +26,8 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException, T
 from airflow.sdk.timezone import utcnow
 
 from ...alerts import approval_needed_alert
+from ...codec import encode
+from ...reports import Approval
 from ...runbooks import see_runbook
 from ...state import now_iso
 from ...topology import Topology, load_topology
@@ -44,8 +46,9 @@ def offer_for_approval(context: Context, what: str, cluster: str, page: str) -> 
 
 
 class DrApprovalOperator(ApprovalOperator):
-    """Approve or reject what the preview task offered (`offer_for_approval`). Returns {"approved_by",
-    "wait_seconds", "step": {"started": asked, "ended": answered}}; skipped when the topology says `dr.approval: none`.
+    """Approve or reject what the preview task offered (`offer_for_approval`). Returns an Approval (kafka_dr.reports:
+    who approved, the wait, and the step from asked to answered) as its JSON; skipped when the topology says
+    `dr.approval: none`.
 
     :param preview_task_id: the task that offered the preview for approval
     """
@@ -62,8 +65,8 @@ class DrApprovalOperator(ApprovalOperator):
             raise AirflowSkipException("dr.approval: none in the topology: no approval asked")
         by_drill = _drill_approval(context, conf)
         if by_drill is not None:
-            self.log.info("approved by drill %s: %s", conf["drill_run_id"], by_drill["approved_by"])
-            return by_drill
+            self.log.info("approved by drill %s: %s", conf["drill_run_id"], by_drill.approved_by)
+            return encode(by_drill)
         offered = context["ti"].xcom_pull(task_ids=self.preview_task_id, key=OFFERED)
         what, page = offered["what"], offered["page"]
         self.subject = f"kafka-dr: approve the {what}"
@@ -127,7 +130,7 @@ class DrApprovalOperator(ApprovalOperator):
             "ended": responded.isoformat(timespec="milliseconds"),
         }
         wait = round(max(0.0, (responded - requested).total_seconds()), 3)
-        return {"approved_by": user, "wait_seconds": wait, "step": asked}  # the step: the report's timing table
+        return encode(Approval(user, wait, asked))  # the step: the report's timing table
 
 
 class DrillApprovalOperator(DrApprovalOperator):
@@ -140,7 +143,7 @@ class DrillApprovalOperator(DrApprovalOperator):
         return super().execute(context)
 
 
-def _drill_approval(context: Context, conf: dict[str, Any]) -> dict[str, Any] | None:
+def _drill_approval(context: Context, conf: dict[str, Any]) -> Approval | None:
     """The approval a running drill gave for this inner run (conf `drill_approval: skip`), None when there is none."""
     drill_run = conf.get("drill_run_id")
     if conf.get("drill_approval") != "skip" or not isinstance(drill_run, str):
@@ -152,8 +155,7 @@ def _drill_approval(context: Context, conf: dict[str, Any]) -> dict[str, Any] | 
     if not isinstance(approved, dict) or not approved.get("approved_by"):
         return None  # the drill's approval was skipped (dr.approval: none) or not given
     at = now_iso("milliseconds")
-    user = f"{approved['approved_by']} (drill {drill_run})"
-    return {"approved_by": user, "wait_seconds": 0.0, "step": {"started": at, "ended": at}}
+    return Approval(f"{approved['approved_by']} (drill {drill_run})", 0.0, {"started": at, "ended": at})
 
 
 def _topology(context: Context) -> Topology:
