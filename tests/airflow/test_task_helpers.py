@@ -94,7 +94,6 @@ def test_a_registry_not_handed_back_names_its_runbook_section(tmp_path: Path, mo
         raise RegistryError(line)
 
     monkeypatch.setattr(failback_tasks, "hand_back", refused)
-    monkeypatch.setattr(failback_tasks, "_config", lambda topo, cluster: {})
     with pytest.raises(AirflowFailException) as failed:
         registry_back.function(encode(replace(FAILBACK, topology=str(topology))))
     # As dr_failover's redirect: the section of dr_schema_redirect's runbook on that registry failure.

@@ -16,6 +16,7 @@ from support.kafka import Record, create_topic, high_watermarks, produce, read_a
 from support.stack import BrokerPair
 from support.topology import write_topology
 
+from kafka_dr.access import ClusterAccess
 from kafka_dr.codec import encode
 from kafka_dr.failback.republish import republish, skip_originals
 from kafka_dr.failback.unreplicated import MeasureError, measure
@@ -127,8 +128,8 @@ def test_republished_records_are_read_once_more_at_the_end_and_the_flow_copies_t
     found = measure(topology, "dc1", "dc2")
     assert [(r.from_offset, r.to_offset) for r in found.ranges] == [(97, 99)]
 
-    assert republish(topology, found) == 3
-    assert republish(topology, found) == 0  # a retried run republishes nothing twice
+    assert republish(ClusterAccess.from_environ(topology), found) == 3
+    assert republish(ClusterAccess.from_environ(topology), found) == 0  # a retried run republishes nothing twice
     dc1_records = read_all(broker_pair.dc1.config, topic)
     dc1_id = broker_pair.dc1.cluster_id
     again = dc1_records[100:]
@@ -140,7 +141,7 @@ def test_republished_records_are_read_once_more_at_the_end_and_the_flow_copies_t
     ]
     assert [m.timestamp()[1] for m in again] == [m.timestamp()[1] for m in dc1_records[97:100]]
 
-    assert skip_originals(topology, found) == {f"{topic}-there {topic}[0]": 100}
+    assert skip_originals(ClusterAccess.from_environ(topology), found) == {f"{topic}-there {topic}[0]": 100}
     copy(topology, f"{topic}-there")  # the flow resumed: the republished records, never the originals
     copied = read_all(broker_pair.dc2.config, topic)
     assert [hops(m.headers())[-1].offset for m in copied] == [*range(97), 100, 101, 102]

@@ -37,7 +37,7 @@ from ..runbooks import see_runbook
 from ..schema_redirect.steps import RegistryMove, hand_back
 from ..schema_registry import RegistryError
 from ..state import subdir
-from ..topology import Topology, TopologyError, load_topology
+from ..topology import TopologyError, load_topology
 from . import topology_path
 from .common import boolean_param, flow_kwargs, groups_param, typed, write_report
 from .failover import translate_kwargs, triggered_by
@@ -133,9 +133,9 @@ def prepare_switch_back(failback: FailbackPlan) -> SwitchBack:
     context = get_current_context()
     run_id = context["run_id"]
     derived = subdir("failback") / f"{re.sub(r'[^A-Za-z0-9._-]', '_', run_id)}.topology.yaml"
-    serving = _config(load_topology(failback.topology), failback.serving)
+    access = cluster_access(load_topology(failback.topology))
     try:
-        return switch_back.prepare_switch_back(failback, serving, derived, context["dag_run"].start_date)
+        return switch_back.prepare_switch_back(failback, access, derived, context["dag_run"].start_date)
     except (TopologyError, switch_back.SwitchBackError) as exc:
         raise AirflowFailException(str(exc)) from None
 
@@ -159,11 +159,8 @@ def gate_kwargs(back: SwitchBack) -> list[dict[str, str]]:
 def mark_restored_ends(switch: SwitchBack) -> dict[str, dict[str, int]]:
     """Per resync flow, the end offsets of its destination partitions in the restored cluster just before producers
     move back (kafka_dr.failback.switch_back.restored_ends says why)."""
-    topo = load_topology(switch.topology)
     try:
-        return switch_back.restored_ends(
-            switch, _config(topo, switch.failover.failed), _config(topo, switch.failover.target)
-        )
+        return switch_back.restored_ends(switch, cluster_access(load_topology(switch.topology)))
     except switch_back.SwitchBackError as exc:
         raise AirflowFailException(str(exc)) from None
 
@@ -182,7 +179,7 @@ def handle_unreplicated(failback: FailbackPlan, measured: Measured) -> Handled:
     """republish: the records that never left are produced again at the end of their partitions in the restored
     cluster, after the resynced copies, where the groups moved back read next; discard: left unread. Either way
     the flows out move past the originals, so they are never copied (kafka_dr.failback.republish)."""
-    return republish.handle(load_topology(failback.topology), failback, measured)
+    return republish.handle(cluster_access(load_topology(failback.topology)), failback, measured)
 
 
 @task
@@ -237,8 +234,8 @@ def verify_failback(
     """Every group moved back holds its translated offsets in the restored cluster and no alias at home there is
     left on the serving cluster; with the verify jobs (each fails its own task on a record missing, duplicated or
     changed), what each flow holds."""
-    restored = _config(load_topology(switch.topology), switch.failover.target)
-    problems, verified = verify.verify_failback(switch, translations or [], verifications or [], restored)
+    access = cluster_access(load_topology(switch.topology))
+    problems, verified = verify.verify_failback(switch, access, translations or [], verifications or [])
     if problems:
         raise AirflowFailException("; ".join(problems))
     return verified
@@ -286,7 +283,3 @@ def stop_message(failback: FailbackPlan, unreplicated: dict[str, Any], report_fi
     if line is None:
         return None
     return f"{line}; {see_runbook('dr_failback', 'records-never-left-the-restored-cluster')}"
-
-
-def _config(topo: Topology, cluster: str) -> dict[str, Any]:
-    return KafkaClusterHook(cluster, topology=topo).client_config()

@@ -180,12 +180,9 @@ def stop_replication(failover: FailoverPlan) -> Stopped:
 
 
 def _stop(failover: FailoverPlan, topo: Topology, flows: Sequence[str]) -> Stopped:
-    """stop.stop_replication of `flows`, with the client settings of their clusters (but a disaster's failed one,
-    which is not asked)."""
-    clusters = {c for flow in flows for c in (topo.flow(flow).target, topo.flow(flow).source)}
-    asked = [c for c in clusters if not (failover.mode == "disaster" and c == failover.failed)]
+    """stop.stop_replication of `flows`."""
     try:
-        return Stopped(stop.stop_replication(failover, topo, {c: _config(topo, c) for c in asked}, flows))
+        return Stopped(stop.stop_replication(failover, cluster_access(topo), flows))
     except ReplicatorError as exc:
         raise AirflowFailException(f"{exc}; {see_runbook('dr_failover', 'replication-did-not-stop')}") from None
 
@@ -219,10 +216,9 @@ def _switch(plan: FailoverPlan, roles: tuple[str, ...], step: str) -> Switched:
 def verify_failover(failover: FailoverPlan, translations: list[dict[str, Any]] | None) -> Verified:
     """Applied groups hold the translated offsets in the target, no client is left on the failed cluster, and no
     flow from or into it still copies: watched in the targets themselves, whatever the tracker says."""
-    topo = load_topology(failover.topology)
     # Connections are read here: Airflow's task context is not for other threads.
-    configs = {t: _config(topo, t) for t in verify.stopped_flows_by_target(topo, failover)}
-    verified = verify.verify_failover(topo, failover, translations or [], _config(topo, failover.target), configs)
+    access = cluster_access(load_topology(failover.topology))
+    verified = verify.verify_failover(access, failover, translations or [])
     if verified.problems:
         see = see_runbook("dr_failover", "verify-found-a-problem")
         raise AirflowFailException("; ".join([*verified.problems, see]))
@@ -274,7 +270,3 @@ def triggered_by(context: Any) -> str | None:
     """Who started the run: the Airflow user (UI, REST, CLI), else the DAG that proposed it (conf `proposed_by`)."""
     run = context["dag_run"]
     return run.triggering_user_name or (run.conf or {}).get("proposed_by")
-
-
-def _config(topo: Topology, cluster: str) -> dict[str, Any]:
-    return KafkaClusterHook(cluster, topology=topo).client_config()

@@ -21,11 +21,11 @@ from typing import Any
 from confluent_kafka import IsolationLevel, Message, Producer
 from confluent_kafka.admin import AdminClient
 
-from ..clients import client_config, end_offsets, init_transactions, read_committed
+from ..access import ClusterAccess
+from ..clients import end_offsets, init_transactions, read_committed
 from ..replication.internal import PROGRESS, ensure_internal_topics, partition_key, put_records, read_records
 from ..replication.resume import Progress
 from ..reports import Step
-from ..topology import Topology
 from ..wire import REPUBLISHED_HEADER
 from .plan import FailbackPlan
 from .unreplicated import Measured, Unreplicated, UnreplicatedRange
@@ -48,21 +48,20 @@ class Handled:
     step: Step | None = None
 
 
-def handle(topology: Topology, plan: FailbackPlan, measured: Measured) -> Handled:
+def handle(access: ClusterAccess, plan: FailbackPlan, measured: Measured) -> Handled:
     """What the plan's action does with the records that never left (`measured`): republish them, or leave them
     unread (discard); either way the flows out move past the originals."""
     if not measured.ranges:
         return Handled(plan.unreplicated, 0)
     found = Unreplicated(plan.restored, plan.serving, measured.flows or (), measured.ranges, ())
-    republished = republish(topology, found) if plan.unreplicated == "republish" else 0
-    return Handled(plan.unreplicated, found.records, republished, skip_originals(topology, found))
+    republished = republish(access, found) if plan.unreplicated == "republish" else 0
+    return Handled(plan.unreplicated, found.records, republished, skip_originals(access, found))
 
 
-def republish(topology: Topology, found: Unreplicated) -> int:
+def republish(access: ClusterAccess, found: Unreplicated) -> int:
     """Produce every unreplicated record again in the restored cluster (see the module); returns how many were
     produced now (0 when an earlier run already did it all)."""
-    restored = topology.cluster(found.restored)
-    config = client_config(restored)
+    config = access.config(found.restored)
     admin = AdminClient(config)
     ensure_internal_topics(admin, (PROGRESS,))
     cluster_id = admin.describe_cluster(request_timeout=10).result().cluster_id
@@ -89,24 +88,25 @@ def republish(topology: Topology, found: Unreplicated) -> int:
         producer.produce(PROGRESS, key=_marker_key(flow, topic, partition), value=json.dumps({"through": last}))
         producer.commit_transaction(60)
         log.info(
-            "republished %d records of %s[%d] in %s, originals up to %d", count, topic, partition, restored.name, last
+            "republished %d records of %s[%d] in %s, originals up to %d", count, topic, partition, found.restored, last
         )
         produced += count
     return produced
 
 
-def skip_originals(topology: Topology, found: Unreplicated) -> dict[str, int]:
+def skip_originals(access: ClusterAccess, found: Unreplicated) -> dict[str, int]:
     """Move each flow past the last original of each partition (see the module); returns the new next offsets by
     "flow topic[partition]"."""
     moved: dict[str, int] = {}
-    restored = AdminClient(client_config(topology.cluster(found.restored)))
+    topology = access.topology
+    restored = access.admin(found.restored)
     source_cluster = restored.describe_cluster(request_timeout=10).result().cluster_id
     for flow_name in found.flows:
         flow = topology.flow(flow_name)
         ranges = _by_partition(r for r in found.ranges if r.flow == flow_name)
         if not ranges:
             continue
-        serving = client_config(topology.cluster(flow.target))
+        serving = access.config(flow.target)
         dests = {(flow.destination_topic(topic), partition) for _, topic, partition in ranges}
         dest_ends = end_offsets(AdminClient(serving), sorted(dests), IsolationLevel.READ_COMMITTED)
         records = []

@@ -3,17 +3,14 @@ cluster's ends just before producers move back."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from confluent_kafka import IsolationLevel, KafkaException
-from confluent_kafka.admin import AdminClient
 
+from ..access import ClusterAccess
 from ..client_switch import SWITCH_CHECK_S
 from ..clients import end_offsets, error_text
-from ..topology import load_topology
 from .plan import FailbackPlan, SwitchBack
 from .resync import resync_flows
 
@@ -29,13 +26,13 @@ class SwitchBackError(RuntimeError):
 
 
 def prepare_switch_back(
-    plan: FailbackPlan, serving_config: Mapping[str, Any], derived_file: Path, run_started: datetime
+    plan: FailbackPlan, access: ClusterAccess, derived_file: Path, run_started: datetime
 ) -> SwitchBack:
     """The flows that resync (the topology's flows back, and the inverses of the flows out for the serving cluster's
     topics no flow back covers, in `derived_file`: kafka_dr.failback.resync) and the switch back over them. Raises
     TopologyError or SwitchBackError with one line."""
     try:
-        serving_topics = AdminClient(dict(serving_config)).list_topics(timeout=30).topics
+        serving_topics = access.admin(plan.serving).list_topics(timeout=30).topics
     except KafkaException as exc:
         raise SwitchBackError(f"cluster {plan.serving}: list topics failed: {error_text(exc)}") from None
     topology, flows, inverse = resync_flows(
@@ -44,17 +41,15 @@ def prepare_switch_back(
     return SwitchBack.build(plan, str(topology), flows, inverse, run_started)
 
 
-def restored_ends(
-    back: SwitchBack, serving_config: Mapping[str, Any], restored_config: Mapping[str, Any]
-) -> dict[str, dict[str, int]]:
+def restored_ends(back: SwitchBack, access: ClusterAccess) -> dict[str, dict[str, int]]:
     """Per resync flow, the end offsets ({"topic:partition": offset}) of its destination partitions in the restored
     cluster just before producers move back. From there, a record that is not a copy from the serving cluster (what
     the moved producers write, interleaved with the last copies of the resync) was never seen by the groups reading
     the serving cluster: translating back, a group resumes no later than the first of them, so none is skipped (the
     copies after it are read twice). Only the flows' own partitions: the mapping goes on each translation job's
     command line. Raises SwitchBackError with one line."""
-    topology = load_topology(back.topology)
-    serving, restored = AdminClient(dict(serving_config)), AdminClient(dict(restored_config))
+    topology = access.topology
+    serving, restored = access.admin(back.failover.failed), access.admin(back.failover.target)
     try:
         serving_topics = serving.list_topics(timeout=30).topics
         restored_topics = restored.list_topics(timeout=30).topics

@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..access import ClusterAccess
 from ..failover.verify import check_groups_and_clients
 from ..reports import Step
-from ..topology import load_topology
 from .plan import SwitchBack
 
 
@@ -34,13 +34,12 @@ class FailbackVerified:
 
 def verify_failback(
     back: SwitchBack,
+    access: ClusterAccess,
     translations: Sequence[Mapping[str, Any]],
     verifications: Sequence[Mapping[str, Any]],
-    restored_config: Mapping[str, Any],
 ) -> tuple[list[str], FailbackVerified]:
     """Problems (one line each) and the result. The verify jobs (`verifications`: their summaries) fail their own
     tasks on a record missing, duplicated or changed."""
-    topo = load_topology(back.topology)
-    problems, checked = check_groups_and_clients(topo, back.failover, translations, restored_config)
+    problems, checked = check_groups_and_clients(access, back.failover, translations, back.failover.target)
     flows = {v["flow"]: FlowFigures(v["expected"], v["copied"], v["filtered"], v["skipped"]) for v in verifications}
     return problems, FailbackVerified(checked, flows)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
 
 from confluent_kafka import KafkaException
 
+from ..access import ClusterAccess
 from ..clients import error_text
 from ..replication import liveness
 from ..replication.replicators import ReplicatorError
@@ -29,31 +29,27 @@ class Stopped:
     step: Step | None = None
 
 
-def stop_replication(
-    plan: FailoverPlan,
-    topo: Topology,
-    configs: Mapping[str, Mapping[str, Any]],
-    flows: Sequence[str] | None = None,
-) -> dict[str, str]:
+def stop_replication(plan: FailoverPlan, access: ClusterAccess, flows: Sequence[str] | None = None) -> dict[str, str]:
     """Stop the replicators of every flow from or into the failed cluster (liveness.stop: a signal where one was
     started here, a stop request through its target elsewhere); per flow, "stopped", "not running", or in a disaster
     "stop requested" when a replicator elsewhere did not acknowledge in time (verify_failover then watches its
     target) or when its target is the lost cluster (the request goes through its source, so that it does not copy
     once that cluster is back); a disaster's requests name the lost cluster, so a replicator whose source it is
-    ends without waiting on it. `configs`: client settings per cluster of those flows but a disaster's failed one,
-    which is not asked; local replicators get SIGKILL after DISASTER_STOP_S rather than 30 s (their
-    open transactions abort, and the writer slots fence whatever survives), which is that much less RTO. The flows
+    ends without waiting on it; a disaster's failed cluster is not asked. Local replicators get SIGKILL after
+    DISASTER_STOP_S rather than 30 s (their open transactions abort, and the writer slots fence whatever survives),
+    which is that much less RTO. The flows
     stop side by side, so the wait is one replicator's, not their sum. `flows`: only these of the plan's (a planned
     failover stops the flows into the failed cluster first: `inbound_flows`). Raises ReplicatorError with one line
     (once every stop has been tried)."""
     disaster = plan.mode == "disaster"
     timeout = DISASTER_STOP_S if disaster else PLANNED_STOP_S
+    topo = access.topology
 
     def one(flow: str) -> str:
         target, source = topo.flow(flow).target, topo.flow(flow).source
         lost = disaster and target == plan.failed
-        config = None if lost else dict(configs[target])
-        through_source = dict(configs[source]) if lost and source in configs else None
+        config = None if lost else access.config(target)
+        through_source = access.config(source) if lost else None
         try:
             return liveness.stop(flow, config, timeout, through_source, lost=plan.failed if disaster else None)
         except KafkaException as exc:

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
-from confluent_kafka.admin import AdminClient
 
+from ..access import ClusterAccess
 from ..clients import error_text, list_group_offsets
 from ..replication import activity
 from ..reports import Step
@@ -39,24 +39,17 @@ def stopped_flows_by_target(topo: Topology, plan: FailoverPlan) -> dict[str, lis
     return by_target
 
 
-def verify_failover(
-    topo: Topology,
-    plan: FailoverPlan,
-    translations: Sequence[Mapping[str, Any]],
-    target_config: Mapping[str, Any],
-    stopped_target_configs: Mapping[str, Mapping[str, Any]],
-) -> Verified:
+def verify_failover(access: ClusterAccess, plan: FailoverPlan, translations: Sequence[Mapping[str, Any]]) -> Verified:
     """Groups and clients checked while each stopped flow's target is watched for progress (the watch window passes
-    meanwhile). `target_config`: the failover target's client settings; `stopped_target_configs`: those of each
-    cluster of `stopped_flows_by_target`."""
-    by_target = stopped_flows_by_target(topo, plan)
+    meanwhile)."""
+    by_target = stopped_flows_by_target(access.topology, plan)
     window = activity.WINDOW_S
     with ThreadPoolExecutor(max_workers=max(1, len(by_target))) as pool:
         watching = {
-            target: pool.submit(activity.watch, dict(stopped_target_configs[target]), flows, window)
+            target: pool.submit(activity.watch, access.config(target), flows, window)
             for target, flows in by_target.items()
         }
-        problems, checked = check_groups_and_clients(topo, plan, translations, target_config)
+        problems, checked = check_groups_and_clients(access, plan, translations, plan.target)
         copying, replication = still_copying(by_target, watching, window)
     return Verified((*problems, *copying), checked, replication)
 
@@ -86,14 +79,13 @@ def still_copying(
 
 
 def check_groups_and_clients(
-    topo: Topology,
-    plan: FailoverPlan,
-    translations: Sequence[Mapping[str, Any]],
-    target_config: Mapping[str, Any],
+    access: ClusterAccess, plan: FailoverPlan, translations: Sequence[Mapping[str, Any]], cluster: str
 ) -> tuple[list[str], int]:
-    """Problems with the applied group offsets in the target or the client aliases (those at home in plan.home,
-    when given), and how many groups were checked; dr_failback's verify uses it too."""
-    admin = AdminClient(dict(target_config))
+    """Problems with the applied group offsets in `cluster` (the failover's target, or a failback's restored
+    cluster) or the client aliases (those at home in plan.home, when given), and how many groups were checked;
+    dr_failback's verify uses it too."""
+    topo = access.topology
+    admin = access.admin(cluster)
     problems, checked = [], 0
     for summary in translations:
         # Every group's request in flight at once: a thousand groups cost about one round trip, not a thousand.
@@ -104,7 +96,7 @@ def check_groups_and_clients(
             actual = {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions or [] if tp.offset >= 0}
             # At or past the translated offset: an application that moved with its alias has read on since.
             if any(actual.get(key, -1) < offset for key, offset in expected.items()):
-                problems.append(f"group {group}: committed {actual} in {plan.target}, behind the translated {expected}")
+                problems.append(f"group {group}: committed {actual} in {cluster}, behind the translated {expected}")
             checked += 1
     left = clients_left(topo, plan)
     if left:

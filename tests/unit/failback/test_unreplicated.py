@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from support.fakes import FakeMessage
 
+from kafka_dr.access import ClusterAccess
 from kafka_dr.codec import decode, encode
 from kafka_dr.failback.plan import FailbackPlan
 from kafka_dr.failback.republish import Handled, handle
@@ -115,4 +116,6 @@ def test_a_cluster_that_lost_its_data_has_nothing_to_measure(topology: Topology)
 
 
 def test_no_range_never_left_is_nothing_to_republish(topology: Topology) -> None:
-    assert handle(topology, PLAN, Measured(records=None, per_topic={}, ranges=())) == Handled("republish", 0)
+    assert handle(ClusterAccess(topology), PLAN, Measured(records=None, per_topic={}, ranges=())) == Handled(
+        "republish", 0
+    )

@@ -7,20 +7,28 @@ verify_failover)."""
 from __future__ import annotations
 
 import threading
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
+from kafka_dr.access import ClusterAccess
 from kafka_dr.failover import stop
 from kafka_dr.failover.plan import FailoverPlan
 from kafka_dr.replication.replicators import ReplicatorError
+from kafka_dr.topology import parse_topology
 
-TARGETS = {"out": "dc2", "back": "dc1"}
-SOURCES = {"out": "dc1", "back": "dc2"}
-TOPOLOGY: Any = SimpleNamespace(flow=lambda name: SimpleNamespace(target=TARGETS[name], source=SOURCES[name]))
-CONFIGS = {"dc1": {"bootstrap.servers": "dc1:9092"}, "dc2": {"bootstrap.servers": "dc2:9092"}}
+ACCESS = ClusterAccess(
+    parse_topology(
+        {
+            "clusters": {"dc1": {"bootstrap_servers": "dc1:9092"}, "dc2": {"bootstrap_servers": "dc2:9092"}},
+            "flows": [
+                {"name": "out", "source": "dc1", "target": "dc2", "topics": {"include": ["t"]}},
+                {"name": "back", "source": "dc2", "target": "dc1", "topics": {"include": ["t"]}},
+            ],
+        }
+    )
+)
 
 
 def plan(mode: str) -> FailoverPlan:
@@ -40,7 +48,7 @@ def test_the_flows_stop_side_by_side_with_the_modes_timeout(monkeypatch: pytest.
         return "stop requested" if flow == "back" else "stopped"
 
     monkeypatch.setattr(stop.liveness, "stop", fake_stop)
-    assert stop.stop_replication(plan("disaster"), TOPOLOGY, CONFIGS) == {"out": "stopped", "back": "stop requested"}
+    assert stop.stop_replication(plan("disaster"), ACCESS) == {"out": "stopped", "back": "stop requested"}
     # dc1 is lost: "back" (into dc1) is asked through its source, dc2; "out" through its target, dc2; both requests
     # name dc1, so that "out", whose source it is, does not wait on it as it ends.
     assert sorted(calls) == [
@@ -48,7 +56,7 @@ def test_the_flows_stop_side_by_side_with_the_modes_timeout(monkeypatch: pytest.
         ("out", "dc2:9092", None, stop.DISASTER_STOP_S, "dc1"),
     ]
     calls.clear()
-    stop.stop_replication(plan("planned"), TOPOLOGY, CONFIGS)
+    stop.stop_replication(plan("planned"), ACCESS)
     assert sorted(calls) == [
         ("back", "dc1:9092", None, stop.PLANNED_STOP_S, None),
         ("out", "dc2:9092", None, stop.PLANNED_STOP_S, None),
@@ -70,11 +78,11 @@ def test_a_stop_that_fails_is_raised_after_the_others_were_tried(monkeypatch: py
 
     monkeypatch.setattr(stop.liveness, "stop", fake_stop)
     with pytest.raises(ReplicatorError, match="flow out: its replicator did not acknowledge stop request 5e1f"):
-        stop.stop_replication(plan("planned"), TOPOLOGY, CONFIGS)
+        stop.stop_replication(plan("planned"), ACCESS)
     assert sorted(tried) == ["back", "out"]
     del failures["out"]
     with pytest.raises(ReplicatorError, match="^flow back: its target dc1 does not answer: dc1:9092: Connection ref"):
-        stop.stop_replication(plan("planned"), TOPOLOGY, CONFIGS)
+        stop.stop_replication(plan("planned"), ACCESS)
     failures = {"out": ReplicatorError("flow out: its replicator did not acknowledge stop request 5e1f within 5 s")}
     # A disaster does not ask the lost dc1; a replicator elsewhere that did not answer in time is verify's to judge.
-    assert stop.stop_replication(plan("disaster"), TOPOLOGY, CONFIGS) == {"out": "stop requested", "back": "stopped"}
+    assert stop.stop_replication(plan("disaster"), ACCESS) == {"out": "stop requested", "back": "stopped"}
