@@ -81,7 +81,7 @@ class BackfillOperator(SparkJobOperator):
         dry_run = self.dry_run is True or str(self.dry_run).lower() == "true"  # rendered from a template
         if dry_run:
             args.append("--dry-run")
-        env = self.cluster_env(topology, (flow.source, flow.target))
+        env = self.cluster_access(topology).child_environ((flow.source, flow.target))
         summary = self.run_job(f"kdr-backfill-{flow.name}", args, env, f"flow {flow.name}: backfill")
         for gone in summary.get("unavailable", []):
             self.log.warning(

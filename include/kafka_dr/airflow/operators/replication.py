@@ -27,7 +27,6 @@ from ...replication.liveness import liveness
 from ...state import state_dir
 from ...topology import load_topology
 from .. import topology_path
-from ..hooks.kafka_cluster import KafkaClusterHook
 from ..hooks.spark_submit import submit_command
 from .spark_job import SparkJobOperator, force_args
 
@@ -84,14 +83,14 @@ class ReplicationOperator(SparkJobOperator):
         path = topology_path(self.topology)
         topology = load_topology(path)
         flow = topology.flow(self.flow)
-        env = self.cluster_env(topology, (flow.source, flow.target))
+        access = self.cluster_access(topology)
+        env = access.child_environ((flow.source, flow.target))
         args = ["--topology", str(path), "--flow", flow.name, "--mode", self.mode, *force_args(self.force)]
         if self.mode == "bounded":
             if self.until_quiet:
                 args += ["--until-quiet", str(self.until_quiet)]
             return self._run_bounded(args, env)
-        target = KafkaClusterHook(flow.target, self.kafka_conn_ids.get(flow.target), topology=topology)
-        return self._start_continuous(args, env, target.client_config())
+        return self._start_continuous(args, env, access.config(flow.target))
 
     def _run_bounded(self, args: list[str], env: dict[str, str]) -> dict[str, Any]:
         summary = self.run_job(f"kdr-replicate-{self.flow}", args, env, f"flow {self.flow}: bounded replication")

@@ -11,13 +11,14 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook, BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
+from ...access import ClusterAccess
 from ...spark.driver_jvm import with_driver_jvm
 from ...spark.submit import is_local, package_zip
 from ...topology import Topology
@@ -62,9 +63,10 @@ class SparkJobOperator(BaseOperator):
         if self._spark is not None:
             self._spark.on_kill()
 
-    def cluster_env(self, topology: Topology, clusters: Iterable[str]) -> dict[str, str]:
-        """The clusters' client settings for the job's environment (never its command line)."""
-        return cluster_access(topology, self.kafka_conn_ids).child_environ(clusters)
+    def cluster_access(self, topology: Topology) -> ClusterAccess:
+        """How this task reaches the clusters (`kafka_conn_ids` naming a cluster's connection when it is not
+        `kafka_dr_<cluster>`); the job gets them with `child_environ`, in its environment, never its command line."""
+        return cluster_access(topology, self.kafka_conn_ids)
 
     def spark_hook(self, name: str, args: list[str]) -> SparkSubmitHook:
         """The provider's hook on `spark_conn_id`, or on local mode when that connection does not exist (the

@@ -62,7 +62,9 @@ class TranslateOffsetsOperator(SparkJobOperator):
         path = topology_path(self.topology)
         topology = load_topology(path)
         flow = topology.flow(self.flow)
-        env = self.cluster_env(topology, (flow.target,) if self.from_checkpoints else (flow.source, flow.target))
+        env = self.cluster_access(topology).child_environ(
+            (flow.target,) if self.from_checkpoints else (flow.source, flow.target)
+        )
         args = ["--topology", str(path), "--flow", flow.name]
         if self.groups:
             args += ["--groups", self.groups]

@@ -51,7 +51,7 @@ class VerifyFlowOperator(SparkJobOperator):
         path = topology_path(self.topology)
         topology = load_topology(path)
         flow = topology.flow(self.flow)
-        env = self.cluster_env(topology, (flow.source, flow.target))
+        env = self.cluster_access(topology).child_environ((flow.source, flow.target))
         args = ["--topology", str(path), "--flow", flow.name, "--settle", str(self.settle), *force_args(self.force)]
         args += [f"--skip={one}" for one in self.skip]
         summary = self.run_job(f"kdr-verify-{flow.name}", args, env, f"flow {flow.name}: verify")
