@@ -33,7 +33,7 @@ from kafka_dr.backfill.window import (
 from kafka_dr.clients import end_offsets
 from kafka_dr.replication.copier import CopyTask, copy_ranges
 from kafka_dr.replication.fencing import writer_groups
-from kafka_dr.replication.internal import ensure_internal_topics
+from kafka_dr.replication.rounds import CopyRounds
 from kafka_dr.replication.verify import VerifyTask, summarize, verify_partition
 from kafka_dr.spark.job import BadInput, job_main
 from kafka_dr.spark.session import start_spark
@@ -109,8 +109,9 @@ def run(
     if args.dry_run:
         context.close()
         return summary
-    ensure_internal_topics(context.target_admin)  # the copier's progress records
-    context.sync_topics()  # the target topics, with the source's partitions and configs
+    rounds = CopyRounds(context)
+    rounds.prepare_target()  # the copier's progress records, and the flow's topic state
+    rounds.sync_topics()  # the target topics, with the source's partitions and configs
     stable = end_offsets(
         context.target_admin, [(w.dest_topic, w.partition) for w in windows], IsolationLevel.READ_COMMITTED
     )

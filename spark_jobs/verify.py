@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
-from kafka_dr.replication.planner import FlowContext
+from kafka_dr.replication.flow_clients import FlowClients
 from kafka_dr.replication.provenance import ForceCopy
 from kafka_dr.replication.verify import VerifyTask, summarize, verify_partition
 from kafka_dr.spark.job import BadInput, add_force_args, force_copy, job_main
@@ -76,27 +76,26 @@ def run(
 ) -> dict[str, Any]:
     """The verification summary of `flow`: status "verified", or "failed" with what is wrong."""
     skips = skips or {}
-    context = FlowContext(topology, flow, read_only=True)
-    counts = context.source_partitions()
-    tps = [TopicPartition(t, p) for t, n in sorted(counts.items()) for p in range(n)]
-    ends = context.offsets(tps, OffsetSpec.latest()) if tps else {}
-    tasks = [
-        VerifyTask(
-            context.source_config,
-            context.target_config,
-            context.source_cluster_id,
-            context.target_cluster_id,
-            tp.topic,
-            tp.partition,
-            context.dest_topic(tp.topic),
-            ends[(tp.topic, tp.partition)],
-            force,
-            skips.get((tp.topic, tp.partition), ()),
-            settle_s,
-        )
-        for tp in tps
-    ]
-    context.close()
+    with FlowClients(topology, flow) as clients:
+        counts = clients.source_partitions()
+        tps = [TopicPartition(t, p) for t, n in sorted(counts.items()) for p in range(n)]
+        ends = clients.offsets(tps, OffsetSpec.latest()) if tps else {}
+        tasks = [
+            VerifyTask(
+                clients.source_config,
+                clients.target_config,
+                clients.source_cluster_id,
+                clients.target_cluster_id,
+                tp.topic,
+                tp.partition,
+                clients.dest_topic(tp.topic),
+                ends[(tp.topic, tp.partition)],
+                force,
+                skips.get((tp.topic, tp.partition), ()),
+                settle_s,
+            )
+            for tp in tps
+        ]
     results = spark_context.parallelize(tasks, max(len(tasks), 1)).map(verify_partition).collect()
     verdict = summarize(results)
     return {"flow": flow.name, "status": verdict.pop("status"), **verdict, "partitions": [r.to_dict() for r in results]}

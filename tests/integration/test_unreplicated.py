@@ -12,14 +12,13 @@ from pathlib import Path
 import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
-from support.kafka import Record, create_topic, high_watermarks, produce, read_all
+from support.kafka import Record, create_topic, first_round, high_watermarks, produce, read_all
 from support.stack import BrokerPair
 from support.topology import write_topology
 
 from kafka_dr.failback.republish import republish, skip_originals
 from kafka_dr.failback.unreplicated import MeasureError, measure
 from kafka_dr.replication.copier import copy_ranges
-from kafka_dr.replication.planner import FlowContext
 from kafka_dr.replication.provenance import hops
 from kafka_dr.topology import Topology, load_topology
 from kafka_dr.wire import REPUBLISHED_HEADER
@@ -37,13 +36,9 @@ def topology_of(pair: BrokerPair, tmp_path: Path, topic: str, both_ways: bool = 
 
 def copy(topology: Topology, flow: str, upto: int | None = None) -> None:
     """Copy the flow, each partition up to source offset `upto` (None: to its end)."""
-    context = FlowContext(topology, topology.flow(flow))
-    try:
-        tasks = context.plan().tasks
-        cut = [t if upto is None or t.topic.startswith("_kdr.") else dataclasses.replace(t, end=upto) for t in tasks]
-        copy_ranges(cut)
-    finally:
-        context.close()
+    tasks = first_round(topology, flow).tasks
+    cut = [t if upto is None or t.topic.startswith("_kdr.") else dataclasses.replace(t, end=upto) for t in tasks]
+    copy_ranges(cut)
 
 
 def keyed(count: int) -> list[Record]:

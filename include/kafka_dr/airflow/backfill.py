@@ -13,7 +13,7 @@ from ..backfill import report
 from ..backfill.plan import BackfillPlan, idle_reason
 from ..backfill.window import BackfillError
 from ..clients import ClientConfigError
-from ..replication.planner import UnreachableError
+from ..replication.flow_clients import UnreachableError
 from ..topology import TopologyError, load_topology
 from . import topology_path
 from .common import boolean_param, timed, write_report

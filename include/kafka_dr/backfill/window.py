@@ -26,10 +26,11 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from ..clients import read_partition
+from ..replication.flow_clients import FlowClients
 from ..replication.internal import HEARTBEATS
-from ..replication.planner import FlowContext
 from ..replication.provenance import copied_from
 from ..replication.resume import resume_offset
+from ..replication.rounds import CopyRounds
 from ..runbooks import see_runbook
 from ..times import epoch_ms
 from ..topology import INTERNAL_TOPIC_PREFIX, Flow, TopicFilter, Topology
@@ -151,7 +152,7 @@ class PartitionWindow:
 
 
 def resolve(context: Any, window: Window) -> list[PartitionWindow]:
-    """Per source partition of the backfill flow (`context`: its planner.FlowContext), the window's offsets.
+    """Per source partition of the backfill flow (`context`: its open FlowClients), the window's offsets.
     Offsets past the end of a partition, or of a partition or topic the flow does not copy, are refused."""
     counts = {t: n for t, n in context.source_partitions().items() if t != HEARTBEATS}
     tps = [TopicPartition(t, p) for t, n in sorted(counts.items()) for p in range(n)]
@@ -246,12 +247,12 @@ def missing_ranges(task: PresenceTask) -> tuple[PartitionWindow, list[tuple[int,
 
 def live_destination_refusals(flow_context: Any, windows: Iterable[PartitionWindow]) -> list[str]:
     """Why the flow's own destination cannot take these windows' copies in order (empty: it can). `flow_context`
-    is the live flow's planner.FlowContext."""
+    is the live flow's open FlowClients."""
     live = [w for w in windows if w.dest_topic == flow_context.dest_topic(w.topic) and w.end > w.first]
     if not live:
         return []
-    plan = flow_context.plan(sync=False)
-    positions = {(t.topic, t.partition): t.start for t in plan.tasks}
+    copy_round = CopyRounds(flow_context).next(sync=False)
+    positions = {(t.topic, t.partition): t.start for t in copy_round.tasks}
     problems = []
     for w in live:
         last = resume_offset(
@@ -272,7 +273,7 @@ class Prepared:
     """A checked backfill: the copier's flow, its context (read-only; the caller closes it) and the windows."""
 
     flow: Flow
-    context: FlowContext
+    context: FlowClients
     windows: list[PartitionWindow]
 
 
@@ -282,10 +283,10 @@ def prepare(
     """Everything a backfill checks before it changes anything (the DAG's first task and the job share it): the
     topics within the flow, the target names, the window per partition, and the order of the flow's destination.
     A bad request raises BackfillError with one line."""
-    live = FlowContext(topology, flow, retries=retries, read_only=True)
+    live = FlowClients(topology, flow, retries=retries).open()
     try:
         backfill = backfill_flow(flow, topics, target_topic, live.source_partitions())
-        context = FlowContext(topology, backfill, retries=retries, read_only=True)
+        context = FlowClients(topology, backfill, retries=retries).open()
         try:
             windows = resolve(context, window)
             refusals = live_destination_refusals(live, windows)

@@ -19,8 +19,9 @@ from typing import Any
 from confluent_kafka import KafkaException, Message
 
 from ..clients import error_text, read_committed
-from ..replication.planner import FlowContext, Lost, UnreachableError
+from ..replication.flow_clients import FlowClients, UnreachableError
 from ..replication.provenance import ProvenanceError, blocked, hops
+from ..replication.rounds import CopyRounds, Lost
 from ..topology import Topology, is_data_topic
 from .plan import FailbackPlan
 
@@ -103,19 +104,19 @@ def measure(topology: Topology, restored: str, serving: str, timeout: float = RE
     deleted: list[Lost] = []
     for flow in flows:
         try:
-            context = FlowContext(topology, flow, retries=1, read_only=True)
+            context = FlowClients(topology, flow, retries=1).open()
         except UnreachableError as exc:
             raise MeasureError(f"flow {flow.name}: {exc}") from None
         try:
-            plan = context.plan(sync=False)
-            tasks = [t for t in plan.tasks if is_data_topic(t.topic)]
+            copy_round = CopyRounds(context).next(sync=False)
+            tasks = [t for t in copy_round.tasks if is_data_topic(t.topic)]
             pending = {(t.topic, t.partition): (t.start, t.end) for t in tasks if t.end > t.start}
             log.info("flow %s: reading %d records not yet copied", flow.name, sum(e - s for s, e in pending.values()))
             records = read_committed(context.source_config, pending, timeout)
             ranges += unreplicated_ranges(
                 records, flow.name, context.target_cluster_id, {t.topic: t.dest_topic for t in tasks}
             )
-            deleted += [d for d in plan.lost if is_data_topic(d.topic)]
+            deleted += [d for d in copy_round.lost if is_data_topic(d.topic)]
         except (UnreachableError, KafkaException, TimeoutError) as exc:
             raise MeasureError(
                 f"flow {flow.name}: {error_text(exc) if isinstance(exc, KafkaException) else exc}"

@@ -22,7 +22,7 @@ from confluent_kafka import KafkaException
 
 from ..clients import ClientConfigError, error_text
 from ..replication.copier import CopyError
-from ..replication.planner import UnreachableError
+from ..replication.flow_clients import UnreachableError
 from ..replication.provenance import ForceCopy
 from ..replication.topic_sync import TopicSyncError
 from ..times import epoch_ms

@@ -25,9 +25,9 @@ from confluent_kafka import IsolationLevel, Message
 from confluent_kafka.admin import AdminClient
 
 from ..clients import client_config, end_offsets
+from ..replication.flow_clients import with_retries
 from ..replication.internal import CHECKPOINTS, newest_value, put_records, read_records
 from ..replication.lag import LagError, flow_lag, save_snapshot
-from ..replication.planner import with_retries
 from ..topology import Flow, Topology
 from .groups import by_group, committed_offsets, list_groups, plan_requests, select_groups
 from .offsets import PartitionRequest, Translated, translate_partition

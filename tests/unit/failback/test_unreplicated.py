@@ -11,8 +11,8 @@ from support.fakes import FakeMessage
 from kafka_dr.failback.plan import FailbackPlan
 from kafka_dr.failback.republish import handle
 from kafka_dr.failback.unreplicated import Unreplicated, UnreplicatedRange, unreplicated_of, unreplicated_ranges
-from kafka_dr.replication.planner import Lost
 from kafka_dr.replication.provenance import HEADER, Hop
+from kafka_dr.replication.rounds import Lost
 from kafka_dr.topology import Topology, load_topology
 
 SERVING = "dc2-id"
