@@ -169,9 +169,6 @@ class Replicator:
             raise RuntimeError(f"flow {self.flow.name}: the replicator copies only once started")
         return self._epochs
 
-    def _next_round(self, positions: dict[tuple[str, int], int]) -> CopyRound:
-        return self._rounds.next(positions)
-
     def _run_job(self, groups: list[list[CopyTask]]) -> list[CopyResult]:
         """An epoch's writer groups, run by the runner; open ranges get a ticket to hear of the epoch's early end."""
         open_ranges = any(t.end is None for group in groups for t in group)
@@ -196,7 +193,7 @@ class Replicator:
         epoch's check stops this run); the stop requests' watch; heartbeats; checkpoints."""
         ends = self._ends = EpochEnds(self._runner.driver_host)
         log.info("flow %s: its tasks hear of an epoch's early end on %s:%d", self.flow.name, ends.host, ends.port)
-        self._discovery = Discovery(self._next_round, self.settings.discover_interval, ends.end_current)
+        self._discovery = Discovery(self._rounds.next, self.settings.discover_interval, ends.end_current)
         threading.Thread(target=self._end_epochs_at_stop, args=(ends,), name="kdr-stop", daemon=True).start()
         ClaimRenewal(claim, self._renewing, lost=ends.end_all).start()
         requests.start()
