@@ -20,11 +20,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kafka_dr.access import ClusterAccess
 from kafka_dr.backfill.run import BackfillRun, RunTasks
 from kafka_dr.backfill.window import BackfillError, Window, parse_window
 from kafka_dr.spark.job import BadInput, job_main
 from kafka_dr.spark.session import start_spark
-from kafka_dr.topology import Flow, Topology
+from kafka_dr.topology import Flow
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -47,10 +48,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def run(
-    spark_context: SparkContext, topology: Topology, flow: Flow, window: Window, args: argparse.Namespace
+    spark_context: SparkContext, access: ClusterAccess, flow: Flow, window: Window, args: argparse.Namespace
 ) -> dict[str, Any]:
     try:
-        backfill = BackfillRun.check(topology, flow, window, args.topics, args.target_topic)
+        backfill = BackfillRun.check(access, flow, window, args.topics, args.target_topic)
     except BackfillError as exc:
         raise BadInput(str(exc).replace("target_topic '", "--target-topic '")) from None
     return backfill.run(_on_spark(spark_context), spark_context.defaultParallelism, args.dry_run)
@@ -69,12 +70,12 @@ def main(argv: list[str] | None = None) -> int:
     return job_main("backfill", parse_args(argv), _start, raised_in_tasks=TASK_ERRORS)
 
 
-def _start(args: argparse.Namespace, topology: Topology, flow: Flow) -> dict[str, Any]:
+def _start(args: argparse.Namespace, access: ClusterAccess, flow: Flow) -> dict[str, Any]:
     try:
         window = parse_window(args.window_start, args.window_end, args.offsets)  # before Spark starts
     except BackfillError as exc:
         raise BadInput(str(exc)) from None
-    return run(start_spark(f"kafka-dr backfill {flow.name}"), topology, flow, window, args)
+    return run(start_spark(f"kafka-dr backfill {flow.name}"), access, flow, window, args)
 
 
 if __name__ == "__main__":

@@ -24,33 +24,24 @@ from __future__ import annotations
 
 import argparse
 import functools
-import logging
-import os
 import signal
-import socket
 import sys
 import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 from kafka_dr.access import ClusterAccess
-from kafka_dr.clients import answers, client_config
-from kafka_dr.replication.control import StopRequest, StopRequests
 from kafka_dr.replication.copier import CopyResult, CopyTask, copy_ranges, open_clients
-from kafka_dr.replication.epoch_end import EpochEnds, EpochTicket
-from kafka_dr.replication.epochs import CopyEpochs, Discovery, Epoch
-from kafka_dr.replication.fencing import ClaimRenewal, FlowClaim
-from kafka_dr.replication.heartbeat import HeartbeatTask
-from kafka_dr.replication.planner import FlowContext, Plan
+from kafka_dr.replication.epoch_end import EpochTicket
+from kafka_dr.replication.epochs import Epoch
+from kafka_dr.replication.lifecycle import Replicator, ReplicatorSettings
+from kafka_dr.replication.rounds import CopyRound
 from kafka_dr.spark.job import add_force_args, force_copy, job_main
 from kafka_dr.spark.session import SparkStart
-from kafka_dr.topology import Flow, Topology
+from kafka_dr.topology import Flow
 from kafka_dr.translation.checkpoints import CheckpointTask
 
-log = logging.getLogger("kafka_dr.replicate")
 COPY_ERRORS = ("FencedError", "CopyError", "ProvenanceError", "KafkaException")  # what copy tasks raise
 
 
@@ -132,13 +123,13 @@ class Summary:
 
     def add_epoch(self, epoch: Epoch) -> None:
         """One copy job: the discovery rounds applied before it, then its results."""
-        for plan in epoch.plans:
-            self.add_plan(plan)
+        for found in epoch.rounds:
+            self.add_round(found)
         self.copy_seconds += epoch.seconds
         self.add(epoch.results)
 
-    def add_plan(self, plan: Plan) -> None:
-        """What a planning round found: records lost before they were copied, topics created."""
+    def add_round(self, copy_round: CopyRound) -> None:
+        """What a copy round found: records lost before they were copied, topics created."""
         self.lost += [
             {
                 "topic": lost.topic,
@@ -147,10 +138,10 @@ class Summary:
                 "to_offset": lost.to_offset,
                 "records": lost.records,
             }
-            for lost in plan.lost
+            for lost in copy_round.lost
         ]
-        if plan.sync is not None:
-            self.created_topics += list(plan.sync.created)
+        if copy_round.sync is not None:
+            self.created_topics += list(copy_round.sync.created)
 
     def to_dict(self, status: str, error: str | None = None) -> dict:
         parts = list(self.partitions.values())
@@ -173,195 +164,83 @@ class Summary:
         }
 
 
-QUIET_CAP_S = 60.0  # --until-quiet: the longest the copying goes on while records keep arriving
-QUIET_POLL_S = 0.5  # --until-quiet: how often the source's ends are read again
 PROGRESS_INTERVAL_S = 1.0  # continuous: durable progress (and the source group's commit) about once a second
-SOURCE_PROBE_S = 2.0  # continuous, stopped: how long the source may take to answer before it counts as lost
-DISCOVERY_CLOSE_S = 1.0  # a stopped run leaves a planning round that waits on a lost cluster after this long
 COMMIT_INTERVAL_S = 0.05  # continuous: longest a copy waits for its transaction to commit (read_committed readers)
 
 
 def run(
     spark: SparkStart,
     args: argparse.Namespace,
-    topology: Topology,
+    access: ClusterAccess,
     flow: Flow,
     stop: threading.Event | None = None,
 ) -> dict[str, Any]:
     """Replicate `flow` and return the summary: one bounded run, or continuous until `stop` is set (which ends
-    the epoch under way at once). As MirrorMaker 2 splits its source, checkpoint and heartbeat tasks: the copy epochs
-    (replication.epochs), group-offset checkpoints (translation.checkpoints) and heartbeats (replication.heartbeat);
-    this orchestrates them."""
+    the epoch under way at once). As MirrorMaker 2 splits its source, checkpoint and heartbeat tasks: the
+    replicator (replication.lifecycle) copies and sends heartbeats, the checkpoints (translation.checkpoints) go
+    beside it; this wires them to Spark and the summary."""
     summary = Summary(flow.name, args.mode)
     continuous = args.mode == "continuous"
-    force = force_copy(args)  # before anything connects: a bad override is bad input
+    settings = ReplicatorSettings(
+        continuous,
+        retries=args.retries,
+        force=force_copy(args),  # before anything connects: a bad override is bad input
+        discover_interval=args.discover_interval,
+        heartbeat_interval=args.heartbeat_interval,
+    )
     stop = stop or threading.Event()
-    obeyed: list[StopRequest] = []  # the stop request obeyed, if one was
-    context = FlowContext(topology, flow, retries=args.retries)
-    heartbeats = HeartbeatTask(context.source_config, flow.name, args.heartbeat_interval, stop)
     interval = flow.checkpoint_seconds if args.checkpoint_interval is None else args.checkpoint_interval
-    checkpoints = CheckpointTask(ClusterAccess.from_environ(topology), flow, interval, stop)
-    plan_flow = functools.partial(context.plan, force=force)  # from positions copied so far, if given
-    ends: EpochEnds | None = None  # continuous: how the driver ends an epoch before its deadline
-    probe = SourceProbe(context.source_config)
-    discovery = (
-        Discovery(
-            plan_flow,
-            args.discover_interval,
-            found_new=lambda: ends.end_current() if ends is not None else None,
-        )
-        if continuous
-        else None
-    )
-    copy = functools.partial(
-        _copy_groups,
-        run_for=(args.epoch or flow.epoch_seconds) if continuous else None,
-        progress_interval=PROGRESS_INTERVAL_S if continuous else None,
-        **({"commit_interval": COMMIT_INTERVAL_S} if continuous else {}),
-    )
-    claim: FlowClaim | None = None
-    requests: StopRequests | None = None
-    renewing = threading.Event()  # set once the claim is released: owner records go on until then
-    ended = "done"  # what the last owner record says
+    runner = SparkCopies(spark, (args.epoch or flow.epoch_seconds) if continuous else None)
+    checkpoints = CheckpointTask(access, flow, interval, stop)
+    replicator = Replicator(access, flow, settings, runner, checkpoints, stop)
     try:
-        if continuous:  # before the claim, so that a stop request made once it is claimed is always read
-            clusters = [context.target_config, context.source_config]  # the source: a stop while the target is lost
-            requests = StopRequests(flow.name, clusters, stop, obey=lambda r: _obey(r, stop, obeyed))
-        # Fences the driver of any older replicator of this flow, wherever it runs (fencing.py).
-        claim = FlowClaim(
-            flow.name,
-            context.target_config,
-            {"host": socket.gethostname(), "pid": os.getpid(), "started_at": summary.started},
-        )
-        plan = plan_flow()
-        summary.add_plan(plan)
-        spark.warmed()  # the context and its workers came up while the driver planned
-        spark_context = spark.context()
+        summary.add_round(replicator.start())
         summary.spark_startup = spark.startup_seconds()
-
-        def run_job(groups: list[list[CopyTask]]) -> list[CopyResult]:
-            open_ranges = any(t.end is None for group in groups for t in group)
-            ticket = ends.ticket() if ends is not None and open_ranges else None
-            job = functools.partial(copy, ticket=ticket)
-            return spark_context.parallelize(groups, len(groups)).mapPartitions(job).collect()
-
-        epochs = CopyEpochs(flow.name, flow.target, plan, claim, run_job, spark_context.defaultParallelism, discovery)
-        if continuous:
-            # Where the executors reach the driver (127.0.0.1 in local mode, SPARK_LOCAL_IP).
-            ends = EpochEnds(spark_context.getConf().get("spark.driver.host", "127.0.0.1"))
-            log.info("flow %s: its tasks hear of an epoch's early end on %s:%d", flow.name, ends.host, ends.port)
-            threading.Thread(target=_end_epochs_on, args=(stop, ends, probe), name="kdr-stop", daemon=True).start()
-            # An owner record every second whatever the epoch's length, until the last one; a claim lost to a newer
-            # replicator ends the epoch, and the next epoch's check stops this run.
-            ClaimRenewal(claim, renewing, lost=ends.end_all).start()
-            if requests is not None:
-                requests.start()
-            heartbeats.start()
-            checkpoints.start()
-        context.commit_copied(plan)  # where a run killed after its last copy left the source group behind
-        while True:
-            epoch = epochs.next()
-            summary.add_epoch(epoch)
-            if not continuous and args.until_quiet > 0:
-                _copy_until_quiet(epochs, plan_flow, args.until_quiet, summary)
-            if not continuous or stop.is_set():
-                if continuous:
-                    lost = bool(obeyed) and obeyed[0].lost == flow.source
-                    _last_duties(flow, lost or not probe.answers(), heartbeats, checkpoints, epochs, summary)
-                    ended = f"stop request from {obeyed[0].by}" if obeyed else "stopped"
-                return summary.to_dict("done")
-            if not epoch.ranges:
-                stop.wait(1.0)
+        summary.add_epoch(replicator.epoch())
+        if not continuous:
+            for epoch in replicator.until_quiet(args.until_quiet):
+                summary.add_epoch(epoch)
+        while continuous and not replicator.stopping:
+            summary.add_epoch(replicator.epoch())
     except BaseException as exc:
-        ended = f"failed: {exc}"
+        replicator.stop(exc)
         raise
-    finally:
-        stop.set()
-        renewing.set()
-        if claim is not None:
-            claim.release(ended, request=obeyed[0].id if obeyed else None)
-        if ends is not None:
-            ends.close()
-        # A planning round still waiting on a lost cluster keeps its clients open until the process ends.
-        if discovery is None or discovery.close(DISCOVERY_CLOSE_S):
-            context.close()
+    last = replicator.stop()
+    if last is not None:
+        summary.add_epoch(last)
+    return summary.to_dict("done")
 
 
-def _copy_until_quiet(epochs: CopyEpochs, plan: Callable[[], Plan], quiet: float, summary: Summary) -> None:
-    """Bounded epochs from fresh plans (each resumes from what the destination holds) while the source's ends keep
-    moving, until `quiet` seconds pass with nothing to copy, or QUIET_CAP_S."""
-    started = last_copy = time.monotonic()
-    while time.monotonic() - last_copy < quiet and time.monotonic() - started < QUIET_CAP_S:
-        time.sleep(QUIET_POLL_S)
-        epochs.plan = plan()
-        epoch = epochs.next()
-        if epoch.ranges:
-            log.info("flow %s: %d more records arrived; copied", epochs.flow, sum(r.records for r in epoch.results))
-            summary.add_epoch(epoch)
-            last_copy = time.monotonic()
+class SparkCopies:
+    """The replicator's copy tasks as Spark jobs on the job's context, which comes up while the driver starts: an
+    epoch's writer groups, one Spark task each. `run_for`: continuous, how long each epoch copies."""
 
+    def __init__(self, spark: SparkStart, run_for: float | None) -> None:
+        self._spark = spark
+        self._copy = functools.partial(
+            _copy_groups,
+            run_for=run_for,
+            progress_interval=None if run_for is None else PROGRESS_INTERVAL_S,
+            **({} if run_for is None else {"commit_interval": COMMIT_INTERVAL_S}),
+        )
+        self._context: Any = None
 
-class SourceProbe:
-    """Whether the flow's source still answers (a stop by SIGTERM does not say whether a disaster lost it): asked
-    once, as the stop comes, beside the end of the epoch under way rather than after it."""
+    def ready(self) -> None:
+        self._spark.warmed()  # the context and its workers came up while the driver planned
+        self._context = self._spark.context()
 
-    def __init__(self, config: dict[str, Any]) -> None:
-        self._config = config
-        self._lock = threading.Lock()
-        self._answer: Future[bool] | None = None
+    @property
+    def parallelism(self) -> int:
+        return self._context.defaultParallelism
 
-    def start(self) -> Future[bool]:
-        with self._lock:
-            if self._answer is None:
-                self._answer = Future()
-                threading.Thread(target=self._ask, name="kdr-source-probe", daemon=True).start()
-            return self._answer
+    @property
+    def driver_host(self) -> str:
+        """Where the executors reach the driver (127.0.0.1 in local mode, SPARK_LOCAL_IP)."""
+        return self._context.getConf().get("spark.driver.host", "127.0.0.1")
 
-    def answers(self) -> bool:
-        return self.start().result()
-
-    def _ask(self) -> None:
-        assert self._answer is not None
-        try:
-            self._answer.set_result(answers(self._config, SOURCE_PROBE_S))
-        except Exception:  # noqa: BLE001 - a failure to ask means it does not answer
-            self._answer.set_result(False)
-
-
-def _last_duties(
-    flow: Flow,
-    source_lost: bool,
-    heartbeats: HeartbeatTask,
-    checkpoints: CheckpointTask,
-    epochs: CopyEpochs,
-    summary: Summary,
-) -> None:
-    """A stopped continuous run copies a heartbeat written as its last epoch ended and makes a last checkpoint pass;
-    not when its source is lost (a disaster's stop request says so, or the source did not answer a probe): both would
-    wait out their timeouts on it, and a disaster's stop of a replicator started here kills it after 5 s."""
-    if source_lost:
-        log.info("flow %s: its source %s is lost: no last heartbeat copy or checkpoint pass", flow.name, flow.source)
-        return
-    last_heartbeat = heartbeats.uncopied(epochs.positions.next)
-    if last_heartbeat:
-        log.info("flow %s: its last heartbeat came as the epoch ended; copying it", flow.name)
-        summary.add_epoch(epochs.finish(last_heartbeat))
-    checkpoints.last_pass()
-
-
-def _obey(request: StopRequest, stop: threading.Event, obeyed: list[StopRequest]) -> None:
-    """A stop request read in the target ends the run as SIGTERM does; the last owner record names it."""
-    obeyed[:] = [request]
-    stop.set()
-
-
-def _end_epochs_on(stop: threading.Event, ends: EpochEnds, probe: SourceProbe) -> None:
-    """A stop ends the epoch under way (and any other but the bounded one that copies the last heartbeat), and asks
-    whether the source still answers meanwhile."""
-    stop.wait()
-    log.info("stopping: the epoch under way ends at each task's next batch")
-    ends.end_all()
-    probe.start()
+    def run(self, groups: list[list[CopyTask]], ticket: EpochTicket | None) -> list[CopyResult]:
+        job = functools.partial(self._copy, ticket=ticket)
+        return self._context.parallelize(groups, len(groups)).mapPartitions(job).collect()
 
 
 def _copy_groups(groups, ticket: EpochTicket | None = None, **kwargs) -> list[CopyResult]:
@@ -381,14 +260,14 @@ def main(argv: list[str] | None = None) -> int:
     return job_main("replicate", parse_args(argv), _start, raised_in_tasks=COPY_ERRORS, failed_keys=("flow", "mode"))
 
 
-def _start(args: argparse.Namespace, topology: Topology, flow: Flow) -> dict[str, Any]:
+def _start(args: argparse.Namespace, access: ClusterAccess, flow: Flow) -> dict[str, Any]:
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())  # a continuous run ends at its next batch
     try:
-        source, target = (client_config(topology.cluster(name)) for name in (flow.source, flow.target))
+        source, target = access.config(flow.source), access.config(flow.target)
         warm_up = functools.partial(open_clients, flow.name, source, target)  # each worker's clients, connected
         spark = SparkStart(f"kafka-dr replicate {flow.name}", warm_up, COPY_ERRORS)
-        return run(spark, args, topology, flow, stop)
+        return run(spark, args, access, flow, stop)
     finally:
         signal.signal(signal.SIGTERM, previous)
 

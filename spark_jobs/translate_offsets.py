@@ -33,7 +33,7 @@ from confluent_kafka.admin import AdminClient
 from kafka_dr.access import ClusterAccess
 from kafka_dr.spark.job import BadInput, job_main
 from kafka_dr.spark.session import SparkStart
-from kafka_dr.topology import Flow, Topology
+from kafka_dr.topology import Flow
 from kafka_dr.translation.checkpoints import checkpoint_groups, checkpointed_groups
 from kafka_dr.translation.groups import apply_offsets
 from kafka_dr.translation.offsets import (
@@ -171,8 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     return job_main("translate_offsets", parse_args(argv), _start, raised_in_tasks=TASK_ERRORS)
 
 
-def _start(args: argparse.Namespace, topology: Topology, flow: Flow) -> dict[str, Any]:
-    access = ClusterAccess.from_environ(topology)
+def _start(args: argparse.Namespace, access: ClusterAccess, flow: Flow) -> dict[str, Any]:
     try:
         pattern = None if args.groups is None else re.compile(args.groups)
     except re.error as exc:

@@ -21,12 +21,13 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
-from kafka_dr.replication.planner import FlowContext
+from kafka_dr.access import ClusterAccess
+from kafka_dr.replication.flow_clients import FlowClients
 from kafka_dr.replication.provenance import ForceCopy
 from kafka_dr.replication.verify import VerifyTask, summarize, verify_partition
 from kafka_dr.spark.job import BadInput, add_force_args, force_copy, job_main
 from kafka_dr.spark.session import start_spark
-from kafka_dr.topology import Flow, Topology
+from kafka_dr.topology import Flow
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -68,7 +69,7 @@ def parse_skips(values: list[str]) -> dict[tuple[str, int], tuple[tuple[int, int
 
 def run(
     spark_context: SparkContext,
-    topology: Topology,
+    access: ClusterAccess,
     flow: Flow,
     skips: dict[tuple[str, int], tuple[tuple[int, int], ...]] | None = None,
     settle_s: float = 0.0,
@@ -76,27 +77,26 @@ def run(
 ) -> dict[str, Any]:
     """The verification summary of `flow`: status "verified", or "failed" with what is wrong."""
     skips = skips or {}
-    context = FlowContext(topology, flow, read_only=True)
-    counts = context.source_partitions()
-    tps = [TopicPartition(t, p) for t, n in sorted(counts.items()) for p in range(n)]
-    ends = context.offsets(tps, OffsetSpec.latest()) if tps else {}
-    tasks = [
-        VerifyTask(
-            context.source_config,
-            context.target_config,
-            context.source_cluster_id,
-            context.target_cluster_id,
-            tp.topic,
-            tp.partition,
-            context.dest_topic(tp.topic),
-            ends[(tp.topic, tp.partition)],
-            force,
-            skips.get((tp.topic, tp.partition), ()),
-            settle_s,
-        )
-        for tp in tps
-    ]
-    context.close()
+    with FlowClients(access, flow) as clients:
+        counts = clients.source_partitions()
+        tps = [TopicPartition(t, p) for t, n in sorted(counts.items()) for p in range(n)]
+        ends = clients.offsets(tps, OffsetSpec.latest()) if tps else {}
+        tasks = [
+            VerifyTask(
+                clients.source_config,
+                clients.target_config,
+                clients.source_cluster_id,
+                clients.target_cluster_id,
+                tp.topic,
+                tp.partition,
+                clients.dest_topic(tp.topic),
+                ends[(tp.topic, tp.partition)],
+                force,
+                skips.get((tp.topic, tp.partition), ()),
+                settle_s,
+            )
+            for tp in tps
+        ]
     results = spark_context.parallelize(tasks, max(len(tasks), 1)).map(verify_partition).collect()
     verdict = summarize(results)
     return {"flow": flow.name, "status": verdict.pop("status"), **verdict, "partitions": [r.to_dict() for r in results]}
@@ -106,11 +106,11 @@ def main(argv: list[str] | None = None) -> int:
     return job_main("verify", parse_args(argv), _start, raised_in_tasks=TASK_ERRORS)
 
 
-def _start(args: argparse.Namespace, topology: Topology, flow: Flow) -> dict[str, Any]:
+def _start(args: argparse.Namespace, access: ClusterAccess, flow: Flow) -> dict[str, Any]:
     skips, force = parse_skips(args.skip), force_copy(args)  # bad input before Spark starts
     if args.settle < 0:
         raise BadInput(f"--settle {args.settle}: must be 0 or more seconds")
-    return run(start_spark(f"kafka-dr verify {flow.name}"), topology, flow, skips, args.settle, force)
+    return run(start_spark(f"kafka-dr verify {flow.name}"), access, flow, skips, args.settle, force)
 
 
 if __name__ == "__main__":

@@ -290,7 +290,7 @@ def _offsets(args: argparse.Namespace) -> int:
     from confluent_kafka import KafkaException
 
     from kafka_dr.clients import error_text
-    from kafka_dr.replication.planner import UnreachableError
+    from kafka_dr.replication.flow_clients import UnreachableError
     from kafka_dr.times import iso_from_ms
     from kafka_dr.translation.group_offsets import CHECKPOINTS, LIVE, translated_offsets
 

@@ -1,9 +1,7 @@
-"""librdkafka settings for the clusters of a topology.
-
-The bootstrap address comes from the topology file; security settings (SASL/SSL, any librdkafka
-key) come from the environment variable named by `config_env_var`, as a JSON object, which the
-Airflow hook fills from a connection. The YAML never holds secrets and `redact` keeps them out of
-logs. librdkafka's own log lines go to the Python logger `kafka_dr.librdkafka`, not to stderr.
+"""What kafka-dr's Kafka clients share: a cluster's security settings as its environment variable holds them
+(`config_env_var`, a JSON object; kafka_dr.access reads it once per process), one-line errors, `redact` for logs, and
+the read, offset and group helpers over confluent-kafka. The YAML never holds secrets. librdkafka's own log lines go
+to the Python logger `kafka_dr.librdkafka`, not to stderr.
 """
 
 from __future__ import annotations
@@ -31,8 +29,6 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec
-
-from .topology import Cluster
 
 LIBRDKAFKA_LOG = logging.getLogger("kafka_dr.librdkafka")
 """Where kafka-dr's clients send librdkafka's log lines (confluent-kafka hands them over as a client is polled): a
@@ -68,18 +64,6 @@ def extra_settings(cluster_name: str, environ: Mapping[str, str] | None = None) 
     ):
         raise ClientConfigError(f"{name}: must be a JSON object of librdkafka settings (string keys, scalar values)")
     return settings
-
-
-def client_config(cluster: Cluster, environ: Mapping[str, str] | None = None, **overrides: Any) -> dict[str, Any]:
-    """Settings for a confluent-kafka client of kafka-dr's own on `cluster`, its librdkafka log lines going to
-    LIBRDKAFKA_LOG; keyword overrides use librdkafka names with dots written as underscores
-    (enable_idempotence=True)."""
-    return {
-        "bootstrap.servers": cluster.bootstrap_servers,
-        "logger": LIBRDKAFKA_LOG,
-        **extra_settings(cluster.name, environ),
-        **{k.replace("_", "."): v for k, v in overrides.items()},
-    }
 
 
 def error_text(exc: BaseException) -> str:

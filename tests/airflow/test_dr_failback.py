@@ -28,13 +28,12 @@ from support.drills import (
     values_of,
     write_topology,
 )
-from support.kafka import commit_offsets, create_topic
+from support.kafka import commit_offsets, create_topic, first_round
 from support.topology import write_topology as write_clusters_topology
 
 from kafka_dr import client_switch, roles
 from kafka_dr.replication import replicators
 from kafka_dr.replication.copier import close_clients, copy_ranges
-from kafka_dr.replication.planner import FlowContext
 from kafka_dr.topology import load_topology
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.usefixtures("jobs_in_process")]
@@ -163,9 +162,8 @@ def test_discard_leaves_the_records_that_never_left_unread_and_listed_and_the_fl
     create_topic({"bootstrap.servers": dc1.broker_address}, "refunds")
     send(dc1.broker_address, "refunds", [f"refund {i}" for i in range(100)])
     loaded = load_topology(topology)
-    context = FlowContext(loaded, loaded.flow("wp-dc1-to-dc2"))
-    copy_ranges([t if t.topic != "refunds" else dataclasses.replace(t, end=98) for t in context.plan().tasks])
-    context.close()
+    tasks = first_round(loaded, "wp-dc1-to-dc2").tasks
+    copy_ranges([t if t.topic != "refunds" else dataclasses.replace(t, end=98) for t in tasks])
     close_clients()
     try:
         run = fail_back(dags, topology, unreplicated="discard")

@@ -29,13 +29,13 @@ from benchmarks.failover_benchmark import drill, warm_up
 from support.aged_state import age_flow
 from support.airflow import configure_environment, load_dag, migrate_db
 from support.drills import FLEET_FLOW, FLEET_PARTITIONS, FLEET_TOPIC
+from support.kafka import first_round
 from support.stack import Stack
 
 from kafka_dr.access import ClusterAccess
 from kafka_dr.health.check import check_flow
 from kafka_dr.replication.copier import close_clients
 from kafka_dr.replication.internal import CHECKPOINTS, PROGRESS
-from kafka_dr.replication.planner import FlowContext
 from kafka_dr.topology import load_topology
 
 COMPACTED_WAIT_S = 300.0
@@ -52,12 +52,9 @@ def median_seconds(runs: int, work: Callable[[], object]) -> float:
 
 
 def plan_once(topology_path: Path) -> None:
-    topology = load_topology(topology_path)
-    context = FlowContext(topology, topology.flow(FLEET_FLOW))
     try:
-        context.plan()
+        first_round(load_topology(topology_path), FLEET_FLOW)
     finally:
-        context.close()
         close_clients()
 
 

@@ -47,7 +47,8 @@ from kafka_dr.health.check import check_flow
 from kafka_dr.health.rules import WINDOW
 from kafka_dr.paths import PROJECT_ROOT
 from kafka_dr.replication.copier import close_clients, copy_ranges
-from kafka_dr.replication.planner import FlowContext
+from kafka_dr.replication.flow_clients import FlowClients
+from kafka_dr.replication.rounds import CopyRounds
 from kafka_dr.topology import Topology, load_topology
 from kafka_dr.translation.checkpoints import checkpoint_groups
 from kafka_dr.translation.offsets import close_readers
@@ -122,13 +123,14 @@ def replication_curves(sizes: list[int], records: int, size: int) -> tuple[Curve
             replication.create(dc1, name, partitions)
             replication.fill(dc1, name, partitions * records, size, partitions)
             topology = flow_topology(root, dc1, dc2, name, name)
-            context = FlowContext(topology, topology.flow(name))
-            started = time.perf_counter()
-            plan = context.plan()
-            planned = time.perf_counter()
-            results = copy_ranges(plan.tasks)
+            with FlowClients(ClusterAccess.from_environ(topology), topology.flow(name)) as clients:
+                rounds = CopyRounds(clients)
+                rounds.prepare_target()
+                started = time.perf_counter()
+                copy_round = rounds.next()
+                planned = time.perf_counter()
+            results = copy_ranges(copy_round.tasks)
             copied = time.perf_counter()
-            context.close()
             close_clients()
             count = sum(r.records for r in results if r.topic == name)
             if count != partitions * records:

@@ -222,9 +222,9 @@ def replicator_running(topology: Path) -> Iterator[None]:
 
 
 def _target_config(topology: Path) -> dict[str, Any]:
-    from kafka_dr.clients import client_config
+    from kafka_dr.access import ClusterAccess
 
-    return client_config(load_topology(topology).cluster("dc2"))
+    return ClusterAccess.from_environ(load_topology(topology)).config("dc2")
 
 
 @contextlib.contextmanager

@@ -20,14 +20,13 @@ import time
 
 from confluent_kafka import IsolationLevel, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
-from support.kafka import create_topic
+from support.kafka import create_topic, first_round
 from support.servers import temporary_brokers
 from support.topology import write_topology
 
 from kafka_dr.access import ClusterAccess
 from kafka_dr.health.check import check_flow
 from kafka_dr.replication.copier import close_clients, copy_ranges
-from kafka_dr.replication.planner import FlowContext
 from kafka_dr.topology import load_topology
 
 RUNS = 9
@@ -83,9 +82,7 @@ def main() -> int:
             "  - {name: bench-flow, source: dc1, target: dc2, topics: {include: ['bench-.*']}}",
         )
         topology = load_topology(path)
-        context = FlowContext(topology, topology.flow("bench-flow"))
-        copy_ranges(context.plan().tasks)  # healthy: every record copied, progress recorded
-        context.close()
+        copy_ranges(first_round(topology, "bench-flow").tasks)  # healthy: every record copied, progress recorded
         close_clients()
         partitions = [TopicPartition(t, p) for t in topics for p in range(args.partitions)]
         health_s, baseline_s = [], []

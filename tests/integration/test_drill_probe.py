@@ -10,8 +10,8 @@ import pytest
 from support.kafka import high_watermarks
 from support.stack import running_stack
 
+from kafka_dr.access import ClusterAccess
 from kafka_dr.client_switch import switch
-from kafka_dr.clients import client_config
 from kafka_dr.drill.probe import ProbeApplication
 from kafka_dr.topology import load_topology
 from kafka_dr_dev.demo import ensure_topic, known_state
@@ -41,7 +41,7 @@ def test_the_probe_follows_its_aliases_and_counts_each_record_once(
     with running_stack(tmp_path / "stack") as stack:
         topology = load_topology(stack.write_topology("demo", extra=CLIENTS))
         for dc in ("dc1", "dc2"):
-            ensure_topic(client_config(topology.cluster(dc)), TOPIC, 3)
+            ensure_topic(ClusterAccess.from_environ(topology).config(dc), TOPIC, 3)
         app = ProbeApplication(topology, TOPIC, PRODUCER_ALIAS, CONSUMER_ALIAS, rate=50, log=lambda _: None)
         app.start()
         try:
@@ -58,7 +58,9 @@ def test_the_probe_follows_its_aliases_and_counts_each_record_once(
             switch(topology, [PRODUCER_ALIAS], "dc2", "test")
             assert until(lambda: "probe producer moves dc1 -> dc2" in app.tally.moves), app.tally
             in_dc1 = sum(
-                n for (topic, _), n in high_watermarks(client_config(topology.cluster("dc1"))).items() if topic == TOPIC
+                n
+                for (topic, _), n in high_watermarks(ClusterAccess.from_environ(topology).config("dc1")).items()
+                if topic == TOPIC
             )
             assert until(lambda: len(set(app.tally.consumed)) >= in_dc1), (in_dc1, app.tally)  # dc1 read to its end
             switch(topology, [CONSUMER_ALIAS], "dc2", "test")

@@ -31,6 +31,7 @@ from support.kafka import (
     commit_offsets,
     committed_offsets,
     create_topic,
+    first_round,
     hourly_records,
     iso,
     produce,
@@ -49,7 +50,6 @@ from kafka_dr.replication import activity, replicators
 from kafka_dr.replication.copier import copy_ranges
 from kafka_dr.replication.internal import HEARTBEATS, PROGRESS, latest_value, newest_value, owner_key
 from kafka_dr.replication.lag import flow_lag, load_snapshot
-from kafka_dr.replication.planner import FlowContext
 from kafka_dr.replication.provenance import HEADER, hops
 from kafka_dr.spark.submit import spark_env, spark_submit_command
 from kafka_dr.topology import load_topology
@@ -280,9 +280,7 @@ def test_chain_carries_one_provenance_entry_per_hop_and_refuses_the_cycle(cluste
     )
     results = {}
     for name in ("a-to-b", "b-to-c", "c-to-a"):
-        context = FlowContext(topology, topology.flow(name))
-        results[name] = copy_ranges(context.plan().tasks)
-        context.close()
+        results[name] = copy_ranges(first_round(topology, name).tasks)
     assert sum(r.records for r in results["a-to-b"]) == 100
     assert sum(r.records for r in results["b-to-c"]) == 100
     assert sum(r.records for r in results["c-to-a"]) == 0
@@ -368,7 +366,7 @@ def test_bad_inputs_fail_with_one_clear_line(clusters, tmp_path):
     topology = one_flow(tmp_path, dead, "dead-flow", "t")
     code, summary, err = run_in_process(
         "replicate", "--topology", str(topology), "--flow", "dead-flow", "--retries", "1"
-    )  # one 10 s attempt: the back-off between attempts is unit-tested (tests/unit/replication/test_planner.py)
+    )  # one 10 s attempt: the back-off between attempts is unit-tested (tests/unit/replication/test_flow_clients.py)
     assert code == 1 and summary["status"] == "failed"
     assert "source cluster dc1" in summary["error"] and "unreachable after 1 attempt" in summary["error"]
 
@@ -387,10 +385,8 @@ def test_records_deleted_before_they_were_copied_are_reported_lost(clusters, tmp
     produce(dc1.config, "expiring", tagged(1000, 1, "e"))
     topology = one_flow(tmp_path, {"dc1": dc1, "dc2": dc2}, "lost-flow", "expiring")
     flow_topology = load_topology(topology)
-    context = FlowContext(flow_topology, flow_topology.flow("lost-flow"))
-    first = next(t for t in context.plan().tasks if t.topic == "expiring")
+    first = next(t for t in first_round(flow_topology, "lost-flow").tasks if t.topic == "expiring")
     copy_ranges([dataclasses.replace(first, end=400)])  # the replicator copied 400 records...
-    context.close()
     # ...then the source dropped offsets below 700 (as retention does) before the replicator came back.
     admin = AdminClient(dc1.config)  # held: a dropped client abandons its futures
     for future in admin.delete_records([TopicPartition("expiring", 0, 700)]).values():
@@ -408,9 +404,7 @@ def test_source_partition_increase_is_propagated(clusters, tmp_path):
     topology = load_topology(one_flow(tmp_path, {"dc1": dc1, "dc2": dc2}, "grow-flow", "growing"))
 
     def replicate_once() -> None:
-        context = FlowContext(topology, topology.flow("grow-flow"))
-        copy_ranges(context.plan().tasks)
-        context.close()
+        copy_ranges(first_round(topology, "grow-flow").tasks)
 
     replicate_once()
     admin = AdminClient(dc1.config)

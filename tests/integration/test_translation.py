@@ -14,8 +14,9 @@ from support.spark import close_cached_clients, job_module, run_in_process
 from support.stack import StackBroker
 from support.topology import write_brokers_topology
 
+from kafka_dr.access import ClusterAccess
+from kafka_dr.replication.flow_clients import FlowClients
 from kafka_dr.replication.lag import load_snapshot
-from kafka_dr.replication.planner import FlowContext
 from kafka_dr.replication.provenance import hops
 from kafka_dr.topology import load_topology
 from kafka_dr.translation.offsets import PartitionRequest, offsets_for_times, translate_partition
@@ -144,7 +145,9 @@ def test_every_group_offset_is_exact_with_interleaved_local_records(pair, tmp_pa
                 truth[(partition, chain[-1].offset)] = m.offset()
                 after_last[partition] = m.offset() + 1
         reader.close()
-    context = FlowContext(load_topology(topology), load_topology(topology).flow("mix"))
+    clients = FlowClients(
+        ClusterAccess.from_environ(load_topology(topology)), load_topology(topology).flow("mix")
+    )  # their settings: no connection
     rng = random.Random(7)
     requests = []
     for partition in (0, 1):
@@ -152,8 +155,8 @@ def test_every_group_offset_is_exact_with_interleaved_local_records(pair, tmp_pa
         wanted = [o for o in wanted if partition == 0 or o < 1_200]
         requests.append(
             PartitionRequest(
-                context.source_config,
-                context.target_config,
+                clients.source_config,
+                clients.target_config,
                 dc1.cluster_id,
                 "mixed",
                 partition,
@@ -172,7 +175,6 @@ def test_every_group_offset_is_exact_with_interleaved_local_records(pair, tmp_pa
     alone = [t for r in requests for t in translate_partition(r)]
     assert len(beside) == len(alone) and set(beside) == set(alone)
     assert by == {"driver": 1, "spark_tasks": 1}
-    context.close()
 
 
 class SparkUpAfter:
@@ -236,10 +238,12 @@ def test_timestamp_fallback_matches_offsets_for_times(pair, tmp_path):
         "  - {name: plain-flow, source: dc1, target: dc2, topics: {include: ['plain']}, provenance: false}\n",
     )
     copy_flow(load_topology(topology), "plain-flow")
-    context = FlowContext(load_topology(topology), load_topology(topology).flow("plain-flow"))
+    clients = FlowClients(
+        ClusterAccess.from_environ(load_topology(topology)), load_topology(topology).flow("plain-flow")
+    )
     request = PartitionRequest(
-        context.source_config,
-        context.target_config,
+        clients.source_config,
+        clients.target_config,
         dc1.cluster_id,
         "plain",
         0,
@@ -248,7 +252,6 @@ def test_timestamp_fallback_matches_offsets_for_times(pair, tmp_path):
         500,
         provenance=False,
     )
-    context.close()
     result = {t.source_offset: t for t in translate_partition(request)}
     probe = Consumer({**dc2.config, "group.id": "probe"})
     for offset in (0, 123, 499):

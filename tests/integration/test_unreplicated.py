@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
-from support.kafka import Record, create_topic, high_watermarks, produce, read_all
+from support.kafka import Record, create_topic, first_round, high_watermarks, produce, read_all
 from support.stack import BrokerPair
 from support.topology import write_topology
 
@@ -21,7 +21,6 @@ from kafka_dr.codec import encode
 from kafka_dr.failback.republish import republish, skip_originals
 from kafka_dr.failback.unreplicated import MeasureError, measure
 from kafka_dr.replication.copier import copy_ranges
-from kafka_dr.replication.planner import FlowContext
 from kafka_dr.replication.provenance import hops
 from kafka_dr.topology import Topology, load_topology
 from kafka_dr.wire import REPUBLISHED_HEADER
@@ -39,13 +38,9 @@ def topology_of(pair: BrokerPair, tmp_path: Path, topic: str, both_ways: bool = 
 
 def copy(topology: Topology, flow: str, upto: int | None = None) -> None:
     """Copy the flow, each partition up to source offset `upto` (None: to its end)."""
-    context = FlowContext(topology, topology.flow(flow))
-    try:
-        tasks = context.plan().tasks
-        cut = [t if upto is None or t.topic.startswith("_kdr.") else dataclasses.replace(t, end=upto) for t in tasks]
-        copy_ranges(cut)
-    finally:
-        context.close()
+    tasks = first_round(topology, flow).tasks
+    cut = [t if upto is None or t.topic.startswith("_kdr.") else dataclasses.replace(t, end=upto) for t in tasks]
+    copy_ranges(cut)
 
 
 def keyed(count: int) -> list[Record]:
@@ -67,7 +62,7 @@ def test_records_past_the_last_copy_and_those_deleted_first_are_measured_exactly
     produce(broker_pair.dc1.config, f"{topic}-new", keyed(3))
     before = (high_watermarks(broker_pair.dc1.config), high_watermarks(broker_pair.dc2.config))
 
-    found = measure(topology, "dc1", "dc2")
+    found = measure(ClusterAccess.from_environ(topology), "dc1", "dc2")
 
     assert (found.records, found.per_topic) == (8, {topic: 5, f"{topic}-new": 3})
     report = encode(found.measured())  # the report's `unreplicated` fields
@@ -100,7 +95,7 @@ def test_copies_from_the_serving_cluster_and_transaction_markers_are_not_counted
     produce(broker_pair.dc1.config, topic, keyed(4), transactional_id=f"{topic}-app")  # 15-18, marker 19
     produce(broker_pair.dc1.config, topic, keyed(2))  # 20-21
 
-    found = measure(topology, "dc1", "dc2")
+    found = measure(ClusterAccess.from_environ(topology), "dc1", "dc2")
 
     assert [(r.from_offset, r.to_offset, r.records) for r in found.ranges] == [(15, 21, 6)]
     assert found.records == 6 and found.flows == (f"{topic}-there",)
@@ -113,7 +108,7 @@ def test_an_unreachable_cluster_is_one_line_naming_it(broker_pair: BrokerPair, t
         "  - {name: down-flow, source: dc1, target: dc2, topics: {include: ['t']}}",
     )
     with pytest.raises(MeasureError, match=r"^flow down-flow: source cluster dc1 \(127.0.0.1:1\) unreachable") as err:
-        measure(load_topology(path), "dc1", "dc2")
+        measure(ClusterAccess.from_environ(load_topology(path)), "dc1", "dc2")
     assert "\n" not in str(err.value)
 
 
@@ -125,7 +120,7 @@ def test_republished_records_are_read_once_more_at_the_end_and_the_flow_copies_t
     produce(broker_pair.dc1.config, topic, keyed(100))
     topology = topology_of(broker_pair, tmp_path, topic)
     copy(topology, f"{topic}-there", upto=97)  # 97-99 never left dc1
-    found = measure(topology, "dc1", "dc2")
+    found = measure(ClusterAccess.from_environ(topology), "dc1", "dc2")
     assert [(r.from_offset, r.to_offset) for r in found.ranges] == [(97, 99)]
 
     assert republish(ClusterAccess.from_environ(topology), found) == 3

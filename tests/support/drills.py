@@ -21,7 +21,6 @@ from kafka_dr.access import ClusterAccess
 from kafka_dr.clients import list_group_offsets, read_committed
 from kafka_dr.replication import replicators
 from kafka_dr.replication.copier import close_clients, copy_ranges
-from kafka_dr.replication.planner import FlowContext
 from kafka_dr.replication.provenance import hops
 from kafka_dr.topology import Topology, load_topology
 from kafka_dr.translation.checkpoints import checkpoint_groups
@@ -29,7 +28,7 @@ from kafka_dr.translation.offsets import close_readers
 from kafka_dr_dev.local.stack import LocalStack
 
 from .fleet import GroupOffsets, commit_random_groups, fill
-from .kafka import Record, cluster_id, committed_offsets, create_topic
+from .kafka import Record, cluster_id, committed_offsets, create_topic, first_round
 from .kafka import high_watermarks as partition_ends
 from .kafka import produce as produce_records
 from .spark import close_cached_clients, run_in_process
@@ -197,11 +196,9 @@ def send(bootstrap: str, topic: str, values: list[str]) -> None:
 
 def copy_flow(topology: Topology, flow: str) -> None:
     """A bounded copy of the flow, in process, as a replicator that is caught up has done."""
-    context = FlowContext(topology, topology.flow(flow))
     try:
-        copy_ranges(context.plan().tasks)
+        copy_ranges(first_round(topology, flow).tasks)
     finally:
-        context.close()
         close_clients()
 
 

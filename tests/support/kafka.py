@@ -1,5 +1,6 @@
 """What the tests repeat against any cluster: create a topic, produce records and read them all back, commit and read
-a group's offsets, where a group must resume among a topic's copies, every partition's high watermark."""
+a group's offsets, where a group must resume among a topic's copies, every partition's high watermark, a flow's first
+copy round."""
 
 from __future__ import annotations
 
@@ -11,7 +12,11 @@ from typing import Any
 from confluent_kafka import ConsumerGroupTopicPartitions, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
+from kafka_dr.access import ClusterAccess
 from kafka_dr.clients import list_group_offsets, offsets_of, read_committed, wait_for_leaders
+from kafka_dr.replication.flow_clients import FlowClients
+from kafka_dr.replication.rounds import CopyRound, CopyRounds
+from kafka_dr.topology import Topology
 from kafka_dr.translation.groups import apply_offsets
 from kafka_dr_dev.local.registry.election import HEARTBEAT_TOPIC as REGISTRY_HEARTBEATS
 
@@ -159,3 +164,11 @@ def hourly_records(config: dict[str, str], topic: str, per_hour: int, hours: int
 def iso(ms: int) -> str:
     """An ISO-8601 UTC time of epoch milliseconds (second precision)."""
     return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(ms / 1000))
+
+
+def first_round(topology: Topology, flow: str) -> CopyRound:
+    """The flow's copy round as a replicator's start decides it (the target's internal topics made first)."""
+    with FlowClients(ClusterAccess.from_environ(topology), topology.flow(flow)) as clients:
+        rounds = CopyRounds(clients)
+        rounds.prepare_target()
+        return rounds.next()

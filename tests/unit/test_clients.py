@@ -10,11 +10,11 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaExcep
 from support.fakes import FakeGroupAdmin, patch_sleep
 
 from kafka_dr import clients as clients_module
+from kafka_dr.access import ClusterAccess
 from kafka_dr.clients import (
     GROUPS_IN_FLIGHT,
     LIBRDKAFKA_LOG,
     ClientConfigError,
-    client_config,
     config_env_var,
     describe_groups,
     error_text,
@@ -24,15 +24,17 @@ from kafka_dr.clients import (
 from kafka_dr.topology import parse_topology
 from kafka_dr.translation.groups import apply_offsets
 
-CLUSTER = parse_topology({"clusters": {"us-east": {"bootstrap_servers": "10.0.0.1:9092"}}}).cluster("us-east")
+TOPOLOGY = parse_topology({"clusters": {"us-east": {"bootstrap_servers": "10.0.0.1:9092"}}})
 SECRET = "s3cret-never-shown"
 
 
 def test_defaults_then_the_clusters_variable_then_keyword_overrides() -> None:
     assert config_env_var("us-east") == "KDR_CLUSTER_US_EAST_CONFIG"
-    assert client_config(CLUSTER, {}) == {"bootstrap.servers": "10.0.0.1:9092", "logger": LIBRDKAFKA_LOG}
+    plain = ClusterAccess.from_environ(TOPOLOGY, {})
+    assert plain.config("us-east") == {"bootstrap.servers": "10.0.0.1:9092", "logger": LIBRDKAFKA_LOG}
     environ = {"KDR_CLUSTER_US_EAST_CONFIG": json.dumps({"log_level": 7, "security.protocol": "SSL"})}
-    assert client_config(CLUSTER, environ, enable_idempotence=True, security_protocol="SASL_SSL") == {
+    secured = ClusterAccess.from_environ(TOPOLOGY, environ)
+    assert secured.config("us-east", enable_idempotence=True, security_protocol="SASL_SSL") == {
         "bootstrap.servers": "10.0.0.1:9092",
         "logger": LIBRDKAFKA_LOG,
         "log_level": 7,
@@ -51,7 +53,7 @@ def test_defaults_then_the_clusters_variable_then_keyword_overrides() -> None:
 )
 def test_a_malformed_variable_is_one_line_naming_it_and_not_its_value(raw: str, message: str) -> None:
     with pytest.raises(ClientConfigError, match=f"^KDR_CLUSTER_US_EAST_CONFIG: {message}") as error:
-        client_config(CLUSTER, {"KDR_CLUSTER_US_EAST_CONFIG": raw})
+        ClusterAccess.from_environ(TOPOLOGY, {"KDR_CLUSTER_US_EAST_CONFIG": raw})
     assert SECRET not in str(error.value) and "\n" not in str(error.value)
 
 

@@ -13,12 +13,12 @@ from ..backfill import report
 from ..backfill.plan import BackfillPlan, idle_reason
 from ..backfill.window import BackfillError
 from ..clients import ClientConfigError
-from ..replication.planner import UnreachableError
+from ..replication.flow_clients import UnreachableError
 from ..topology import TopologyError, load_topology
 from . import topology_path
 from .common import boolean_param, typed, write_report
 from .hooks.alerts import alert_targets, send_report_alert
-from .hooks.kafka_cluster import KafkaClusterHook
+from .hooks.kafka_cluster import cluster_access
 
 
 @task(multiple_outputs=True)  # a field per XCom: the DAG hands them to BackfillOperator's arguments
@@ -39,14 +39,12 @@ def validate_backfill(params: dict[str, Any] | None = None) -> BackfillPlan:
         if idle is not None:
             raise AirflowSkipException(idle)
         flow = topo.flow(str(params.get("flow") or ""))
-        for cluster in (flow.source, flow.target):
-            KafkaClusterHook(cluster, topology=topo).security_settings()
         start, end = params.get("window_start") or None, params.get("window_end") or None
         offsets = params.get("offsets") or None
         if not (start or end or offsets):
             start, end = context["data_interval_start"].isoformat(), context["data_interval_end"].isoformat()
         plan = BackfillPlan.build(
-            topo,
+            cluster_access(topo),
             str(path),
             flow,
             start,

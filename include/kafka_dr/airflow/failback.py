@@ -91,7 +91,7 @@ def measure_unreplicated(failback: FailbackPlan) -> Measured:
     """data_kept: the records that never left the restored cluster, exactly (kafka_dr.failback.unreplicated).
     data_lost: they are gone with the cluster's data, so the failover report's estimate stands."""
     try:
-        return unreplicated_of(load_topology(failback.topology), failback)
+        return unreplicated_of(cluster_access(load_topology(failback.topology)), failback)
     except MeasureError as exc:
         raise AirflowFailException(str(exc)) from None
 

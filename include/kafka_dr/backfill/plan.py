@@ -7,8 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..access import ClusterAccess
 from ..reports import Step
-from ..topology import Flow, Topology
+from ..topology import Flow
 from .window import parse_window, prepare
 
 
@@ -32,7 +33,7 @@ class BackfillPlan:
     @classmethod
     def build(
         cls,
-        topo: Topology,
+        access: ClusterAccess,
         topology_file: str,
         flow: Flow,
         window_start: str | None,
@@ -46,7 +47,7 @@ class BackfillPlan:
         take the copies out of order: kafka_dr.backfill.window.prepare). Raises BackfillError, UnreachableError or
         TopologyError with one line."""
         window = parse_window(window_start, window_end, offsets)
-        prepared = prepare(topo, flow, window, topics, target_topic, 1)
+        prepared = prepare(access, flow, window, topics, target_topic, 1)
         prepared.context.close()
         return cls(
             topology_file,

@@ -12,12 +12,13 @@ from typing import Any
 
 from confluent_kafka import IsolationLevel
 
+from ..access import ClusterAccess
 from ..clients import end_offsets
 from ..replication.copier import CopyTask, copy_ranges
 from ..replication.fencing import writer_groups
-from ..replication.internal import ensure_internal_topics
+from ..replication.rounds import CopyRounds
 from ..replication.verify import VerifyTask, summarize, verify_partition
-from ..topology import Flow, Topology
+from ..topology import Flow
 from .window import PartitionWindow, Prepared, Presence, PresenceTask, Window, missing_ranges, prepare
 
 log = logging.getLogger("kafka_dr.backfill")
@@ -83,11 +84,11 @@ class BackfillRun:
 
     @classmethod
     def check(
-        cls, topology: Topology, flow: Flow, window: Window, topics: str | None, target_topic: str | None
+        cls, access: ClusterAccess, flow: Flow, window: Window, topics: str | None, target_topic: str | None
     ) -> BackfillRun:
         """The backfill checked against both clusters (window.prepare); BackfillError with one line when refused."""
         started = time.monotonic()
-        return cls(flow.name, window, prepare(topology, flow, window, topics, target_topic), started)
+        return cls(flow.name, window, prepare(access, flow, window, topics, target_topic), started)
 
     def run(self, run_tasks: RunTasks, parallelism: int, dry_run: bool) -> dict[str, Any]:
         """Plan (and unless `dry_run`, copy and verify) the window; the job's summary. `parallelism`: how many copy
@@ -120,8 +121,9 @@ class BackfillRun:
     def _copy(self, found: Sequence[Presence], run_tasks: RunTasks, parallelism: int) -> dict[str, Any]:
         """The runs the target lacks copied, round after round: `copied` and `copy_seconds`."""
         context, windows = self.prepared.context, self.prepared.windows
-        ensure_internal_topics(context.target_admin)  # the copier's progress records
-        context.sync_topics()  # the target topics, with the source's partitions and configs
+        rounds = CopyRounds(context)
+        rounds.prepare_target()  # the copier's progress records, and the flow's topic state
+        rounds.sync_topics()  # the target topics, with the source's partitions and configs
         stable = end_offsets(
             context.target_admin, [(w.dest_topic, w.partition) for w in windows], IsolationLevel.READ_COMMITTED
         )

@@ -25,14 +25,16 @@ from typing import Any, NamedTuple
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
+from ..access import ClusterAccess
 from ..clients import read_partition
+from ..replication.flow_clients import FlowClients
 from ..replication.internal import HEARTBEATS
-from ..replication.planner import FlowContext
 from ..replication.provenance import copied_from
 from ..replication.resume import resume_offset
+from ..replication.rounds import CopyRounds
 from ..runbooks import see_runbook
 from ..times import epoch_ms
-from ..topology import INTERNAL_TOPIC_PREFIX, Flow, TopicFilter, Topology
+from ..topology import INTERNAL_TOPIC_PREFIX, Flow, TopicFilter
 
 BACKFILL_SUFFIX = ".backfill"  # the copier's flow name for a backfill of flow F: F.backfill
 _TOPIC_NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
@@ -151,7 +153,7 @@ class PartitionWindow:
 
 
 def resolve(context: Any, window: Window) -> list[PartitionWindow]:
-    """Per source partition of the backfill flow (`context`: its planner.FlowContext), the window's offsets.
+    """Per source partition of the backfill flow (`context`: its open FlowClients), the window's offsets.
     Offsets past the end of a partition, or of a partition or topic the flow does not copy, are refused."""
     counts = {t: n for t, n in context.source_partitions().items() if t != HEARTBEATS}
     tps = [TopicPartition(t, p) for t, n in sorted(counts.items()) for p in range(n)]
@@ -262,12 +264,12 @@ def _gaps(first: int, end: int, present: set[int]) -> list[tuple[int, int]]:
 
 def live_destination_refusals(flow_context: Any, windows: Iterable[PartitionWindow]) -> list[str]:
     """Why the flow's own destination cannot take these windows' copies in order (empty: it can). `flow_context`
-    is the live flow's planner.FlowContext."""
+    is the live flow's open FlowClients."""
     live = [w for w in windows if w.dest_topic == flow_context.dest_topic(w.topic) and w.end > w.first]
     if not live:
         return []
-    plan = flow_context.plan(sync=False)
-    positions = {(t.topic, t.partition): t.start for t in plan.tasks}
+    copy_round = CopyRounds(flow_context).next(sync=False)
+    positions = {(t.topic, t.partition): t.start for t in copy_round.tasks}
     problems = []
     for w in live:
         last = resume_offset(
@@ -288,20 +290,20 @@ class Prepared:
     """A checked backfill: the copier's flow, its context (read-only; the caller closes it) and the windows."""
 
     flow: Flow
-    context: FlowContext
+    context: FlowClients
     windows: list[PartitionWindow]
 
 
 def prepare(
-    topology: Topology, flow: Flow, window: Window, topics: str | None, target_topic: str | None, retries: int = 5
+    access: ClusterAccess, flow: Flow, window: Window, topics: str | None, target_topic: str | None, retries: int = 5
 ) -> Prepared:
     """Everything a backfill checks before it changes anything (the DAG's first task and the job share it): the
     topics within the flow, the target names, the window per partition, and the order of the flow's destination.
     A bad request raises BackfillError with one line."""
-    live = FlowContext(topology, flow, retries=retries, read_only=True)
+    live = FlowClients(access, flow, retries=retries).open()
     try:
         backfill = backfill_flow(flow, topics, target_topic, live.source_partitions())
-        context = FlowContext(topology, backfill, retries=retries, read_only=True)
+        context = FlowClients(access, backfill, retries=retries).open()
         try:
             windows = resolve(context, window)
             refusals = live_destination_refusals(live, windows)

@@ -17,11 +17,13 @@ from dataclasses import dataclass
 
 from confluent_kafka import KafkaException, Message
 
+from ..access import ClusterAccess
 from ..clients import error_text, read_committed
-from ..replication.planner import FlowContext, Lost, UnreachableError
+from ..replication.flow_clients import FlowClients, UnreachableError
 from ..replication.provenance import ProvenanceError, blocked, hops
+from ..replication.rounds import CopyRounds, Lost
 from ..reports import Step
-from ..topology import Topology, is_data_topic
+from ..topology import is_data_topic
 from .plan import FailbackPlan
 
 log = logging.getLogger(__name__)
@@ -104,35 +106,35 @@ class Measured:
     step: Step | None = None
 
 
-def unreplicated_of(topology: Topology, plan: FailbackPlan) -> Measured:
+def unreplicated_of(access: ClusterAccess, plan: FailbackPlan) -> Measured:
     """What never left the restored cluster: measured when it kept its data; when it lost it, what never left it is
     gone with it, and the failover report's estimate stands. Raises MeasureError."""
     if plan.mode == "data_lost":
         note = f"{plan.restored} lost its data: what never left it is gone, the failover report's estimate stands"
         return Measured(records=None, per_topic={}, ranges=(), note=note)
-    return measure(topology, plan.restored, plan.serving).measured()
+    return measure(access, plan.restored, plan.serving).measured()
 
 
-def measure(topology: Topology, restored: str, serving: str, timeout: float = READ_TIMEOUT_S) -> Unreplicated:
+def measure(access: ClusterAccess, restored: str, serving: str, timeout: float = READ_TIMEOUT_S) -> Unreplicated:
     """What never left `restored` for `serving`, over every flow of the topology from one into the other."""
-    flows = [f for f in topology.flows if f.source == restored and f.target == serving]
+    flows = [f for f in access.topology.flows if f.source == restored and f.target == serving]
     ranges: list[UnreplicatedRange] = []
     deleted: list[Lost] = []
     for flow in flows:
         try:
-            context = FlowContext(topology, flow, retries=1, read_only=True)
+            context = FlowClients(access, flow, retries=1).open()
         except UnreachableError as exc:
             raise MeasureError(f"flow {flow.name}: {exc}") from None
         try:
-            plan = context.plan(sync=False)
-            tasks = [t for t in plan.tasks if is_data_topic(t.topic)]
+            copy_round = CopyRounds(context).next(sync=False)
+            tasks = [t for t in copy_round.tasks if is_data_topic(t.topic)]
             pending = {(t.topic, t.partition): (t.start, t.end) for t in tasks if t.end > t.start}
             log.info("flow %s: reading %d records not yet copied", flow.name, sum(e - s for s, e in pending.values()))
             records = read_committed(context.source_config, pending, timeout)
             ranges += unreplicated_ranges(
                 records, flow.name, context.target_cluster_id, {t.topic: t.dest_topic for t in tasks}
             )
-            deleted += [d for d in plan.lost if is_data_topic(d.topic)]
+            deleted += [d for d in copy_round.lost if is_data_topic(d.topic)]
         except (UnreachableError, KafkaException, TimeoutError) as exc:
             raise MeasureError(
                 f"flow {flow.name}: {error_text(exc) if isinstance(exc, KafkaException) else exc}"

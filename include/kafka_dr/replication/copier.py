@@ -27,7 +27,7 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -84,7 +84,7 @@ class CopyTask:
     from_ms: int | None = None  # copy only records with from_ms <= timestamp < to_ms
     to_ms: int | None = None
     progress_every: int = 50_000  # copies of one partition between durable progress records
-    dest_from: int = 0  # destination offset from which copies past `start` would lie (what the planner read to)
+    dest_from: int = 0  # destination offset from which copies past `start` would lie (what its round read to)
 
 
 @dataclass
@@ -200,6 +200,14 @@ class _Partition:
     recorded: int  # position of the last durable progress record
     since_progress: int = 0  # copies since that record
 
+    @classmethod
+    def of(cls, task: CopyTask, writer: _Writer) -> _Partition:
+        """A range at its planned start, nothing copied yet."""
+        result = CopyResult(task.topic, task.partition, task.dest_topic, task.start, task.start)
+        return cls(
+            task, result, hop_prefix(task.source_cluster_id, task.topic, task.partition), writer, task.start, task.start
+        )
+
     @property
     def done(self) -> bool:
         return self.task.end is not None and self.position >= self.task.end
@@ -225,61 +233,12 @@ def copy_ranges(
     clients.errors.clear()
     linger_ms = BOUNDED_LINGER_MS if all(t.end is not None for t in tasks) else LINGER_MS
     writers = _open_writers(first, {writer_slot(t.topic, t.partition) for t in tasks}, linger_ms)
-    parts = [
-        _Partition(
-            t,
-            CopyResult(t.topic, t.partition, t.dest_topic, t.start, t.start),
-            hop_prefix(t.source_cluster_id, t.topic, t.partition),
-            writers[writer_slot(t.topic, t.partition)],
-            t.start,
-            t.start,
-        )
-        for t in tasks
-    ]
-    consumer = clients.consumer
-    started = time.monotonic()
+    parts = [_Partition.of(t, writers[writer_slot(t.topic, t.partition)]) for t in tasks]
+    cadence = _Cadence(time.monotonic(), run_for, progress_interval, commit_interval)
     try:
         _take_over(parts, clients)
-        active = {(p.task.topic, p.task.partition): p for p in parts if not p.done}
-        consumer.assign([TopicPartition(t, n, p.position) for (t, n), p in active.items()])
-        deadline = None if run_for is None else started + run_for
-        next_progress = None if progress_interval is None else started + progress_interval
-        next_commit = started + commit_interval
-        last_data = started
-        while active and (deadline is None or time.monotonic() < deadline) and not (ended and ended()):
-            messages = next_batch(consumer)
-            for writer in writers.values():
-                writer.producer.poll(0)  # serve delivery failures while copying
-            now = time.monotonic()
-            if messages:
-                last_data = now
-            elif now - last_data > STALL_TIMEOUT_S and any(p.task.end is not None for p in active.values()):
-                p = next(p for p in active.values() if p.task.end is not None)
-                raise CopyError(
-                    f"source {first.source_cluster} unreachable: no data for {STALL_TIMEOUT_S:.0f}s "
-                    f"while copying {p.task.topic}-{p.task.partition} at offset {p.position}"
-                )
-            _copy(messages, active, clients.failed)
-            finished = [key for key, p in active.items() if p.done]
-            if finished:
-                consumer.incremental_unassign([TopicPartition(*key) for key in finished])
-                for key in finished:
-                    del active[key]
-            due = any(p.since_progress >= p.task.progress_every for p in active.values())
-            if next_progress is not None and now >= next_progress:
-                due, next_progress = True, now + progress_interval
-            if due:
-                _record_progress(clients, parts, writers, final=False)
-                next_commit = now + commit_interval
-            elif now >= next_commit:
-                _commit(clients, writers.values(), first)
-                next_commit = now + commit_interval
-        _record_progress(clients, parts, writers, final=True)
-        ends = end_offsets(
-            clients.admin, [(p.task.dest_topic, p.task.partition) for p in parts], IsolationLevel.READ_COMMITTED
-        )
-        for p in parts:
-            p.result.dest_end = ends[(p.task.dest_topic, p.task.partition)]
+        _copy_until_done(parts, clients, writers, cadence, ended)
+        _finish(parts, clients, writers)
     except BaseException as exc:
         for writer in writers.values():
             _abort(writer)  # lets read_committed consumers go past it now, not at the transaction timeout
@@ -289,11 +248,120 @@ def copy_ranges(
             raise _write_error(first, exc.args[0]) from None
         raise
     finally:
-        consumer.unassign()
-    seconds = round(time.monotonic() - started, 3)
+        clients.consumer.unassign()
+    seconds = round(time.monotonic() - cadence.started, 3)
     for p in parts:
         p.result.seconds = seconds
     return [p.result for p in parts]
+
+
+@dataclass
+class _Cadence:
+    """When a task's copying ends (`run_for` seconds after `started`), when its progress and its commits come due,
+    and how long its source has been silent."""
+
+    started: float
+    run_for: float | None
+    progress_interval: float | None
+    commit_interval: float
+    next_progress: float | None = field(init=False)
+    next_commit: float = field(init=False)
+    last_data: float = field(init=False)  # the latest batch that held anything (records or end-of-partition events)
+
+    def __post_init__(self) -> None:
+        self.next_progress = None if self.progress_interval is None else self.started + self.progress_interval
+        self.next_commit = self.started + self.commit_interval
+        self.last_data = self.started
+
+    def running(self) -> bool:
+        return self.run_for is None or time.monotonic() < self.started + self.run_for
+
+    def silent_for(self, now: float, batch: list[Message]) -> float:
+        if batch:
+            self.last_data = now
+        return now - self.last_data
+
+    def progress_due(self, now: float) -> bool:
+        """Whether the progress interval is over (the next one starts now)."""
+        if self.next_progress is None or self.progress_interval is None or now < self.next_progress:
+            return False
+        self.next_progress = now + self.progress_interval
+        return True
+
+    def commit_due(self, now: float) -> bool:
+        return now >= self.next_commit
+
+    def committed(self, now: float) -> None:
+        self.next_commit = now + self.commit_interval
+
+
+def _copy_until_done(
+    parts: list[_Partition],
+    clients: _Clients,
+    writers: dict[int, _Writer],
+    cadence: _Cadence,
+    ended: Callable[[], bool] | None,
+) -> None:
+    """Copy the ranges not done yet, batch after batch, until they all end, the run time is over or the driver
+    ends the epoch; durable progress and commits as they come due."""
+    consumer = clients.consumer
+    active = {(p.task.topic, p.task.partition): p for p in parts if not p.done}
+    consumer.assign([TopicPartition(t, n, p.position) for (t, n), p in active.items()])
+    while active and cadence.running() and not (ended and ended()):
+        messages = next_batch(consumer)
+        for writer in writers.values():
+            writer.producer.poll(0)  # serve delivery failures while copying
+        now = time.monotonic()
+        _check_source(cadence.silent_for(now, messages), active)
+        _copy(messages, active, clients.failed)
+        finished = [key for key, p in active.items() if p.done]
+        if finished:
+            consumer.incremental_unassign([TopicPartition(*key) for key in finished])
+            for key in finished:
+                del active[key]
+        _record_or_commit(now, cadence, parts, active, clients, writers)
+
+
+def _check_source(silent: float, active: dict[tuple[str, int], _Partition]) -> None:
+    """A source silent (no data, no end-of-partition) for STALL_TIMEOUT_S while a bounded range is left to copy
+    is unreachable: an open range just waits for records."""
+    if silent <= STALL_TIMEOUT_S:
+        return
+    bounded = next((p for p in active.values() if p.task.end is not None), None)
+    if bounded is not None:
+        raise CopyError(
+            f"source {bounded.task.source_cluster} unreachable: no data for {STALL_TIMEOUT_S:.0f}s "
+            f"while copying {bounded.task.topic}-{bounded.task.partition} at offset {bounded.position}"
+        )
+
+
+def _record_or_commit(
+    now: float,
+    cadence: _Cadence,
+    parts: list[_Partition],
+    active: dict[tuple[str, int], _Partition],
+    clients: _Clients,
+    writers: dict[int, _Writer],
+) -> None:
+    """Durable progress when it is due (`progress_every` copies of a partition, or the progress interval over);
+    else the open transactions commit once the commit interval is over."""
+    timed = cadence.progress_due(now)
+    if timed or any(p.since_progress >= p.task.progress_every for p in active.values()):
+        _record_progress(clients, parts, writers, final=False)
+        cadence.committed(now)
+    elif cadence.commit_due(now):
+        _commit(clients, writers.values(), parts[0].task)
+        cadence.committed(now)
+
+
+def _finish(parts: list[_Partition], clients: _Clients, writers: dict[int, _Writer]) -> None:
+    """The last progress records, and the destination's committed ends after them: where the next take-over of
+    each range looks from."""
+    _record_progress(clients, parts, writers, final=True)
+    dests = [(p.task.dest_topic, p.task.partition) for p in parts]
+    ends = end_offsets(clients.admin, dests, IsolationLevel.READ_COMMITTED)
+    for p in parts:
+        p.result.dest_end = ends[(p.task.dest_topic, p.task.partition)]
 
 
 def _open_writers(task: CopyTask, slots: set[int], linger_ms: int) -> dict[int, _Writer]:
@@ -372,61 +440,67 @@ def _take_over(parts: list[_Partition], clients: _Clients) -> None:
 
 
 def _copy(messages: list[Message], active: dict[tuple[str, int], _Partition], callback) -> None:
-    """Copy one fetched batch into the ranges it belongs to (end-of-partition events move positions). The hot path,
-    in one pass: a batch holds runs of one partition's records, and a run's range settings are read at its first
-    record and its counters settled at its last (_settle), so that per record only what differs is done."""
+    """Copy one fetched batch into the ranges it belongs to (end-of-partition events move positions). The hot path:
+    a batch holds runs of one partition's records, and each run is copied in one pass (_copy_run), so that per
+    record only what differs is done."""
     copied_at = b",%d" % int(time.time() * 1000)  # one copy time per fetched batch
-    topic, partition = None, -1
-    part = owner = None  # the range this run is copied into; the range of the run's partition, ended or not
-    position = copied = size = filtered = 0  # the run's, settled into `part` when the run ends
+    for run in _runs(messages):
+        owner = active.get((run[0].topic(), run[0].partition()))
+        if owner is None or owner.done:
+            _skip(run, owner)
+        else:
+            _copy_run(owner, run, callback, copied_at)
+
+
+def _runs(messages: list[Message]) -> Iterator[list[Message]]:
+    """The batch's runs of consecutive messages of one partition, in order."""
+    start, topic, partition = 0, None, -1
+    for i, message in enumerate(messages):
+        if message.partition() != partition or message.topic() != topic:
+            if i > start:
+                yield messages[start:i]
+            start, topic, partition = i, message.topic(), message.partition()
+    if start < len(messages):
+        yield messages[start:]
+
+
+def _skip(run: list[Message], owner: _Partition | None) -> None:
+    """A run that no range takes: records fetched before their range ended and it was unassigned. A read error in
+    it still fails the copy; the end-of-partition event of a known range does not."""
+    for message in run:
+        error = message.error()
+        if error is not None and (owner is None or error.code() != KafkaError._PARTITION_EOF):
+            source = owner.task.source_cluster if owner else "source"
+            raise CopyError(f"reading {source}:{message.topic()}-{message.partition()}: {error.str()}")
+
+
+def _copy_run(part: _Partition, run: list[Message], callback, copied_at: bytes) -> None:
+    """Copy a run of one partition's records into its range: the range's settings are read at the run's start and
+    its counters settled at its end (_settle)."""
+    task = part.task
+    end, position, dest, partition = task.end, part.position, task.dest_topic, task.partition
+    prefix = part.prefix if task.provenance else None
+    from_ms, to_ms = task.from_ms, task.to_ms  # copied: from_ms <= timestamp < to_ms
+    produce = part.writer.producer.produce
+    copied = size = filtered = 0
     first_offset = last_offset = None
     try:
-        for message in messages:
-            if message.partition() != partition or message.topic() != topic:
-                if part is not None:
-                    _settle(part, position, copied, size, filtered, first_offset, last_offset)
-                topic, partition = message.topic(), message.partition()
-                owner = active.get((topic, partition))
-                part = None if owner is None or owner.done else owner
-                if part is not None:
-                    task = part.task
-                    end, position, dest = task.end, part.position, task.dest_topic
-                    prefix = part.prefix if task.provenance else None
-                    from_ms, to_ms = task.from_ms, task.to_ms
-                    produce = part.writer.producer.produce
-                    copied = size = filtered = 0
-                    first_offset = last_offset = None
-            if part is None:  # fetched before its range ended and it was unassigned
-                error = message.error()
-                if error is not None and (owner is None or error.code() != KafkaError._PARTITION_EOF):
-                    source = owner.task.source_cluster if owner else "source"
-                    raise CopyError(f"reading {source}:{topic}-{partition}: {error.str()}")
-                continue
-            error = message.error()
-            if error is not None:
-                if error.code() != KafkaError._PARTITION_EOF:
-                    raise CopyError(f"reading {task.source_cluster}:{topic}-{partition}: {error.str()}")
-                offset = message.offset()
-                position = max(position, offset if end is None else min(offset, end))
-                continue
+        for message in run:
             offset = message.offset()
+            if message.error() is not None:
+                position = _event_position(message, task, position)
+                continue
             if end is not None and offset >= end:
                 position = end
                 continue
             position = offset + 1
-            headers = message.headers()
+            headers = message.headers() or []
             timestamp = message.timestamp()[1]
-            if headers:
-                try:
-                    chain = hops(headers)
-                except ValueError as exc:
-                    raise CopyError(f"{task.source_cluster}:{topic}-{partition} offset {offset}: {exc}") from None
-                if chain and blocked(chain, task.target_cluster_id, dest, timestamp, task.force):
-                    filtered += 1
-                    continue
-            else:
-                headers = []
-            if (from_ms is not None and timestamp < from_ms) or (to_ms is not None and timestamp >= to_ms):
+            if (
+                (headers and _blocked(headers, task, offset, timestamp))
+                or (from_ms is not None and timestamp < from_ms)
+                or (to_ms is not None and timestamp >= to_ms)
+            ):
                 filtered += 1
                 continue
             if prefix is not None:
@@ -444,8 +518,26 @@ def _copy(messages: list[Message], active: dict[tuple[str, int], _Partition], ca
             copied += 1
             size += len(value or b"") + len(key or b"")
     finally:
-        if part is not None:
-            _settle(part, position, copied, size, filtered, first_offset, last_offset)
+        _settle(part, position, copied, size, filtered, first_offset, last_offset)
+
+
+def _event_position(message: Message, task: CopyTask, position: int) -> int:
+    """The position after an error event of the range's partition: an end-of-partition event moves it to the
+    partition's end (at most the range's); any other error fails the copy."""
+    error = message.error()
+    if error.code() != KafkaError._PARTITION_EOF:
+        raise CopyError(f"reading {task.source_cluster}:{task.topic}-{task.partition}: {error.str()}")
+    offset = message.offset()
+    return max(position, offset if task.end is None else min(offset, task.end))
+
+
+def _blocked(headers: list, task: CopyTask, offset: int, timestamp: int) -> bool:
+    """Whether the record's provenance says the cycle rule keeps it from the destination (provenance.py)."""
+    try:
+        chain = hops(headers)
+    except ValueError as exc:
+        raise CopyError(f"{task.source_cluster}:{task.topic}-{task.partition} offset {offset}: {exc}") from None
+    return bool(chain) and blocked(chain, task.target_cluster_id, task.dest_topic, timestamp, task.force)
 
 
 def _settle(
@@ -491,7 +583,7 @@ def _produce(writer: _Writer, task: CopyTask, key, value, headers, timestamp: in
             writer.producer.poll(0.05)
         except KafkaException as exc:
             # A destination partition added since this producer last refreshed its metadata (a source
-            # partition increase propagated by the planner): refresh once, then retry.
+            # partition increase a copy round propagated): refresh once, then retry.
             if exc.args[0].code() != KafkaError._UNKNOWN_PARTITION or refreshed:
                 raise _write_error(task, exc.args[0]) from None
             writer.producer.list_topics(task.dest_topic, timeout=10)

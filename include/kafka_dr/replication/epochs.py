@@ -2,9 +2,9 @@
 job hands over how a group of copy tasks runs (a Spark job, or anything else that returns their results).
 
 `Positions`: where each source partition's copy stands between epochs, so that a continuous epoch reopens every
-range where the last one stopped. `Discovery`: planning rounds (topic sync, new topics and partitions) on a thread
-beside the copies, so that their round trips add nothing to the replication latency. `CopyEpochs`: one epoch at a
-time, under the driver's claim on the flow.
+range where the last one stopped. `Discovery`: copy rounds (topic sync, new topics and partitions, rounds.py) on a
+thread beside the copies, so that their round trips add nothing to the replication latency. `CopyEpochs`: one epoch
+at a time, under the driver's claim on the flow.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Protocol
 
 from .copier import CopyResult, CopyTask, FencedError
 from .fencing import writer_groups
-from .planner import Plan
+from .rounds import CopyRound
 
 log = logging.getLogger(__name__)
 
@@ -36,24 +36,24 @@ class Claim(Protocol):
 class Positions:
     """Per source partition, the next offset to copy and the destination offset the next take-over reads from."""
 
-    def __init__(self, plan: Plan) -> None:
-        self.next: dict[Key, int] = {(t.topic, t.partition): t.start for t in plan.tasks}
-        self.dest_from: dict[Key, int] = {(t.topic, t.partition): t.dest_from for t in plan.tasks}
+    def __init__(self, first: CopyRound) -> None:
+        self.next: dict[Key, int] = {(t.topic, t.partition): t.start for t in first.tasks}
+        self.dest_from: dict[Key, int] = {(t.topic, t.partition): t.dest_from for t in first.tasks}
 
-    def merge(self, discovered: Plan) -> Plan:
-        """A discovery round's plan, keeping the positions copied meanwhile for partitions already known."""
+    def merge(self, discovered: CopyRound) -> CopyRound:
+        """A discovery round, keeping the positions copied meanwhile for partitions already known."""
         for task in discovered.tasks:
             self.next.setdefault((task.topic, task.partition), task.start)
             self.dest_from.setdefault((task.topic, task.partition), task.dest_from)
         return discovered
 
-    def open_tasks(self, plan: Plan) -> list[CopyTask]:
-        """The plan's ranges from where each stands, left open (continuous: copied as records arrive)."""
+    def open_tasks(self, copy_round: CopyRound) -> list[CopyTask]:
+        """The round's ranges from where each stands, left open (continuous: copied as records arrive)."""
         return [
             dataclasses.replace(
                 t, start=self.next[(t.topic, t.partition)], end=None, dest_from=self.dest_from[(t.topic, t.partition)]
             )
-            for t in plan.tasks
+            for t in copy_round.tasks
         ]
 
     def update(self, results: list[CopyResult]) -> None:
@@ -63,28 +63,28 @@ class Positions:
 
 
 class Discovery:
-    """Planning rounds on a thread of their own, beside the copies: the first `interval` seconds after the first
-    poll, each next one `interval` seconds after the last one's plan was picked up, from the positions of the
+    """Copy rounds on a thread of their own, beside the copies: the first `interval` seconds after the first
+    poll, each next one `interval` seconds after the last one was picked up, from the positions of the
     latest poll. A round that finds partitions those positions lack calls `found_new` as it ends (the replicator
     then ends the epoch under way, so that they are copied at once rather than at the epoch's deadline)."""
 
     def __init__(
         self,
-        plan: Callable[[dict[Key, int]], Plan],
+        next_round: Callable[[dict[Key, int]], CopyRound],
         interval: float,
         found_new: Callable[[], None] | None = None,
     ) -> None:
-        self.plan, self.interval, self.found_new = plan, interval, found_new
+        self.next_round, self.interval, self.found_new = next_round, interval, found_new
         self._lock = threading.Lock()
         self._positions: dict[Key, int] = {}
-        self._found: Plan | None = None
+        self._found: CopyRound | None = None
         self._error: BaseException | None = None
-        self._picked_up = threading.Event()  # the last round's plan was picked up (or the rounds end)
+        self._picked_up = threading.Event()  # the last round was picked up (or the rounds end)
         self._closed = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def poll(self, positions: dict[Key, int]) -> Plan | None:
-        """The plan of the round that ended since the last poll (a failed round raises its error here)."""
+    def poll(self, positions: dict[Key, int]) -> CopyRound | None:
+        """The round that ended since the last poll (a failed round raises its error here)."""
         with self._lock:
             self._positions = dict(positions)
             found, self._found = self._found, None
@@ -102,15 +102,15 @@ class Discovery:
             with self._lock:
                 positions = self._positions
             try:
-                plan = self.plan(positions)
+                found = self.next_round(positions)
             except Exception as exc:  # noqa: BLE001 - raised to the run at its next poll
                 with self._lock:
                     self._error = exc
                 return
             with self._lock:
-                self._found = plan
+                self._found = found
                 self._picked_up.clear()
-            if self.found_new is not None and any((t.topic, t.partition) not in positions for t in plan.tasks):
+            if self.found_new is not None and any((t.topic, t.partition) not in positions for t in found.tasks):
                 self.found_new()
             self._picked_up.wait()
 
@@ -133,11 +133,11 @@ class Epoch:
     results: list[CopyResult]
     ranges: int
     seconds: float
-    plans: list[Plan] = field(default_factory=list)  # discovery rounds applied before it
+    rounds: list[CopyRound] = field(default_factory=list)  # discovery rounds applied before it
 
 
 class CopyEpochs:
-    """The epochs of one flow run. Bounded (no `discovery`): one epoch copies the plan's ranges to their ends.
+    """The epochs of one flow run. Bounded (no `discovery`): an epoch copies a round's ranges to their ends.
     Continuous: every epoch reopens the ranges where the last one stopped, with what discovery found applied.
     Before each job the driver's claim must still hold; a job whose writers an older replicator (not yet aware of
     the claim) fenced back is run again, the tasks taking over from the destination, up to FENCED_RETRIES times."""
@@ -146,19 +146,23 @@ class CopyEpochs:
         self,
         flow: str,
         target: str,
-        plan: Plan,
+        first: CopyRound,
         claim: Claim,
         run_job: RunJob,
         parallelism: int,
         discovery: Discovery | None = None,
     ) -> None:
         self.flow, self.target = flow, target
-        self.plan, self.claim, self.run_job, self.parallelism = plan, claim, run_job, parallelism
+        self.round, self.claim, self.run_job, self.parallelism = first, claim, run_job, parallelism
         self.discovery = discovery
-        self.positions = Positions(plan)
+        self.positions = Positions(first)
         self.count = 0
 
-    def next(self) -> Epoch:
+    def next(self, fresh: CopyRound | None = None) -> Epoch:
+        """The next epoch. `fresh`, bounded: copy this round instead, decided since the last epoch (what arrived
+        meanwhile)."""
+        if fresh is not None:
+            self.round = fresh
         return self._run(self._work)
 
     def finish(self, until: Mapping[Key, int]) -> Epoch:
@@ -166,20 +170,20 @@ class CopyEpochs:
         (exclusive) and no other: bounded, so it ends once they are copied (a heartbeat written as the last
         epoch ended)."""
 
-        def work(plans: list[Plan]) -> list[CopyTask]:
+        def work(rounds: list[CopyRound]) -> list[CopyTask]:
             return [
                 dataclasses.replace(t, end=until[key])
-                for t in self.positions.open_tasks(self.plan)
+                for t in self.positions.open_tasks(self.round)
                 if until.get(key := (t.topic, t.partition), t.start) > t.start
             ]
 
         return self._run(work)
 
-    def _run(self, make_work: Callable[[list[Plan]], list[CopyTask]]) -> Epoch:
-        plans: list[Plan] = []
+    def _run(self, make_work: Callable[[list[CopyRound]], list[CopyTask]]) -> Epoch:
+        rounds: list[CopyRound] = []
         fenced_retries = 0
         while True:
-            work = make_work(plans)
+            work = make_work(rounds)
             started = time.monotonic()
             # At most one task per core: a task copies its group of ranges with one consumer, and owns the
             # writer slots of its ranges.
@@ -196,7 +200,7 @@ class CopyEpochs:
                 fenced_retries += 1
                 log.warning("flow %s: an older replicator of this flow was still writing; fencing it out", self.flow)
                 continue
-            epoch = Epoch(results, len(work), time.monotonic() - started, plans)
+            epoch = Epoch(results, len(work), time.monotonic() - started, rounds)
             self.count += 1
             self.positions.update(results)
             if work:
@@ -214,11 +218,11 @@ class CopyEpochs:
                 )
             return epoch
 
-    def _work(self, plans: list[Plan]) -> list[CopyTask]:
+    def _work(self, rounds: list[CopyRound]) -> list[CopyTask]:
         if self.discovery is None:
-            return [t for t in self.plan.tasks if t.end is not None and t.end > t.start]
+            return [t for t in self.round.tasks if t.end is not None and t.end > t.start]
         found = self.discovery.poll(self.positions.next)
         if found is not None:
-            self.plan = self.positions.merge(found)
-            plans.append(found)
-        return self.positions.open_tasks(self.plan)
+            self.round = self.positions.merge(found)
+            rounds.append(found)
+        return self.positions.open_tasks(self.round)

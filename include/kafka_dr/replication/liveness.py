@@ -4,7 +4,7 @@ The flow's target cluster is the source of truth. A running replicator's driver 
 `_kdr.progress` every second (fencing.ClaimRenewal) and, as it ends, a last one saying so (FlowClaim.release); it
 obeys stop requests written to `_kdr.control` (control.py). So a replicator runs when its newest owner record does
 not say it ended and a new one comes within activity.WINDOW_S. The tracker's pid is only a shortcut, taken where it
-means something: in the host and PID namespace that started the replicator (replicators.Replicator.here), where
+means something: in the host and PID namespace that started the replicator (replicators.ReplicatorProcess.here), where
 a stop is a signal and a dead pid is an answer at once.
 """
 

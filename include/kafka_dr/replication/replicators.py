@@ -40,8 +40,8 @@ class ReplicatorError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class Replicator:
-    """What the tracker knows of one flow's replicator."""
+class ReplicatorProcess:
+    """What the tracker knows of one flow's replicator process (the run inside it: lifecycle.Replicator)."""
 
     flow: str
     pid: int
@@ -60,7 +60,7 @@ class Replicator:
         return self.host in (None, socket.gethostname()) and self.pid_namespace in (None, processes.pid_namespace())
 
 
-def start(flow: str, command: Sequence[str], env: Mapping[str, str] | None = None) -> tuple[Replicator, bool]:
+def start(flow: str, command: Sequence[str], env: Mapping[str, str] | None = None) -> tuple[ReplicatorProcess, bool]:
     """Start `command` detached for `flow` with `env` added to this process's environment.
 
     Returns (replicator, started): a flow whose replicator already runs is not started twice."""
@@ -75,7 +75,7 @@ def start(flow: str, command: Sequence[str], env: Mapping[str, str] | None = Non
             raise ReplicatorError(f"flow {flow}: cannot start {command[0]!r}: {exc.strerror or exc}") from None
         _children[proc.pid] = proc
         ticks = processes.start_ticks(proc.pid)
-        replicator = Replicator(
+        replicator = ReplicatorProcess(
             flow, proc.pid, tuple(command), str(log), now_iso(), None, ticks is not None, ticks,
             socket.gethostname(), processes.pid_namespace(),
         )  # fmt: skip
@@ -83,7 +83,7 @@ def start(flow: str, command: Sequence[str], env: Mapping[str, str] | None = Non
         return replicator, True
 
 
-def stop(flow: str, timeout: float = 30.0) -> Replicator | None:
+def stop(flow: str, timeout: float = 30.0) -> ReplicatorProcess | None:
     """Stop the flow's replicator: SIGTERM to the job itself (it ends its epoch at each task's next batch and
     exits 0), SIGKILL to what is left after `timeout` seconds. Returns once no process of the job is alive, so
     nothing of it copies any more (its Python workers included); raises ReplicatorError naming the pid otherwise.
@@ -119,7 +119,7 @@ def stop(flow: str, timeout: float = 30.0) -> Replicator | None:
         return _mark_stopped(current)
 
 
-def mark_stopped(flow: str) -> Replicator | None:
+def mark_stopped(flow: str) -> ReplicatorProcess | None:
     """Record that the flow's replicator was stopped on purpose (through its target, from wherever it ran), so
     that nothing here restarts it or calls it dead; None if it was never started here."""
     with _locked(flow):
@@ -127,13 +127,13 @@ def mark_stopped(flow: str) -> Replicator | None:
         return None if current is None else _mark_stopped(current)
 
 
-def _mark_stopped(current: Replicator) -> Replicator:
-    stopped = Replicator(**{**asdict(current), "stopped_at": current.stopped_at or now_iso(), "running": False})
+def _mark_stopped(current: ReplicatorProcess) -> ReplicatorProcess:
+    stopped = ReplicatorProcess(**{**asdict(current), "stopped_at": current.stopped_at or now_iso(), "running": False})
     _write(stopped)
     return stopped
 
 
-def status(flow: str) -> Replicator | None:
+def status(flow: str) -> ReplicatorProcess | None:
     """The flow's replicator as last started (running or not), None if it never was. `running` is what this
     process can see: always False for one not started `here` (liveness.py asks its target)."""
     path = _state_file(flow)
@@ -141,7 +141,7 @@ def status(flow: str) -> Replicator | None:
         data = json.loads(path.read_text(encoding="utf-8"))
         data["command"] = tuple(data["command"])
         data["running"] = False
-        replicator = Replicator(**data)
+        replicator = ReplicatorProcess(**data)
         if replicator.here:
             _reap(replicator.pid)
             alive = replicator.stopped_at is None and processes.is_alive(replicator.pid, replicator.start_ticks)
@@ -182,7 +182,7 @@ def _state_file(flow: str) -> Path:
     return _dir() / f"{flow}.json"
 
 
-def _write(replicator: Replicator) -> None:
+def _write(replicator: ReplicatorProcess) -> None:
     processes.write_json(_state_file(replicator.flow), asdict(replicator))
 
 
@@ -198,7 +198,7 @@ def _reap(pid: int) -> None:
         del _children[pid]
 
 
-def _driver_pid(replicator: Replicator, job: Mapping[int, int]) -> int | None:
+def _driver_pid(replicator: ReplicatorProcess, job: Mapping[int, int]) -> int | None:
     """The process running the application itself: with spark-submit in client mode the Python driver,
     started by the JVM as `python APP ARGS...` (a tail of our command)."""
     for pid in job:

@@ -20,13 +20,14 @@ from typing import Any
 
 from confluent_kafka import KafkaException
 
+from ..access import ClusterAccess
 from ..clients import ClientConfigError, error_text
 from ..replication.copier import CopyError
-from ..replication.planner import UnreachableError
+from ..replication.flow_clients import UnreachableError
 from ..replication.provenance import ForceCopy
 from ..replication.topic_sync import TopicSyncError
 from ..times import epoch_ms
-from ..topology import Flow, Topology, TopologyError, load_topology
+from ..topology import Flow, TopologyError, load_topology
 from .session import stop_spark, task_error
 
 
@@ -43,12 +44,13 @@ FAILURES = (UnreachableError, CopyError, KafkaException, TimeoutError)
 def job_main(
     job: str,
     args: argparse.Namespace,
-    start: Callable[[argparse.Namespace, Topology, Flow], dict[str, Any]],
+    start: Callable[[argparse.Namespace, ClusterAccess, Flow], dict[str, Any]],
     *,
     raised_in_tasks: tuple[str, ...],
     failed_keys: tuple[str, ...] = ("flow",),
 ) -> int:
-    """Run one job to its exit code: load --topology and --flow, call `start` (which builds Spark when it needs
+    """Run one job to its exit code: load --topology and --flow, reach the clusters with the settings of the job's
+    environment (its process boundary: ClusterAccess.from_environ), call `start` (which builds Spark when it needs
     it and calls the job's `run`), then stop Spark and emit the summary. A summary whose status is "failed"
     exits 1. On an error the summary is `failed_keys` of `args` with status "failed" and the error's one line:
     BAD_INPUT exits 2, FAILURES and anything else 1 (a Spark job failure yields the message of the first of
@@ -60,7 +62,7 @@ def job_main(
     error: str | None = None
     try:
         topology = load_topology(args.topology)
-        summary = start(args, topology, topology.flow(args.flow))
+        summary = start(args, ClusterAccess.from_environ(topology), topology.flow(args.flow))
         status = 1 if summary.get("status") == "failed" else 0
     except BAD_INPUT as exc:
         status, error = 2, str(exc)

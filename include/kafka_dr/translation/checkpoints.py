@@ -26,9 +26,9 @@ from confluent_kafka.admin import AdminClient
 
 from ..access import ClusterAccess
 from ..clients import end_offsets
+from ..replication.flow_clients import with_retries
 from ..replication.internal import CHECKPOINTS, newest_value, put_records, read_records
 from ..replication.lag import LagError, flow_lag, save_snapshot
-from ..replication.planner import with_retries
 from ..topology import Flow
 from .groups import by_group, committed_offsets, list_groups, plan_requests, select_groups
 from .offsets import PartitionRequest, Translated, translate_partition

@@ -56,7 +56,7 @@ def test_the_planned_summary_names_what_the_target_lacks_and_what_retention_dele
 
 
 class Context:
-    """The backfill flow's planner.FlowContext, as a run uses it."""
+    """The backfill flow's open FlowClients, as a run uses them."""
 
     source, target = SimpleNamespace(name="dc1"), SimpleNamespace(name="dc2")
     source_config, target_config = {"bootstrap.servers": "dc1:9092"}, {"bootstrap.servers": "dc2:9092"}
@@ -66,11 +66,22 @@ class Context:
     def __init__(self) -> None:
         self.calls: list[str] = []
 
-    def sync_topics(self) -> None:
-        self.calls.append("sync_topics")
-
     def close(self) -> None:
         self.calls.append("close")
+
+
+class Rounds:
+    """CopyRounds over the backfill's clients: the target prepared (internal topics, topic state), then its topics
+    synced."""
+
+    def __init__(self, clients: Context) -> None:
+        self.clients = clients
+
+    def prepare_target(self) -> None:
+        self.clients.calls.append("internal_topics")
+
+    def sync_topics(self) -> None:
+        self.clients.calls.append("sync_topics")
 
 
 class Tasks:
@@ -99,7 +110,7 @@ class Tasks:
 
 def started_run(monkeypatch: pytest.MonkeyPatch) -> tuple[BackfillRun, Context]:
     context = Context()
-    monkeypatch.setattr(backfill_run, "ensure_internal_topics", lambda admin: context.calls.append("internal_topics"))
+    monkeypatch.setattr(backfill_run, "CopyRounds", lambda clients: Rounds(clients))
     monkeypatch.setattr(backfill_run, "end_offsets", lambda admin, partitions, isolation: {("orders.backfill", 0): 40})
     prepared = Prepared(SimpleNamespace(name="orders-flow.backfill"), context, [ORDERS_0, ORDERS_1, PAYMENTS_0])
     return BackfillRun("orders-flow", Window(0, 1000), prepared, started=0.0), context

@@ -143,7 +143,7 @@ class Partition:
 
 
 class Source:
-    """The backfill's planner.FlowContext as resolve() asks it: partitions, offsets by spec, destination names."""
+    """The backfill's FlowClients as resolve() asks it: partitions, offsets by spec, destination names."""
 
     def __init__(self, partitions: dict[tuple[str, int], Partition], flow=FLOW) -> None:
         self.partitions = partitions
@@ -270,15 +270,26 @@ def test_other_errors_reading_the_target_are_raised(monkeypatch) -> None:
 
 
 def live_flow(destination: FakeConsumer, positions: dict[tuple[str, int], int]) -> SimpleNamespace:
-    """The live flow's planner.FlowContext as live_destination_refusals asks it."""
+    """The live flow's FlowClients as live_destination_refusals asks it (`tasks`: its round, see live_rounds)."""
     tasks = [SimpleNamespace(topic=t, partition=p, start=s) for (t, p), s in positions.items()]
     return SimpleNamespace(
-        flow=FLOW,
-        reader=destination,
-        source_cluster_id="dc1-id",
-        dest_topic=FLOW.destination_topic,
-        plan=lambda sync: SimpleNamespace(tasks=tasks),
+        flow=FLOW, reader=destination, source_cluster_id="dc1-id", dest_topic=FLOW.destination_topic, tasks=tasks
     )
+
+
+@pytest.fixture
+def live_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The live flow's copy round: its positions, decided with the clusters unchanged (sync=False)."""
+
+    class Rounds:
+        def __init__(self, clients: SimpleNamespace) -> None:
+            self.clients = clients
+
+        def next(self, sync: bool = True) -> SimpleNamespace:
+            assert not sync, "a backfill's check must not sync the live flow's topics"
+            return SimpleNamespace(tasks=self.clients.tasks)
+
+    monkeypatch.setattr(backfill, "CopyRounds", Rounds)
 
 
 def flow_copy(dest_offset: int, origin_offset: int) -> FakeMessage:
@@ -287,6 +298,7 @@ def flow_copy(dest_offset: int, origin_offset: int) -> FakeMessage:
     )
 
 
+@pytest.mark.usefixtures("live_rounds")
 def test_the_flows_destination_takes_a_window_it_has_no_copies_at_or_past_and_the_flow_is_past() -> None:
     destination = FakeConsumer().add("orders", 0, [flow_copy(0, 1), flow_copy(1, 2)])
     window = PartitionWindow("orders", 0, "orders", 3, 8)
@@ -294,6 +306,7 @@ def test_the_flows_destination_takes_a_window_it_has_no_copies_at_or_past_and_th
     assert live_destination_refusals(live_flow(destination, {("orders", 0): 3}), [window]) == []
 
 
+@pytest.mark.usefixtures("live_rounds")
 def test_the_flows_destination_is_refused_when_it_holds_later_copies_or_the_flow_is_behind() -> None:
     destination = FakeConsumer().add("orders", 0, [flow_copy(0, 2), flow_copy(1, 3)])
     window = PartitionWindow("orders", 0, "orders", 3, 8)

@@ -21,8 +21,8 @@ from kafka_dr.failback.unreplicated import (
     unreplicated_of,
     unreplicated_ranges,
 )
-from kafka_dr.replication.planner import Lost
 from kafka_dr.replication.provenance import HEADER, Hop
+from kafka_dr.replication.rounds import Lost
 from kafka_dr.topology import Topology, load_topology
 
 SERVING = "dc2-id"
@@ -107,7 +107,7 @@ def topology(tmp_path: Path) -> Topology:
 
 
 def test_a_cluster_that_lost_its_data_has_nothing_to_measure(topology: Topology) -> None:
-    assert encode(unreplicated_of(topology, PLAN)) == {
+    assert encode(unreplicated_of(ClusterAccess(topology), PLAN)) == {
         "records": None,
         "per_topic": {},
         "ranges": [],

@@ -11,7 +11,7 @@ from kafka_dr.access import ClusterAccess
 from kafka_dr.health import healing
 from kafka_dr.health.healing import RESTARTS_PER_HOUR, heal
 from kafka_dr.health.rules import FlowHealth, PartitionStatus
-from kafka_dr.replication.replicators import Replicator
+from kafka_dr.replication.replicators import ReplicatorProcess
 from kafka_dr.topology import parse_topology
 
 FLOW = "dc1-to-dc2"
@@ -25,25 +25,27 @@ ACCESS = ClusterAccess(
 class Tracker:
     """What healing asks of kafka_dr.replication.replicators: the flow's replicator, its last error, a start."""
 
-    def __init__(self, replicator: Replicator | None) -> None:
+    def __init__(self, replicator: ReplicatorProcess | None) -> None:
         self.replicator = replicator
         self.starts: list[tuple[str, tuple[str, ...], object]] = []
 
-    def status(self, flow: str) -> Replicator | None:
+    def status(self, flow: str) -> ReplicatorProcess | None:
         return self.replicator
 
     def last_error(self, flow: str) -> str:
         return "error: broker dc1:9092 is down"
 
-    def start(self, flow: str, command: tuple[str, ...], env: object = None) -> tuple[Replicator, bool]:
+    def start(self, flow: str, command: tuple[str, ...], env: object = None) -> tuple[ReplicatorProcess, bool]:
         self.starts.append((flow, command, env))
         pid = 1000 + len(self.starts)
-        self.replicator = Replicator(flow, pid, command, "replicator.log", "2026-11-25T10:00:00+00:00", None, True)
+        self.replicator = ReplicatorProcess(
+            flow, pid, command, "replicator.log", "2026-11-25T10:00:00+00:00", None, True
+        )
         return self.replicator, True
 
 
-def replicator(running: bool = False, stopped_at: str | None = None) -> Replicator:
-    return Replicator(FLOW, 42, COMMAND, "replicator.log", "2026-11-25T09:00:00+00:00", stopped_at, running)
+def replicator(running: bool = False, stopped_at: str | None = None) -> ReplicatorProcess:
+    return ReplicatorProcess(FLOW, 42, COMMAND, "replicator.log", "2026-11-25T09:00:00+00:00", stopped_at, running)
 
 
 def stopped_flow(*statuses: str) -> FlowHealth:
@@ -113,5 +115,5 @@ def test_the_restart_history_is_kept_per_flow(tracker: Tracker) -> None:
         heal(stopped_flow(), ACCESS, now=NOW + i)
         tracker.replicator = replicator()
     other = FlowHealth("dc2-to-dc1", "ERR", (), (PartitionStatus("orders", 0, "STOP", 5, 1.0, ""),))
-    tracker.replicator = Replicator("dc2-to-dc1", 7, COMMAND, "r.log", "2026-11-25T09:00:00+00:00", None, False)
+    tracker.replicator = ReplicatorProcess("dc2-to-dc1", 7, COMMAND, "r.log", "2026-11-25T09:00:00+00:00", None, False)
     assert heal(other, ACCESS, now=NOW + 10)["action"] == "restarted"

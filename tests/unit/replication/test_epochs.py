@@ -10,7 +10,7 @@ import pytest
 from kafka_dr.replication import epochs
 from kafka_dr.replication.copier import CopyResult, CopyTask, FencedError
 from kafka_dr.replication.epochs import FENCED_RETRIES, CopyEpochs, Discovery, Positions
-from kafka_dr.replication.planner import Lost, Plan
+from kafka_dr.replication.rounds import CopyRound, Lost
 
 
 def task(partition: int, start: int, end: int | None, topic: str = "orders", dest_from: int = 0) -> CopyTask:
@@ -59,24 +59,26 @@ def ranges(tasks: list[CopyTask]) -> list[tuple[int, int, int | None, int]]:
 
 
 def test_bounded_epoch_copies_only_the_ranges_with_records_to_their_planned_ends() -> None:
-    plan = Plan([task(0, 5, 9), task(1, 7, 7), task(2, 0, 3)])
+    copy_round = CopyRound([task(0, 5, 9), task(1, 7, 7), task(2, 0, 3)])
     job = Job()
-    epoch = CopyEpochs("flow", "dc2", plan, Claim(), job, parallelism=4).next()
+    epoch = CopyEpochs("flow", "dc2", copy_round, Claim(), job, parallelism=4).next()
     assert ranges(job.runs[0]) == [(0, 5, 9, 0), (2, 0, 3, 0)]
-    assert (epoch.ranges, sorted(r.records for r in epoch.results), epoch.plans) == (2, [3, 4], [])
+    assert (epoch.ranges, sorted(r.records for r in epoch.results), epoch.rounds) == (2, [3, 4], [])
 
 
 def test_nothing_to_copy_runs_no_job_but_is_still_an_epoch() -> None:
     job = Job()
-    copier = CopyEpochs("flow", "dc2", Plan([task(0, 7, 7)]), Claim(), job, parallelism=2)
+    copier = CopyEpochs("flow", "dc2", CopyRound([task(0, 7, 7)]), Claim(), job, parallelism=2)
     epoch = copier.next()
     assert (job.runs, epoch.results, epoch.ranges, copier.count) == ([], [], 0, 1)
 
 
 def test_continuous_epochs_reopen_each_range_where_the_last_one_stopped() -> None:
-    plan = Plan([task(0, 5, 50, dest_from=3), task(1, 0, 0)])
+    copy_round = CopyRound([task(0, 5, 50, dest_from=3), task(1, 0, 0)])
     job = Job(copied=10)
-    copier = CopyEpochs("flow", "dc2", plan, Claim(), job, 2, Discovery(lambda positions: plan, interval=3600))
+    copier = CopyEpochs(
+        "flow", "dc2", copy_round, Claim(), job, 2, Discovery(lambda positions: copy_round, interval=3600)
+    )
     copier.next()
     copier.next()
     assert ranges(job.runs[0]) == [(0, 5, None, 3), (1, 0, None, 0)]  # open ranges, from the planned starts
@@ -84,33 +86,33 @@ def test_continuous_epochs_reopen_each_range_where_the_last_one_stopped() -> Non
 
 
 def test_discovery_adds_new_partitions_and_keeps_the_positions_copied_meanwhile() -> None:
-    first = Plan([task(0, 0, 0)])
-    found = Plan([task(0, 0, 0), task(1, 4, 4, dest_from=2)], lost=[Lost("orders", 1, 0, 4)])
+    first = CopyRound([task(0, 0, 0)])
+    found = CopyRound([task(0, 0, 0), task(1, 4, 4, dest_from=2)], lost=[Lost("orders", 1, 0, 4)])
     asked: list[dict] = []
 
-    def plan(positions: dict) -> Plan:
+    def next_round(positions: dict) -> CopyRound:
         asked.append(positions)
         return found
 
-    discovery = Discovery(plan, interval=0)
+    discovery = Discovery(next_round, interval=0)
     job = Job(copied=10)
     copier = CopyEpochs("flow", "dc2", first, Claim(), job, 2, discovery)
     deadline = time.monotonic() + 5
     try:
-        assert copier.next().plans == []  # the first round starts beside this epoch
-        while not (epoch := copier.next()).plans:
+        assert copier.next().rounds == []  # the first round starts beside this epoch
+        while not (epoch := copier.next()).rounds:
             assert time.monotonic() < deadline, "no discovery round finished"
             time.sleep(0.01)
     finally:
         discovery.close()
     assert asked[0] == {("orders", 0): 0}  # what the driver knew when the round started
-    assert epoch.plans == [found]
+    assert epoch.rounds == [found]
     assert ranges(job.runs[1]) == [(0, 10, None, 110), (1, 4, None, 2)]  # partition 0 kept, partition 1 added
 
 
 def test_a_round_that_finds_new_partitions_ends_the_epoch_under_way_and_one_that_finds_none_does_not() -> None:
-    known = Plan([task(0, 0, 0)])
-    grown = Plan([task(0, 0, 0), task(1, 0, 0)])
+    known = CopyRound([task(0, 0, 0)])
+    grown = CopyRound([task(0, 0, 0), task(1, 0, 0)])
     for found, ends in ((known, 0), (grown, 1)):
         ended: list[None] = []
         discovery = Discovery(
@@ -127,9 +129,13 @@ def test_a_round_that_finds_new_partitions_ends_the_epoch_under_way_and_one_that
 
 
 def test_finish_copies_only_the_given_partitions_up_to_the_given_offsets() -> None:
-    plan = Plan([task(0, 5, 50, topic="_kdr.heartbeats"), task(1, 0, 0, topic="_kdr.heartbeats"), task(0, 0, 9)])
+    copy_round = CopyRound(
+        [task(0, 5, 50, topic="_kdr.heartbeats"), task(1, 0, 0, topic="_kdr.heartbeats"), task(0, 0, 9)]
+    )
     job = Job(copied=10)
-    copier = CopyEpochs("flow", "dc2", plan, Claim(), job, 2, Discovery(lambda positions: plan, interval=3600))
+    copier = CopyEpochs(
+        "flow", "dc2", copy_round, Claim(), job, 2, Discovery(lambda positions: copy_round, interval=3600)
+    )
     copier.next()  # every range 10 further: heartbeats-0 at 15, heartbeats-1 at 10, orders-0 at 10
     until = {("_kdr.heartbeats", 0): 18, ("_kdr.heartbeats", 1): 10}  # partition 1 is copied up to there already
     epoch = copier.finish(until)
@@ -138,10 +144,10 @@ def test_finish_copies_only_the_given_partitions_up_to_the_given_offsets() -> No
 
 
 def test_a_failed_discovery_round_fails_the_run() -> None:
-    def plan(positions: dict) -> Plan:
+    def next_round(positions: dict) -> CopyRound:
         raise RuntimeError("source cluster dc1 unreachable after 5 attempts")
 
-    discovery = Discovery(plan, interval=0)
+    discovery = Discovery(next_round, interval=0)
     deadline = time.monotonic() + 5
     try:
         with pytest.raises(RuntimeError, match="unreachable"):
@@ -153,7 +159,7 @@ def test_a_failed_discovery_round_fails_the_run() -> None:
 
 
 def test_discovery_is_due_an_interval_after_the_first_poll() -> None:
-    discovery = Discovery(lambda positions: Plan([]), interval=3600)
+    discovery = Discovery(lambda positions: CopyRound([]), interval=3600)
     try:
         assert discovery.poll({}) is None
         time.sleep(0.05)
@@ -164,7 +170,7 @@ def test_discovery_is_due_an_interval_after_the_first_poll() -> None:
 
 def test_a_lost_claim_stops_the_run_before_any_copy() -> None:
     job = Job()
-    copier = CopyEpochs("flow", "dc2", Plan([task(0, 0, 5)]), Claim(holds=0), job, 1)
+    copier = CopyEpochs("flow", "dc2", CopyRound([task(0, 0, 5)]), Claim(holds=0), job, 1)
     with pytest.raises(FencedError, match="^flow flow: fenced out of dc2 by a newer replicator of this flow"):
         copier.next()
     assert job.runs == []
@@ -172,7 +178,7 @@ def test_a_lost_claim_stops_the_run_before_any_copy() -> None:
 
 def test_a_fenced_job_is_copied_again_while_the_claim_holds(caplog: pytest.LogCaptureFixture) -> None:
     job = Job(fenced=2)
-    epoch = CopyEpochs("flow", "dc2", Plan([task(0, 0, 5)]), Claim(), job, 1).next()
+    epoch = CopyEpochs("flow", "dc2", CopyRound([task(0, 0, 5)]), Claim(), job, 1).next()
     assert len(job.runs) == 3 and [r.next for r in epoch.results] == [5]
     assert caplog.text.count("an older replicator of this flow was still writing; fencing it out") == 2
 
@@ -180,14 +186,14 @@ def test_a_fenced_job_is_copied_again_while_the_claim_holds(caplog: pytest.LogCa
 def test_fenced_jobs_give_up_after_the_retries() -> None:
     job = Job(fenced=FENCED_RETRIES + 1)
     with pytest.raises(RuntimeError, match="FencedError: "):
-        CopyEpochs("flow", "dc2", Plan([task(0, 0, 5)]), Claim(), job, 1).next()
+        CopyEpochs("flow", "dc2", CopyRound([task(0, 0, 5)]), Claim(), job, 1).next()
     assert len(job.runs) == FENCED_RETRIES + 1
 
 
 def test_a_fenced_job_is_not_copied_again_once_the_claim_is_lost() -> None:
     job = Job(fenced=1)
     with pytest.raises(RuntimeError, match="FencedError: "):
-        CopyEpochs("flow", "dc2", Plan([task(0, 0, 5)]), Claim(holds=1), job, 1).next()
+        CopyEpochs("flow", "dc2", CopyRound([task(0, 0, 5)]), Claim(holds=1), job, 1).next()
     assert len(job.runs) == 1
 
 
@@ -196,29 +202,29 @@ def test_other_job_failures_are_not_retried() -> None:
         raise RuntimeError("CopyError: writing to dc2: broker down")
 
     with pytest.raises(RuntimeError, match="broker down"):
-        CopyEpochs("flow", "dc2", Plan([task(0, 0, 5)]), Claim(), job, 1).next()
+        CopyEpochs("flow", "dc2", CopyRound([task(0, 0, 5)]), Claim(), job, 1).next()
 
 
 def test_writer_groups_follow_the_parallelism() -> None:
-    plan = Plan([task(p, 0, 1) for p in range(6)])
+    copy_round = CopyRound([task(p, 0, 1) for p in range(6)])
     seen: list[int] = []
 
     def job(groups):
         seen.append(len(groups))
         return Job()(groups)
 
-    CopyEpochs("flow", "dc2", plan, Claim(), job, parallelism=2).next()
+    CopyEpochs("flow", "dc2", copy_round, Claim(), job, parallelism=2).next()
     assert seen == [2]
 
 
 def test_each_epoch_logs_its_counts(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level("INFO", logger=epochs.__name__)
-    CopyEpochs("flow", "dc2", Plan([task(0, 0, 4), task(1, 0, 3)]), Claim(), Job(), 2).next()
+    CopyEpochs("flow", "dc2", CopyRound([task(0, 0, 4), task(1, 0, 3)]), Claim(), Job(), 2).next()
     assert "flow flow: batch 1 copied 7 records (0 filtered) across 2 partitions in " in caplog.text
 
 
 def test_positions_update_from_results() -> None:
-    positions = Positions(Plan([task(0, 5, 9, dest_from=1)]))
+    positions = Positions(CopyRound([task(0, 5, 9, dest_from=1)]))
     result = CopyResult("orders", 0, "dc1.orders", 5, 9)
     result.dest_end = 12
     positions.update([result])

@@ -160,7 +160,9 @@ class ReplicationOperator(SparkJobOperator):
             "started": started,
         }
 
-    def _wait_for_claim(self, replicator: replicators.Replicator, target_config: dict[str, Any], since: int) -> None:
+    def _wait_for_claim(
+        self, replicator: replicators.ReplicatorProcess, target_config: dict[str, Any], since: int
+    ) -> None:
         """Until the started job claims its flow in the target; its own error if it exits first."""
         started = time.monotonic()
         try:

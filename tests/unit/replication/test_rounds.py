@@ -1,20 +1,21 @@
-"""The driver's offset ranges (FlowContext.plan): a range starts where the destination says the flow stopped,
-ends at the source's read_committed end, and records deleted before they were copied are counted as lost."""
+"""A flow's copy rounds (replication/rounds.py): a range starts where the destination says the flow stopped, ends at
+the source's read_committed end, and records deleted before they were copied are counted as lost."""
 
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 
 import pytest
-from confluent_kafka import IsolationLevel, KafkaError, KafkaException
+from confluent_kafka import IsolationLevel
 from confluent_kafka.admin import OffsetSpec
-from support.fakes import FakeConsumer, FakeMessage, patch_sleep
+from support.fakes import FakeConsumer, FakeMessage
 
-from kafka_dr.replication import planner
+from kafka_dr.replication import rounds
 from kafka_dr.replication.internal import HEARTBEATS, PROGRESS, partition_key
-from kafka_dr.replication.planner import FlowContext, Lost
 from kafka_dr.replication.provenance import HEADER, ForceCopy, Hop
 from kafka_dr.replication.resume import Progress
+from kafka_dr.replication.rounds import CopyRounds, Lost
 from kafka_dr.topology import Cluster, Flow, TopicFilter
 
 SRC, DST = "srcCluster", "dstCluster"
@@ -59,30 +60,39 @@ def context(
     source: Source,
     dest_ends: dict[tuple[str, int], tuple[int, int]],
     monkeypatch: pytest.MonkeyPatch,
-) -> FlowContext:
-    """A FlowContext over fakes: `dest_ends` are the destination (high watermark, last stable offset)."""
-    ctx = object.__new__(FlowContext)
-    ctx.flow, ctx.retries = FLOW, 1
-    ctx.source, ctx.target = Cluster("dc1", "dc1:9092"), Cluster("dc2", "dc2:9092")
-    ctx.source_config, ctx.target_config = {"bootstrap.servers": "dc1:9092"}, {"bootstrap.servers": "dc2:9092"}
-    ctx.source_admin = ctx.target_admin = None
-    ctx.source_cluster_id, ctx.target_cluster_id = SRC, DST
-    ctx.reader = reader
-    ctx.flow_state = None
-    ctx.sync_topics = lambda: "synced"
-    ctx.source_partitions = source.counts
-    ctx.offsets = source.lookup
+    force: ForceCopy | None = None,
+) -> CopyRounds:
+    """Copy rounds over fake open clients: `dest_ends` are the destination (high watermark, last stable offset)."""
+    clients = SimpleNamespace(
+        flow=FLOW,
+        retries=1,
+        source=Cluster("dc1", "dc1:9092"),
+        target=Cluster("dc2", "dc2:9092"),
+        source_config={"bootstrap.servers": "dc1:9092"},
+        target_config={"bootstrap.servers": "dc2:9092"},
+        source_admin=None,
+        target_admin=None,
+        source_cluster_id=SRC,
+        target_cluster_id=DST,
+        reader=reader,
+        source_partitions=source.counts,
+        offsets=source.lookup,
+        dest_topic=FLOW.destination_topic,
+        existing=lambda partitions: [key for key in partitions if key in dest_ends],
+    )
+    copy_rounds = CopyRounds(clients, force=force)  # type: ignore[arg-type]
+    copy_rounds.sync_topics = lambda: "synced"  # type: ignore[method-assign]
 
     def end_offsets(admin, partitions, isolation):
         index = {IsolationLevel.READ_UNCOMMITTED: 0, IsolationLevel.READ_COMMITTED: 1}[isolation]
         return {key: dest_ends[key][index] for key in partitions}
 
-    monkeypatch.setattr(planner, "end_offsets", end_offsets)
-    return ctx
+    monkeypatch.setattr(rounds, "end_offsets", end_offsets)
+    return copy_rounds
 
 
-def ranges(plan) -> dict[tuple[str, int], tuple[str, int, int | None, int]]:
-    return {(t.topic, t.partition): (t.dest_topic, t.start, t.end, t.dest_from) for t in plan.tasks}
+def ranges(copy_round) -> dict[tuple[str, int], tuple[str, int, int | None, int]]:
+    return {(t.topic, t.partition): (t.dest_topic, t.start, t.end, t.dest_from) for t in copy_round.tasks}
 
 
 def test_ranges_start_at_resume_or_log_start_and_end_at_the_read_committed_end(reader, monkeypatch) -> None:
@@ -91,14 +101,14 @@ def test_ranges_start_at_resume_or_log_start_and_end_at_the_read_committed_end(r
     reader.add("payments", 0, copies("payments", 0, "payments", [0, 1]) + [FakeMessage("payments", 0, 2)])
     source = Source({("orders", 0): (3, 10), ("orders", 1): (2, 9), ("payments", 0): (0, 2)})
     dest_ends = {("dc1.orders", 0): (4, 4), ("dc1.orders", 1): (0, 0), ("payments", 0): (3, 3)}
-    plan = context(reader, source, dest_ends, monkeypatch).plan()
-    assert ranges(plan) == {
+    copy_round = context(reader, source, dest_ends, monkeypatch).next()
+    assert ranges(copy_round) == {
         ("orders", 0): ("dc1.orders", 7, 10, 4),
         ("orders", 1): ("dc1.orders", 2, 9, 0),
         ("payments", 0): ("payments", 2, 2, 3),  # copied up to the end: an empty range
     }
-    assert plan.lost == [] and plan.sync == "synced"
-    task = plan.tasks[0]
+    assert copy_round.lost == [] and copy_round.sync == "synced"
+    task = copy_round.tasks[0]
     assert (task.flow, task.source_cluster_id, task.target_cluster_id, task.source_cluster, task.target_cluster) == (
         "dc1-to-dc2",
         SRC,
@@ -124,8 +134,10 @@ def test_progress_of_the_flow_bounds_the_resume(reader, monkeypatch) -> None:
     )
     reader.add("dc1.orders", 0, copies("dc1.orders", 0, "orders", [20, 21, 22]))
     source = Source({("orders", 0): (0, 50)})
-    plan = context(reader, source, {("dc1.orders", 0): (3, 3)}, monkeypatch).plan()
-    assert ranges(plan) == {("orders", 0): ("dc1.orders", 23, 50, 3)}  # the copy of 22 came after the progress record
+    copy_round = context(reader, source, {("dc1.orders", 0): (3, 3)}, monkeypatch).next()
+    assert ranges(copy_round) == {
+        ("orders", 0): ("dc1.orders", 23, 50, 3)
+    }  # the copy of 22 came after the progress record
     assert reader.assignments[-1] == ("dc1.orders", 0, 1)  # read from the progress record's destination offset on
 
 
@@ -141,8 +153,8 @@ def test_progress_past_the_destination_high_watermark_is_ignored(reader, monkeyp
     )
     reader.add("dc1.orders", 0, copies("dc1.orders", 0, "orders", [0, 1]))  # re-created and copied again
     source = Source({("orders", 0): (0, 500)})
-    plan = context(reader, source, {("dc1.orders", 0): (2, 2)}, monkeypatch).plan()
-    assert ranges(plan) == {("orders", 0): ("dc1.orders", 2, 500, 2)}
+    copy_round = context(reader, source, {("dc1.orders", 0): (2, 2)}, monkeypatch).next()
+    assert ranges(copy_round) == {("orders", 0): ("dc1.orders", 2, 500, 2)}
 
 
 def test_progress_under_an_open_destination_transaction_is_used(reader, monkeypatch) -> None:
@@ -155,8 +167,8 @@ def test_progress_under_an_open_destination_transaction_is_used(reader, monkeypa
     )
     reader.add("dc1.orders", 0, copies("dc1.orders", 0, "orders", [0, 1, 2, 3]))
     source = Source({("orders", 0): (0, 9)})
-    plan = context(reader, source, {("dc1.orders", 0): (6, 4)}, monkeypatch).plan()
-    assert ranges(plan) == {("orders", 0): ("dc1.orders", 6, 9, 4)}
+    copy_round = context(reader, source, {("dc1.orders", 0): (6, 4)}, monkeypatch).next()
+    assert ranges(copy_round) == {("orders", 0): ("dc1.orders", 6, 9, 4)}
 
 
 def test_position_below_the_log_start_is_lost_and_the_range_starts_at_the_log_start(reader, monkeypatch) -> None:
@@ -164,59 +176,51 @@ def test_position_below_the_log_start_is_lost_and_the_range_starts_at_the_log_st
     reader.add("dc1.orders", 1, copies("dc1.orders", 1, "orders", [0, 1]))  # resumes at 2 = log start: nothing lost
     source = Source({("orders", 0): (8, 20), ("orders", 1): (2, 6)})
     dest_ends = {("dc1.orders", 0): (5, 5), ("dc1.orders", 1): (2, 2)}
-    plan = context(reader, source, dest_ends, monkeypatch).plan()
-    assert plan.lost == [Lost("orders", 0, 5, 8)]
-    assert plan.lost[0].records == 3
-    assert ranges(plan) == {("orders", 0): ("dc1.orders", 8, 20, 5), ("orders", 1): ("dc1.orders", 2, 6, 2)}
+    copy_round = context(reader, source, dest_ends, monkeypatch).next()
+    assert copy_round.lost == [Lost("orders", 0, 5, 8)]
+    assert copy_round.lost[0].records == 3
+    assert ranges(copy_round) == {("orders", 0): ("dc1.orders", 8, 20, 5), ("orders", 1): ("dc1.orders", 2, 6, 2)}
 
 
 def test_known_positions_skip_the_destination_and_are_still_checked_against_the_log_start(monkeypatch) -> None:
     reader = FakeConsumer()  # no progress topic, no destination partitions: reading them would fail
     source = Source({("orders", 0): (0, 30), ("orders", 1): (10, 12)})
     dest_ends = {("dc1.orders", 0): (17, 16), ("dc1.orders", 1): (0, 0)}
-    plan = context(reader, source, dest_ends, monkeypatch).plan(positions={("orders", 0): 25, ("orders", 1): 4})
-    assert ranges(plan) == {("orders", 0): ("dc1.orders", 25, 30, 16), ("orders", 1): ("dc1.orders", 10, 12, 0)}
-    assert plan.lost == [Lost("orders", 1, 4, 10)]
+    copy_round = context(reader, source, dest_ends, monkeypatch).next(positions={("orders", 0): 25, ("orders", 1): 4})
+    assert ranges(copy_round) == {("orders", 0): ("dc1.orders", 25, 30, 16), ("orders", 1): ("dc1.orders", 10, 12, 0)}
+    assert copy_round.lost == [Lost("orders", 1, 4, 10)]
     assert reader.assignments == []
 
 
-def test_heartbeats_keep_their_name_and_copy_options_reach_every_task(reader, monkeypatch) -> None:
+def test_heartbeats_keep_their_name_and_a_forced_copy_reaches_every_task(reader, monkeypatch) -> None:
     reader.add(HEARTBEATS, 0, [], low=0, high=0)
     reader.add("dc1.orders", 0, [], low=0, high=0)
     source = Source({(HEARTBEATS, 0): (5, 7), ("orders", 0): (0, 1)})
     force = ForceCopy(cluster=DST)
     dest_ends = {(HEARTBEATS, 0): (0, 0), ("dc1.orders", 0): (0, 0)}
-    plan = context(reader, source, dest_ends, monkeypatch).plan(force=force, from_ms=100, to_ms=200)
-    assert ranges(plan) == {(HEARTBEATS, 0): (HEARTBEATS, 5, 7, 0), ("orders", 0): ("dc1.orders", 0, 1, 0)}
-    assert {(t.force, t.from_ms, t.to_ms) for t in plan.tasks} == {(force, 100, 200)}
+    copy_round = context(reader, source, dest_ends, monkeypatch, force=force).next()
+    assert ranges(copy_round) == {(HEARTBEATS, 0): (HEARTBEATS, 5, 7, 0), ("orders", 0): ("dc1.orders", 0, 1, 0)}
+    assert {t.force for t in copy_round.tasks} == {force}
 
 
 def test_no_source_partitions_gives_an_empty_plan(monkeypatch) -> None:
-    plan = context(FakeConsumer(), Source({}), {}, monkeypatch).plan()
-    assert (plan.tasks, plan.lost, plan.sync) == ([], [], "synced")
+    copy_round = context(FakeConsumer(), Source({}), {}, monkeypatch).next()
+    assert (copy_round.tasks, copy_round.lost, copy_round.sync) == ([], [], "synced")
 
 
-def test_with_retries_backs_off_then_fails_with_one_line_naming_the_cluster(monkeypatch) -> None:
-    sleeps: list[float] = []
-    patch_sleep(monkeypatch, planner, sleeps.append)
-    calls = []
+def test_a_round_without_sync_leaves_the_clusters_unchanged_and_resumes_missing_destinations_at_the_log_start(
+    reader, monkeypatch
+) -> None:
+    reader.add("dc1.orders", 0, copies("dc1.orders", 0, "orders", [0, 1, 2]))
+    source = Source({("orders", 0): (0, 10), ("orders", 1): (4, 6)})  # dc1.orders-1 was never made
+    copy_rounds = context(reader, source, {("dc1.orders", 0): (3, 3)}, monkeypatch)
+    copy_rounds.sync_topics = lambda: pytest.fail("a round without sync synced the topics")  # type: ignore[method-assign]
+    copy_round = copy_rounds.next(sync=False)
+    assert copy_round.sync is None
+    assert ranges(copy_round) == {("orders", 0): ("dc1.orders", 3, 10, 3), ("orders", 1): ("dc1.orders", 4, 6, 0)}
 
-    def refused() -> None:
-        calls.append(1)
-        raise KafkaException(KafkaError(KafkaError._TRANSPORT, "Connection refused"))
 
-    with pytest.raises(planner.UnreachableError) as failed:
-        planner.with_retries("source cluster dc1 (127.0.0.1:1)", refused, attempts=3)
-    assert (len(calls), sleeps) == (3, [1.0, 2.0])
-    assert str(failed.value) == "source cluster dc1 (127.0.0.1:1) unreachable after 3 attempts: Connection refused"
-    with pytest.raises(planner.UnreachableError, match="unreachable after 1 attempt: "):
-        planner.with_retries("target cluster dc2", refused, attempts=1)
-    answers = iter([TimeoutError("slow"), "cluster-id"])
-
-    def flaky() -> str:
-        answer = next(answers)
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
-
-    assert planner.with_retries("dc1", flaky) == "cluster-id"
+def test_a_round_that_syncs_topics_needs_the_target_prepared_first(monkeypatch) -> None:
+    clients = SimpleNamespace(flow=FLOW, retries=1, source=Cluster("dc1", "dc1:9092"))
+    with pytest.raises(RuntimeError, match=r"^flow dc1-to-dc2: prepare_target\(\) comes before a round that syncs"):
+        CopyRounds(clients).next()  # type: ignore[arg-type]
