@@ -1,5 +1,5 @@
 """The one codec between the typed values the DR steps exchange (frozen dataclasses, nested, with tuples, lists, dicts,
-enums and datetimes) and the plain JSON Airflow keeps as XCom: a task returns `encode(result)` and reads
+enums, datetimes and paths) and the plain JSON Airflow keeps as XCom: a task returns `encode(result)` and reads
 `decode(ItsType, xcom)` (kafka_dr.airflow.common.typed does both). JSON, not pickles: an XCom stays readable in the
 UI and in a report.
 
@@ -17,6 +17,7 @@ import typing
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from enum import Enum
+from pathlib import Path, PurePath
 from typing import Any
 
 NoneType = type(None)
@@ -28,7 +29,7 @@ class CodecError(ValueError):
 
 def encode(value: Any) -> Any:
     """`value` as plain JSON: dataclasses as objects, tuples and lists as lists, enums as their values, datetimes as
-    ISO strings. Raises CodecError for anything else (a pickle would hide it)."""
+    ISO strings, paths as strings. Raises CodecError for anything else (a pickle would hide it)."""
     if value is None or isinstance(value, str | int | float | bool):
         return value
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -41,6 +42,8 @@ def encode(value: Any) -> Any:
         return encode(value.value)
     if isinstance(value, datetime):
         return value.isoformat()
+    if isinstance(value, PurePath):
+        return str(value)
     if isinstance(value, Mapping):
         return {_key(k): encode(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
@@ -65,6 +68,8 @@ def decode(kind: Any, data: Any, where: str = "") -> Any:
             return kind(data)
         except ValueError:
             raise _error(where, f"expected one of {', '.join(str(m.value) for m in kind)}, got {data!r}") from None
+    if kind is Path:
+        return Path(_scalar(str, data, where))
     if kind is datetime:
         try:
             return datetime.fromisoformat(data)

@@ -157,14 +157,14 @@ def test_a_drill_brings_its_dc_back_only_when_a_cut_was_tried(tmp_path: Path, mo
     monkeypatch.setattr(drill_tasks.cutoff, "bring_back", lambda topo, cluster: started.append(cluster) or "started")
     for plan in (
         None,
-        run.to_dict(),
+        encode(run),
     ):  # validate_drill failed (its XCom resolves to None); the run ended before its cut
         with pytest.raises(AirflowSkipException, match="no cut-off was tried"):
             drill_tasks.bring_back.function(plan)
     assert started == []
     (tmp_path / "run").mkdir()
     run.mark_cut()  # cut_off's mark, left before its command ran
-    assert drill_tasks.bring_back.function(run.to_dict())["started"] == "started"
+    assert drill_tasks.bring_back.function(encode(run))["started"] == "started"
     assert started == ["dc1"]
 
 
@@ -188,7 +188,7 @@ def test_a_drills_steps_connect_with_the_clusters_airflow_connections(
     monkeypatch.setenv("AIRFLOW_CONN_KAFKA_DR_DC1_REGISTRY", json.dumps(registry))
     params = {"scenario": "planned_round_trip", "from_cluster": "dc1", "to_cluster": "dc2"}
     drill = plan_drill(load_topology(DEFAULT_TOPOLOGY), params)
-    _, access = drill_tasks._run(DrillRun(drill, str(DEFAULT_TOPOLOGY), "0" * 64, tmp_path / "run").to_dict())
+    access = drill_tasks._access(DrillRun(drill, str(DEFAULT_TOPOLOGY), "0" * 64, tmp_path / "run"))
     assert access.config("dc1")["security.protocol"] == "SSL"
     assert "security.protocol" not in access.config("dc2")
     probe_env = access.child_environ()

@@ -21,6 +21,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowRuntimeError, Ai
 
 from ..access import ClusterAccess
 from ..clients import ClientConfigError
+from ..codec import decode
 from ..drill import cutoff, steps
 from ..drill.evidence import write_evidence
 from ..drill.ledger import DrillRefused
@@ -30,7 +31,7 @@ from ..drill.report import DAG_ID, RunFacts, StepResults, conclude
 from ..drill.run import DrillRun
 from ..topology import TopologyError, load_topology
 from . import topology_path
-from .common import timed
+from .common import timed, typed
 from .hooks.alerts import send_report_alert
 from .hooks.kafka_cluster import cluster_access
 from .operators.approval import offer_for_approval
@@ -72,16 +73,15 @@ def _failing(run: DrillRun) -> Iterator[None]:
         raise AirflowFailException(str(exc)) from None
 
 
-def _run(plan: dict[str, Any]) -> tuple[DrillRun, ClusterAccess]:
-    """The drill's run and how this task reaches its clusters (their Airflow connections, `kafka_dr_<cluster>` and
+def _access(run: DrillRun) -> ClusterAccess:
+    """How this task reaches the drill's clusters (their Airflow connections, `kafka_dr_<cluster>` and
     `kafka_dr_<cluster>_registry`; the probe process gets them in its environment, never on its command line)."""
-    run = DrillRun.from_dict(plan)
-    return run, cluster_access(load_topology(run.topology))
+    return cluster_access(load_topology(run.topology))
 
 
 @task(multiple_outputs=False)
-@timed
-def validate_drill(params: dict[str, Any] | None = None) -> dict[str, Any]:
+@typed
+def validate_drill(params: dict[str, Any] | None = None) -> DrillRun:
     """Every param against the topology, and (disaster) that the DC can be cut off here, before anything changes."""
     params = params or {}
     try:
@@ -91,15 +91,16 @@ def validate_drill(params: dict[str, Any] | None = None) -> dict[str, Any]:
         run = DrillRun.check(topo, path, params, get_current_context()["run_id"])
     except (TopologyError, ClientConfigError, DrillError) as exc:
         raise AirflowFailException(str(exc)) from None
-    return run.to_dict()
+    return run
 
 
 @task(multiple_outputs=False)
+@typed
 @timed
-def open_ledger(plan: dict[str, Any]) -> dict[str, Any]:
+def open_ledger(run: DrillRun) -> dict[str, Any]:
     """Record what the drill must put back; refuses while another drill runs or an earlier one left something."""
     context = get_current_context()
-    run, access = _run(plan)
+    access = _access(run)
 
     def running(run_id: str) -> bool:
         return context["ti"].get_dagrun_state(DAG_ID, run_id) in ("running", "queued")
@@ -110,19 +111,21 @@ def open_ledger(plan: dict[str, Any]) -> dict[str, Any]:
 
 
 @task(multiple_outputs=False)
+@typed
 @timed
-def health_before(plan: dict[str, Any]) -> dict[str, Any]:
+def health_before(run: DrillRun) -> dict[str, Any]:
     """No drill on a sick deployment: every flow healthy (up to HEALTH_WAIT_S for a fresh flow's first checkpoint)."""
-    run, access = _run(plan)
+    access = _access(run)
     with _failing(run):
         return steps.healthy_before(access)
 
 
 @task(multiple_outputs=False, task_id="preview")
+@typed
 @timed
-def preview_drill(plan: dict[str, Any]) -> dict[str, Any]:
+def preview_drill(run: DrillRun) -> dict[str, Any]:
     """What the drill will do, for its approval: real switches of the topology's clients, and back."""
-    drill = DrillRun.from_dict(plan).drill
+    drill = run.drill
     page = steps.preview_page(drill)
     offer_for_approval(
         get_current_context(), f"DR drill {drill.scenario} {drill.from_cluster} -> {drill.to_cluster}",
@@ -133,21 +136,22 @@ def preview_drill(plan: dict[str, Any]) -> dict[str, Any]:
 
 
 @task(multiple_outputs=False, trigger_rule="none_failed")  # after `approve`, skipped when each switch asks
+@typed
 @timed
-def start_probe(plan: dict[str, Any]) -> dict[str, Any]:
+def start_probe(run: DrillRun) -> dict[str, Any]:
     """The probe application, producing and consuming through the topology's aliases; for a disaster, until the flow
     has copied its records into the target and checkpointed its group since (the failover resumes it from there)."""
-    run, access = _run(plan)
+    access = _access(run)
     with _failing(run):
         return steps.start_probe(run, access)
 
 
 @task(multiple_outputs=False)
+@typed
 @timed
-def cut_off(plan: dict[str, Any]) -> dict[str, Any]:
+def cut_off(run: DrillRun) -> dict[str, Any]:
     """The disaster: the probe's consumer held, then the DC's broker and registry killed (steps.cut_off); a planned
     drill skips it."""
-    run = DrillRun.from_dict(plan)
     if not run.drill.disaster:
         raise AirflowSkipException("planned")
     with _failing(run):
@@ -155,21 +159,22 @@ def cut_off(plan: dict[str, Any]) -> dict[str, Any]:
 
 
 @task(multiple_outputs=False, trigger_rule="none_failed")
+@typed
 @timed
-def after_failover(plan: dict[str, Any]) -> dict[str, Any]:
+def after_failover(run: DrillRun) -> dict[str, Any]:
     """The probe's consumer reads on in the target (steps.catch_up)."""
-    return steps.catch_up(DrillRun.from_dict(plan))
+    return steps.catch_up(run)
 
 
 @task(multiple_outputs=False, trigger_rule="all_done")
+@typed
 @timed
-def bring_back(plan: Result) -> dict[str, Any]:
+def bring_back(run: DrillRun | None) -> dict[str, Any]:
     """The cut-off DC started again with its data, for the failback; also after a failover that failed (rejected, timed
     out), so that a drill never leaves a DC cut off. Skipped when no cut was tried (a planned drill, or a run ended
-    before it, validate_drill's failure included: `plan` is None then)."""
-    if plan is None or not DrillRun.from_dict(plan).cut_tried():
+    before it, validate_drill's failure included: `run` is None then)."""
+    if run is None or not run.cut_tried():
         raise AirflowSkipException("no cut-off was tried")
-    run = DrillRun.from_dict(plan)
     with _failing(run):
         started = cutoff.bring_back(load_topology(run.topology), run.drill.from_cluster)
     print(f"{run.drill.from_cluster} back ({started})")
@@ -177,18 +182,19 @@ def bring_back(plan: Result) -> dict[str, Any]:
 
 
 @task(multiple_outputs=False, trigger_rule="none_failed")
+@typed
 @timed
-def stop_probe(plan: dict[str, Any]) -> dict[str, Any]:
+def stop_probe(run: DrillRun) -> dict[str, Any]:
     """The probe stops producing, its consumer drains, and its last counts are kept in the run's folder."""
-    return steps.stop_probe(DrillRun.from_dict(plan))
+    return steps.stop_probe(run)
 
 
 @task(multiple_outputs=False)
+@typed
 @timed
-def health_after(plan: dict[str, Any]) -> dict[str, Any]:
+def health_after(run: DrillRun) -> dict[str, Any]:
     """Every flow healthy again after the round trip (the evidence's verdict; up to HEALTH_WAIT_S)."""
-    _, access = _run(plan)
-    return steps.wait_healthy(access)
+    return steps.wait_healthy(_access(run))
 
 
 def _inner_states(context: Any) -> dict[str, str]:
@@ -238,7 +244,8 @@ def drill_report(
         validated=validated, opened=opened, health_before=health_before, approved=approved, probe=probe, cut=cut,
         caught_up=caught_up, back=back, stopped=stopped, health_after=health_after,
     )  # fmt: skip
-    run, access = _run(validated) if validated else (None, None)
+    run = decode(DrillRun, validated, "drill_report(validated)") if validated else None
+    access = _access(run) if run else None
     evidence = conclude(_facts(context, params or {}), run, access, results)
     files = write_evidence(evidence)
     print(f"evidence: {files['json']}, {files['html']}, {files['pdf'] or files['pdf_error']}")

@@ -25,12 +25,12 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from .. import roles
 from ..clients import ClientConfigError
-from ..failback import report, republish, switch_back, verify
+from ..failback import outcome, report, republish, switch_back
+from ..failback.outcome import FailbackOutcome
 from ..failback.plan import FailbackPlan, SwitchBack
 from ..failback.report import FailbackRun
 from ..failback.republish import Handled
 from ..failback.unreplicated import Measured, MeasureError, UnreplicatedRange, unreplicated_of
-from ..failback.verify import FailbackVerified
 from ..failover.switch import Switched
 from ..reports import Approval
 from ..runbooks import see_runbook
@@ -230,12 +230,12 @@ def _skips(flow: str, ranges: Sequence[UnreplicatedRange]) -> list[str]:
 @typed
 def verify_failback(
     switch: SwitchBack, translations: list[dict[str, Any]] | None, verifications: list[dict[str, Any]] | None
-) -> FailbackVerified:
+) -> FailbackOutcome:
     """Every group moved back holds its translated offsets in the restored cluster and no alias at home there is
     left on the serving cluster; with the verify jobs (each fails its own task on a record missing, duplicated or
     changed), what each flow holds."""
     access = cluster_access(load_topology(switch.topology))
-    problems, verified = verify.verify_failback(switch, access, translations or [], verifications or [])
+    problems, verified = outcome.check_failback(switch, access, translations or [], verifications or [])
     if problems:
         raise AirflowFailException("; ".join(problems))
     return verified
@@ -254,7 +254,7 @@ def failback_report(
     handled: Handled | None,
     registry: RegistryMove | None,
     consumers: Switched | None,
-    verified: FailbackVerified | None,
+    verified: FailbackOutcome | None,
 ) -> dict[str, Any]:
     """What never left, what was done with it, records resynced, RTO and every step's timing, as JSON and as a
     page in STATE_DIR/reports/ (built by kafka_dr.failback.report). Each later step's result is None when the step

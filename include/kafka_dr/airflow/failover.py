@@ -21,14 +21,14 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from .. import roles
 from ..clients import ClientConfigError
-from ..failover import preview, report, stop, verify
+from ..failover import outcome, preview, report, stop
+from ..failover.outcome import FailoverOutcome
 from ..failover.plan import FailoverPlan
 from ..failover.preview import Preview
 from ..failover.report import FailoverRun
 from ..failover.rpo import lag_readings
 from ..failover.stop import Stopped
 from ..failover.switch import EVERY_ROLE, PRODUCERS, Switched, move_reason, moved_by, switch_clients, writers
-from ..failover.verify import Verified
 from ..replication.replicators import ReplicatorError
 from ..reports import Approval
 from ..runbooks import see_runbook
@@ -213,12 +213,12 @@ def _switch(plan: FailoverPlan, roles: tuple[str, ...], step: str) -> Switched:
 
 @task
 @typed
-def verify_failover(failover: FailoverPlan, translations: list[dict[str, Any]] | None) -> Verified:
+def verify_failover(failover: FailoverPlan, translations: list[dict[str, Any]] | None) -> FailoverOutcome:
     """Applied groups hold the translated offsets in the target, no client is left on the failed cluster, and no
     flow from or into it still copies: watched in the targets themselves, whatever the tracker says."""
     # Connections are read here: Airflow's task context is not for other threads.
     access = cluster_access(load_topology(failover.topology))
-    verified = verify.verify_failover(access, failover, translations or [])
+    verified = outcome.check_failover(access, failover, translations or [])
     if verified.problems:
         see = see_runbook("dr_failover", "verify-found-a-problem")
         raise AirflowFailException("; ".join([*verified.problems, see]))
@@ -234,7 +234,7 @@ def failover_report(
     translations: list[dict[str, Any]] | None,
     registry: RegistryMove | None,
     consumers: Switched | None,
-    verified: Verified | None,
+    verified: FailoverOutcome | None,
     approval: Approval | None,
 ) -> dict[str, Any]:
     """RPO, RTO, groups translated and skipped, registry state and every step's timing, as JSON and as a

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..reports import Step
 from ..state import safe_name, subdir
 from ..topology import Topology
 from .cutoff import check_commands
@@ -27,13 +28,14 @@ def run_folder(run_id: str) -> Path:
 
 @dataclass(frozen=True)
 class DrillRun:
-    """A checked drill: its plan, the topology file (with its sha256, for the evidence) and the run's folder. On
-    XCom as `to_dict`'s plain dict (the report reads it even when later steps failed)."""
+    """A checked drill: its plan, the topology file (with its sha256, for the evidence) and the run's folder; from
+    task to task through kafka_dr.codec (the report reads it even when later steps failed)."""
 
     drill: DrillPlan
     topology: str
     topology_sha256: str
     folder: Path
+    step: Step | None = None  # when validate_drill checked it
 
     @classmethod
     def check(cls, topology: Topology, topology_file: Path, params: Mapping[str, Any], run_id: str) -> DrillRun:
@@ -43,19 +45,6 @@ class DrillRun:
             check_commands(topology, drill.from_cluster)
         digest = hashlib.sha256(topology_file.read_bytes()).hexdigest()
         return cls(drill, str(topology_file), digest, run_folder(run_id))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "drill": self.drill.to_dict(),
-            "topology": self.topology,
-            "topology_sha256": self.topology_sha256,
-            "folder": str(self.folder),
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> DrillRun:
-        drill = DrillPlan(**{**data["drill"], "flows": tuple(data["drill"]["flows"])})
-        return cls(drill, data["topology"], data["topology_sha256"], Path(data["folder"]))
 
     @property
     def probe(self) -> Path:

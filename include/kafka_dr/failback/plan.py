@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from ..failover.plan import FailoverPlan
-from ..plans import choice, required
+from ..params import choice, required
 from ..reports import Step
 from ..topology import Topology
 

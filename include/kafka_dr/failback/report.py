@@ -16,10 +16,10 @@ from ..reports import Approval, Step, approval_line, cell, run_start, step_table
 from ..schema_redirect.steps import RegistryMove
 from ..state import subdir
 from ..topology import is_data_topic
+from .outcome import FailbackOutcome
 from .plan import FailbackPlan, SwitchBack
 from .republish import Handled
 from .unreplicated import Measured
-from .verify import FailbackVerified
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class FailbackRun:
     handle_unreplicated: Handled | None = None
     registry_back: RegistryMove | None = None
     switch_consumers: Switched | None = None
-    verify: FailbackVerified | None = None
+    verify: FailbackOutcome | None = None
 
     def steps(self) -> dict[str, Step]:
         """The steps that recorded their timing, by name, in the order they run."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..plans import choice, required
+from ..params import choice, required
 from ..reports import Step
 from ..topology import Topology
 from ..translation.offsets import parse_reset_time

@@ -13,12 +13,12 @@ from typing import Any
 from ..codec import encode
 from ..reports import Approval, Step, approval_line, run_start, step_table, switch_times, without_step
 from ..schema_redirect.steps import RegistryMove
+from .outcome import FailoverOutcome
 from .plan import FailoverPlan
 from .preview import Preview
 from .rpo import LagReading, rpo
 from .stop import Stopped
 from .switch import Switched
-from .verify import Verified
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class FailoverRun:
     translations: Sequence[Mapping[str, Any]] = ()
     schema_registry: RegistryMove | None = None
     switch_consumers: Switched | None = None
-    verify: Verified | None = None
+    verify: FailoverOutcome | None = None
     approval: Approval | None = None
 
     def steps(self) -> dict[str, Step]:

@@ -32,7 +32,7 @@ class Stopped:
 def stop_replication(plan: FailoverPlan, access: ClusterAccess, flows: Sequence[str] | None = None) -> dict[str, str]:
     """Stop the replicators of every flow from or into the failed cluster (liveness.stop: a signal where one was
     started here, a stop request through its target elsewhere); per flow, "stopped", "not running", or in a disaster
-    "stop requested" when a replicator elsewhere did not acknowledge in time (verify_failover then watches its
+    "stop requested" when a replicator elsewhere did not acknowledge in time (the outcome check then watches its
     target) or when its target is the lost cluster (the request goes through its source, so that it does not copy
     once that cluster is back); a disaster's requests name the lost cluster, so a replicator whose source it is
     ends without waiting on it; a disaster's failed cluster is not asked. Local replicators get SIGKILL after

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from support.steps import RUN_START, at, failback_plan
 
+from kafka_dr.failback.outcome import FailbackOutcome, FlowFigures
 from kafka_dr.failback.plan import SwitchBack
 from kafka_dr.failback.report import FailbackRun, add_exact_rpo, failback_page, failback_report, resync_records
 from kafka_dr.failback.republish import Handled
 from kafka_dr.failback.unreplicated import DeletedRange, Measured, UnreplicatedRange
-from kafka_dr.failback.verify import FailbackVerified, FlowFigures
 from kafka_dr.failover.plan import FailoverPlan
 from kafka_dr.failover.switch import Switched
 from kafka_dr.reports import Approval
@@ -72,7 +72,7 @@ def test_failback_page_lists_every_range_and_what_retention_deleted() -> None:
 def test_failback_page_says_which_inverse_flows_resynced_what_was_forced_and_what_each_flow_holds() -> None:
     switch = FailoverPlan("t.yaml", "dc2", "dc1", "planned", ".*", ("f.failback",), (), home="dc1")
     back = SwitchBack(switch, ("f.failback",), {"cluster": "abc", "to": "T"})
-    verify = FailbackVerified(0, {"f": FlowFigures(expected=10, copied=10, filtered=3, skipped=2)}, {})
+    verify = FailbackOutcome(0, {"f": FlowFigures(expected=10, copied=10, filtered=3, skipped=2)}, {})
     body = failback_report(
         replace(FAILBACK_PLAN, mode="data_lost"),
         FailbackRun(prepare_switch_back=back, resync_records=12, verify=verify),
@@ -103,7 +103,7 @@ def test_every_step_run_is_in_the_report_in_the_order_the_steps_run() -> None:
         handle_unreplicated=Handled("republish", 2, republished=2, flows_moved={"f orders[0]": 10_000}, step=step),
         registry_back=RegistryMove(skipped="no primary", step=step),
         switch_consumers=Switched(("billing",), {"started": at(5.0), "ended": at(6.5)}),
-        verify=FailbackVerified(1, {}, step),
+        verify=FailbackOutcome(1, {}, step),
     )
     body = failback_report(FAILBACK_PLAN, run, dag_id="dr_failback", run_id="fb3", run_started=RUN_START)
     assert list(body["steps"]) == [

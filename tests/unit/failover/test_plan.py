@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from kafka_dr.codec import CodecError, decode, encode
+from kafka_dr.failover.outcome import FailoverOutcome
 from kafka_dr.failover.plan import FailoverPlan
 from kafka_dr.failover.report import FailoverRun
 from kafka_dr.failover.stop import Stopped
-from kafka_dr.failover.verify import Verified
 from kafka_dr.schema_redirect.steps import RegistryMove
 from kafka_dr.topology import Topology, TopologyError, load_topology
 
@@ -97,7 +97,7 @@ def test_a_plan_json_without_a_field_or_with_one_too_many_is_refused_naming_it()
 def test_the_run_lists_the_steps_that_recorded_their_timing_in_order() -> None:
     step = {"started": "s", "ended": "e"}
     run = FailoverRun(
-        verify=Verified((), 0, {}, step),
+        verify=FailoverOutcome((), 0, {}, step),
         stop_replication=Stopped({}, step),
         translations=[{"flow": "a", "step": step}],
         schema_registry=RegistryMove(skipped="no primary"),  # recorded no step

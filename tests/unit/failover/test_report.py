@@ -10,11 +10,11 @@ from typing import Any
 
 from support.steps import RUN_START, at, failover_plan
 
+from kafka_dr.failover.outcome import FailoverOutcome
 from kafka_dr.failover.report import FailoverRun, failover_page, failover_report, group_summary, with_exact_rpo
 from kafka_dr.failover.rpo import LagReading, rpo
 from kafka_dr.failover.stop import Stopped
 from kafka_dr.failover.switch import Switched
-from kafka_dr.failover.verify import Verified
 from kafka_dr.replication.lag import FlowLag, PartitionLag
 from kafka_dr.reports import Approval, step_seconds
 from kafka_dr.schema_redirect.steps import OneLeader, RegistryMove
@@ -51,7 +51,7 @@ RUN = FailoverRun(
         step={"started": at(7.0), "ended": at(10.5)},
     ),
     switch_consumers=Switched(("billing",), {"started": at(10.5), "ended": at(11.25)}),
-    verify=Verified((), 2, {}, {"started": at(11.25), "ended": at(17.25)}),
+    verify=FailoverOutcome((), 2, {}, {"started": at(11.25), "ended": at(17.25)}),
 )
 
 
@@ -246,7 +246,7 @@ def test_page_of_an_exact_rpo_an_unknown_one_and_a_step_with_no_end() -> None:
     assert "- **RPO: 0 records** (exact); payments: 0\n" in page
     unknown = failover_page(report(lag={"f": LagReading(None, exact=False)}))
     assert "- **RPO: unknown** (estimate from the last lag measurement)\n" in unknown
-    open_step = replace(RUN, verify=Verified((), 2, {}, {"started": at(11.25)}))
+    open_step = replace(RUN, verify=FailoverOutcome((), 2, {}, {"started": at(11.25)}))
     page = failover_page(report(run=open_step))
     assert f"| verify | {at(11.25)} |  |  |" in page.splitlines()
     assert "- clients moved: billing\n" in page

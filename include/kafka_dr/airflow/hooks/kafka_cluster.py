@@ -4,8 +4,9 @@ The topology file says where a cluster is; the connection `kafka_dr_<cluster>` s
 its extras are librdkafka settings ({"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", ...}),
 its login/password become sasl.username/sasl.password (any connection type will do, e.g. Generic).
 Without that connection the cluster's KDR_CLUSTER_<NAME>_CONFIG variable applies (none on the local
-stack). Spark jobs get the same settings through their environment (`env_for_subprocess`), never on a
-command line, and nothing secret is logged.
+stack). `cluster_access` reads them for every cluster once, into the task's ClusterAccess (kafka_dr.access), which
+core functions take; a Spark job gets them through its environment (ClusterAccess.child_environ), never on a command
+line, and nothing secret is logged.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Verifying a failback: every group moved back holds its translated offsets in the restored cluster, no alias at
-home there is left on the serving cluster, and what the verify jobs found in each flow."""
+"""A failback's outcome (dr_failback's verify step): every group moved back holds its translated offsets in the
+restored cluster, no alias at home there is left on the serving cluster, and what the verify jobs found in each
+flow."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..access import ClusterAccess
-from ..failover.verify import check_groups_and_clients
+from ..failover.outcome import check_groups_and_clients
 from ..reports import Step
 from .plan import SwitchBack
 
@@ -24,7 +25,7 @@ class FlowFigures:
 
 
 @dataclass(frozen=True)
-class FailbackVerified:
+class FailbackOutcome:
     """The failback's verify step: the groups checked and each flow's figures; `step`: when its task ran."""
 
     groups_checked: int
@@ -32,14 +33,14 @@ class FailbackVerified:
     step: Step | None = None
 
 
-def verify_failback(
+def check_failback(
     back: SwitchBack,
     access: ClusterAccess,
     translations: Sequence[Mapping[str, Any]],
     verifications: Sequence[Mapping[str, Any]],
-) -> tuple[list[str], FailbackVerified]:
+) -> tuple[list[str], FailbackOutcome]:
     """Problems (one line each) and the result. The verify jobs (`verifications`: their summaries) fail their own
     tasks on a record missing, duplicated or changed."""
     problems, checked = check_groups_and_clients(access, back.failover, translations, back.failover.target)
     flows = {v["flow"]: FlowFigures(v["expected"], v["copied"], v["filtered"], v["skipped"]) for v in verifications}
-    return problems, FailbackVerified(checked, flows)
+    return problems, FailbackOutcome(checked, flows)

@@ -1,5 +1,6 @@
-"""Verifying a failover in the clusters themselves, whatever the tracker says: applied groups hold their translated
-offsets in the target, no client is left on the failed cluster, and no flow from or into it still copies."""
+"""A failover's outcome, checked in the clusters themselves whatever the tracker says (dr_failover's verify step):
+applied groups hold their translated offsets in the target, no client is left on the failed cluster, and no flow
+from or into it still copies. ("Verify" alone is the record-by-record check of a flow: replication/verify.py.)"""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from .switch import clients_left
 
 
 @dataclass(frozen=True)
-class Verified:
+class FailoverOutcome:
     """`problems`: one line each, none when the failover holds; `groups_checked`; `replication`: what was seen of
     each stopped flow in its target. `step`: when the verify task ran."""
 
@@ -39,7 +40,9 @@ def stopped_flows_by_target(topo: Topology, plan: FailoverPlan) -> dict[str, lis
     return by_target
 
 
-def verify_failover(access: ClusterAccess, plan: FailoverPlan, translations: Sequence[Mapping[str, Any]]) -> Verified:
+def check_failover(
+    access: ClusterAccess, plan: FailoverPlan, translations: Sequence[Mapping[str, Any]]
+) -> FailoverOutcome:
     """Groups and clients checked while each stopped flow's target is watched for progress (the watch window passes
     meanwhile)."""
     by_target = stopped_flows_by_target(access.topology, plan)
@@ -51,7 +54,7 @@ def verify_failover(access: ClusterAccess, plan: FailoverPlan, translations: Seq
         }
         problems, checked = check_groups_and_clients(access, plan, translations, plan.target)
         copying, replication = still_copying(by_target, watching, window)
-    return Verified((*problems, *copying), checked, replication)
+    return FailoverOutcome((*problems, *copying), checked, replication)
 
 
 def still_copying(
