@@ -59,18 +59,7 @@ def test_a_broken_flow_fires_once_and_resolves_on_each_target(
     monkeypatch.setenv("KDR_ALERT_SMTP_PASSWORD", SMTP_PASSWORD)
     dead = free_port()  # nothing listens there
     with http_receiver() as (http_port, posts), smtp_receiver(SMTP_USER, SMTP_PASSWORD) as (smtp_port, mails):
-        urls = [
-            f"json://kdr:{HOOK_TOKEN}@127.0.0.1:{http_port}/hooks/kdr",
-            f"mailto://127.0.0.1:{smtp_port}?user={SMTP_USER}&pass=${{KDR_ALERT_SMTP_PASSWORD}}"
-            "&from=kafka-dr@example.com&to=oncall@example.com",
-            f"json://127.0.0.1:{dead}/nobody",
-        ]
-        path = stack.write_topology(
-            "alerts",
-            f"  - {{name: {FLOW}, source: dc1, target: dc2, topics: {{include: ['{TOPIC}']}}}}",
-            schema_registry=False,
-            extra=f"health: {{max_lag_records: 10}}\nalerts: {{urls: {json.dumps(urls)}, on: {ON}}}\n",
-        )
+        path = alerting_topology(stack, http_port, smtp_port, dead)
         create_topic({"bootstrap.servers": stack.bootstrap("dc1")}, TOPIC, 1)
         produce(stack.bootstrap("dc1"), TOPIC, 0, 50)  # nobody copies them: 50 behind, the SLO is 10
 
@@ -110,7 +99,29 @@ def test_a_broken_flow_fires_once_and_resolves_on_each_target(
         titles = [alert["title"], pending["title"], resolved["title"], back["title"]]
         assert [subject_of(m) for m in mails.all()] == titles
 
-    # What the DR page lists, newest first, each target by its masked URL.
+    assert_listed_and_no_secret_written(path, state, capfd)
+
+
+def alerting_topology(stack: Stack, http_port: int, smtp_port: int, dead: int) -> Path:
+    """The flow with a lag SLO of 10 records, alerting the HTTP receiver, the SMTP one (its password a ${VAR}) and a
+    port nobody listens on."""
+    urls = [
+        f"json://kdr:{HOOK_TOKEN}@127.0.0.1:{http_port}/hooks/kdr",
+        f"mailto://127.0.0.1:{smtp_port}?user={SMTP_USER}&pass=${{KDR_ALERT_SMTP_PASSWORD}}"
+        "&from=kafka-dr@example.com&to=oncall@example.com",
+        f"json://127.0.0.1:{dead}/nobody",
+    ]
+    return stack.write_topology(
+        "alerts",
+        f"  - {{name: {FLOW}, source: dc1, target: dc2, topics: {{include: ['{TOPIC}']}}}}",
+        schema_registry=False,
+        extra=f"health: {{max_lag_records: 10}}\nalerts: {{urls: {json.dumps(urls)}, on: {ON}}}\n",
+    )
+
+
+def assert_listed_and_no_secret_written(path: Path, state: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """What the DR page lists, newest first, each target by its masked URL; neither secret in the output, the state
+    files or the task logs."""
     assert [a["state"] for a in sent_log()[:3]] == ["resolved", "resolved", "firing"]
     shown = [t["shown"] for t in sent_log()[0]["targets"]]
     assert shown[0].startswith("json://kdr:****@127.0.0.1") and "****" in shown[1], shown

@@ -132,7 +132,6 @@ def test_bringup_then_planned_failover_each_task_in_its_own_process_with_credent
 """,
     )  # with the registries: dc1's the primary, so the failover redirects dc2's (a restart, then a registration)
     use_connections(monkeypatch, secured, PASSWORD)
-    outputs: list[str] = []
     try:
         bringup = run_dag_in_processes("dr_bringup", {"topology": str(topology), "max_lag_records": 0})
         assert bringup.state == "success", bringup.describe()
@@ -155,25 +154,32 @@ def test_bringup_then_planned_failover_each_task_in_its_own_process_with_credent
         # The report measured the RPO in dc1 itself, with the credentials of the connection (not an estimate).
         report = json.loads(sorted((state / "reports").glob("dr_failover-*.json"))[-1].read_text())
         assert (report["rpo"]["records"], report["rpo"]["exact"]) == (0, True), report["rpo"]
-        # The CLI: the same credentials from the environment, as a deployment's shell sets them.
-        cli_env = {**os.environ, **{config_env_var(dc): json.dumps(config) for dc in ("dc1", "dc2")}}
-        for command in (["lag", "--json"], ["health", "--json"]):
-            done = subprocess.run(
-                [str(KAFKA_DR), *command, "--topology", str(topology)],
-                env=cli_env,
-                capture_output=True,
-                text=True,
-                timeout=120,
-                check=False,
-            )
-            outputs.append(done.stdout + done.stderr)
-            assert done.returncode == 0, f"kafka-dr {' '.join(command)}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
+        outputs = cli_outputs(topology, config)
         logs = [bringup.log, failover.log]
     finally:
         for flow in FLOWS:
             replicators.stop(flow, timeout=30)  # before the files are read: a running job may still write its log
     leaked = files_holding(PASSWORD, [*logs, Path(os.environ["AIRFLOW_HOME"]) / "logs", state], outputs)
     assert not leaked, f"the password is in {leaked}"
+
+
+def cli_outputs(topology: Path, config: dict[str, str]) -> list[str]:
+    """`kafka-dr lag` and `kafka-dr health` with the same credentials from the environment, as a deployment's shell
+    sets them: each succeeds; what they wrote."""
+    cli_env = {**os.environ, **{config_env_var(dc): json.dumps(config) for dc in ("dc1", "dc2")}}
+    outputs = []
+    for command in (["lag", "--json"], ["health", "--json"]):
+        done = subprocess.run(
+            [str(KAFKA_DR), *command, "--topology", str(topology)],
+            env=cli_env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        outputs.append(done.stdout + done.stderr)
+        assert done.returncode == 0, f"kafka-dr {' '.join(command)}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
+    return outputs
 
 
 def test_a_wrong_password_fails_the_first_kafka_task_in_one_line(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,6 +36,7 @@ from kafka_dr import client_switch, roles
 from kafka_dr.replication import replicators
 from kafka_dr.replication.copier import close_clients, copy_ranges
 from kafka_dr.topology import load_topology
+from kafka_dr_dev.local.stack import LocalStack
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.usefixtures("jobs_in_process")]
 
@@ -66,56 +68,18 @@ def test_white_paper_failback_report_dry_run_then_republish(dags, own_stack, sta
     and dc1 holding the 500."""
     dc1, dc2 = own_stack.config.dc("dc1"), own_stack.config.dc("dc2")
     topology = write_topology(own_stack, tmp_path / "t.yaml", "orders", registry=False)
-    create_topic({"bootstrap.servers": dc1.broker_address}, "orders")
-    produce(dc1.broker_address, "orders", 0, 9_998)
-    loaded = load_topology(topology)
-    copy_flow(loaded, "wp-dc1-to-dc2")
-    produce(dc1.broker_address, "orders", 9_998, 2)  # never replicated
-    commit_offsets({"bootstrap.servers": dc1.broker_address}, "billing", {("orders", 0): 8_000})
-    run_job("translate_offsets", "--topology", str(topology), "--flow", "wp-dc1-to-dc2")
-    own_stack.stop("dc1")  # the disaster
-    assert fail_over(dags, topology, "disaster", groups="billing").state == DagRunState.SUCCESS
-    produce(dc2.broker_address, "orders", 10_000, 500)  # the business goes on in dc2
-    own_stack.start("dc1")  # back, with its data
-
-    def observed() -> tuple[Any, ...]:
-        """What `report` and a dry run must leave as it was: both clusters' ends, the group, the aliases."""
-        return (
-            high_watermarks(dc1.broker_address),
-            high_watermarks(dc2.broker_address),
-            committed(dc1.broker_address, "billing"),
-            committed(dc2.broker_address, "billing"),
-            client_switch.history(),
-        )
-
-    before = observed()
+    white_paper_disaster_and_return(dags, own_stack, topology)
+    before = observed(own_stack)
 
     run = fail_back(dags, topology)
 
-    states = states_of(run)
-    assert run.state == DagRunState.FAILED and states["decide"] == TaskInstanceState.FAILED, states
-    assert "AirflowFailException: 2 records never left dc1 (orders 2; ranges in " in "".join(capfd.readouterr())
-    report = json.loads(next((state / "reports").glob("dr_failback-*.json")).read_text())
-    assert report["unreplicated"]["records"] == 2 and report["unreplicated"]["per_topic"] == {"orders": 2}
-    assert [(r["topic"], r["from_offset"], r["to_offset"]) for r in report["unreplicated"]["ranges"]] == [
-        ("orders", 9_998, 9_999)
-    ]
-    assert report["unreplicated"]["action"] == "report" and report["rto_seconds"] is None
-    failover_file = next((state / "reports").glob("dr_failover-*.json"))
-    failover = json.loads(failover_file.read_text())
-    assert failover["rpo"]["records"] == 2 and failover["rpo"]["exact"] is False  # the estimate stays
-    assert failover["rpo"]["exact_after_failback"] == {
-        "records": 2,
-        "per_topic": {"orders": 2},
-        "failback_run": report["run_id"],
-    }
-    assert "exact RPO measured by failback" in failover_file.with_suffix(".md").read_text()
-    assert observed() == before
+    assert_reported_what_never_left(run, state, capfd)
+    assert observed(own_stack) == before
 
     dry = fail_back(dags, topology, unreplicated="republish", dry_run=True)
     assert dry.state == DagRunState.SUCCESS, states_of(dry)
     assert len(list((state / "reports").glob("dr_failback-*.json"))) == 2
-    assert observed() == before
+    assert observed(own_stack) == before
 
     # Seed 004 to the end: the group reads on in dc2 (the rest of the copies and the 500 new records), then
     # `republish`, with an approval asked (dr.approval: required): bob rejects the first run at `approve`, after
@@ -123,13 +87,13 @@ def test_white_paper_failback_report_dry_run_then_republish(dags, own_stack, sta
     # read once by the group back in dc1, clients are home, and the flow out of dc1 runs again.
     read_in_dc2 = read_and_commit(dc2.broker_address, "billing", "orders")
     write_topology(own_stack, topology, "orders", registry=False, dr="{approval: required}")
-    before = observed()
+    before = observed(own_stack)
     rejected = answered("dr_failback", "Reject", "bob", lambda: fail_back(dags, topology, unreplicated="republish"))
     states = states_of(rejected)
     assert rejected.state == DagRunState.FAILED and states["approve"] == TaskInstanceState.FAILED, states
     assert states["prepare_switch_back"] == TaskInstanceState.UPSTREAM_FAILED, states
     assert "rejected by bob: nothing changed" in capfd.readouterr().out
-    assert observed() == before
+    assert observed(own_stack) == before
     try:
         run = answered("dr_failback", "Approve", "bob", lambda: fail_back(dags, topology, unreplicated="republish"))
         states = states_of(run)
@@ -150,6 +114,57 @@ def test_white_paper_failback_report_dry_run_then_republish(dags, own_stack, sta
         assert replicators.is_running("wp-dc1-to-dc2")
     finally:
         replicators.stop("wp-dc1-to-dc2")
+
+
+def white_paper_disaster_and_return(dags: dict[str, Any], own_stack: LocalStack, topology: Path) -> None:
+    """Seed 004 up to dc1's return: 10,000 records in dc1, 9,998 replicated, the group's checkpoint at 8,000, a
+    disaster failover to dc2, 500 records produced in dc2, dc1 back with its data."""
+    dc1, dc2 = own_stack.config.dc("dc1"), own_stack.config.dc("dc2")
+    create_topic({"bootstrap.servers": dc1.broker_address}, "orders")
+    produce(dc1.broker_address, "orders", 0, 9_998)
+    copy_flow(load_topology(topology), "wp-dc1-to-dc2")
+    produce(dc1.broker_address, "orders", 9_998, 2)  # never replicated
+    commit_offsets({"bootstrap.servers": dc1.broker_address}, "billing", {("orders", 0): 8_000})
+    run_job("translate_offsets", "--topology", str(topology), "--flow", "wp-dc1-to-dc2")
+    own_stack.stop("dc1")  # the disaster
+    assert fail_over(dags, topology, "disaster", groups="billing").state == DagRunState.SUCCESS
+    produce(dc2.broker_address, "orders", 10_000, 500)  # the business goes on in dc2
+    own_stack.start("dc1")  # back, with its data
+
+
+def observed(own_stack: LocalStack) -> tuple[Any, ...]:
+    """What `report` and a dry run must leave as it was: both clusters' ends, the group, the aliases."""
+    dc1, dc2 = own_stack.config.dc("dc1"), own_stack.config.dc("dc2")
+    return (
+        high_watermarks(dc1.broker_address),
+        high_watermarks(dc2.broker_address),
+        committed(dc1.broker_address, "billing"),
+        committed(dc2.broker_address, "billing"),
+        client_switch.history(),
+    )
+
+
+def assert_reported_what_never_left(run: Any, state: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """`unreplicated=report`: the run stops at `decide` with the 2 records dc1 offsets 9,998-9,999 in its report, and
+    the failover report gains the exact figure beside its estimate."""
+    states = states_of(run)
+    assert run.state == DagRunState.FAILED and states["decide"] == TaskInstanceState.FAILED, states
+    assert "AirflowFailException: 2 records never left dc1 (orders 2; ranges in " in "".join(capfd.readouterr())
+    report = json.loads(next((state / "reports").glob("dr_failback-*.json")).read_text())
+    assert report["unreplicated"]["records"] == 2 and report["unreplicated"]["per_topic"] == {"orders": 2}
+    assert [(r["topic"], r["from_offset"], r["to_offset"]) for r in report["unreplicated"]["ranges"]] == [
+        ("orders", 9_998, 9_999)
+    ]
+    assert report["unreplicated"]["action"] == "report" and report["rto_seconds"] is None
+    failover_file = next((state / "reports").glob("dr_failover-*.json"))
+    failover = json.loads(failover_file.read_text())
+    assert failover["rpo"]["records"] == 2 and failover["rpo"]["exact"] is False  # the estimate stays
+    assert failover["rpo"]["exact_after_failback"] == {
+        "records": 2,
+        "per_topic": {"orders": 2},
+        "failback_run": report["run_id"],
+    }
+    assert "exact RPO measured by failback" in failover_file.with_suffix(".md").read_text()
 
 
 def test_discard_leaves_the_records_that_never_left_unread_and_listed_and_the_flow_copies_what_comes_after(
@@ -192,15 +207,7 @@ def test_seed_001_a_lost_cluster_comes_back_with_every_record_once_and_both_flow
     resumes where it was, both flows run again, and a new record on either side arrives once on the other and never
     returns."""
     dc1, dc2 = own_stack.config.dc("dc1"), own_stack.config.dc("dc2")
-    path = write_clusters_topology(
-        tmp_path / "aa.yaml",
-        {"dc1": dc1.broker_address, "dc2": dc2.broker_address},
-        """\
-  - {name: aa-dc1-to-dc2, source: dc1, target: dc2, topics: {include: ["topic1"]}}
-  - {name: aa-dc2-to-dc1, source: dc2, target: dc1, topics: {include: ["topic1", "dc2-only"]}}
-""",
-        extra="clients:\n  app2: {cluster: dc2, role: consumer}\n",
-    )
+    path = active_active_topology(own_stack, tmp_path / "aa.yaml")
     topology = load_topology(path)
     for config, topics in ((dc1, ["topic1"]), (dc2, ["topic1", "dc2-only"])):
         for topic in topics:
@@ -246,20 +253,38 @@ def test_seed_001_a_lost_cluster_comes_back_with_every_record_once_and_both_flow
         assert report["unreplicated"]["records"] is None and report["resynced"]["records"] == 260
         assert client_switch.active_cluster(topology, "app2") == "dc2"
         assert roles.pending() == {}  # failed back: alerts about dc2 go out as usual again
-        # Both flows run again: a new record on either side arrives once on the other and never comes back.
-        send(dc1.broker_address, "topic1", ["new-in-dc1"])
-        send(dc2.broker_address, "topic1", ["new-in-dc2"])
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            in_dc1, in_dc2 = values_of(dc1.broker_address, "topic1"), values_of(dc2.broker_address, "topic1")
-            if b"new-in-dc2" in in_dc1 and b"new-in-dc1" in in_dc2:
-                break
-            time.sleep(1)
-        time.sleep(4)  # a running replicator copies a record as it arrives: anything coming back would be here by now
-        in_dc1, in_dc2 = values_of(dc1.broker_address, "topic1"), values_of(dc2.broker_address, "topic1")
-        assert [in_dc1.count(b"new-in-dc1"), in_dc1.count(b"new-in-dc2")] == [1, 1]
-        assert [in_dc2.count(b"new-in-dc1"), in_dc2.count(b"new-in-dc2")] == [1, 1]
-        assert len(in_dc1) == len(set(in_dc1)) and len(in_dc2) == len(set(in_dc2))
+        assert_new_records_cross_once(dc1.broker_address, dc2.broker_address)
     finally:
         for flow in ("aa-dc1-to-dc2", "aa-dc2-to-dc1"):
             replicators.stop(flow)
+
+
+def active_active_topology(own_stack: LocalStack, path: Path) -> Path:
+    """topic1 both ways, dc2-only from dc2, and app2 a consumer in dc2."""
+    dc1, dc2 = own_stack.config.dc("dc1"), own_stack.config.dc("dc2")
+    return write_clusters_topology(
+        path,
+        {"dc1": dc1.broker_address, "dc2": dc2.broker_address},
+        """\
+  - {name: aa-dc1-to-dc2, source: dc1, target: dc2, topics: {include: ["topic1"]}}
+  - {name: aa-dc2-to-dc1, source: dc2, target: dc1, topics: {include: ["topic1", "dc2-only"]}}
+""",
+        extra="clients:\n  app2: {cluster: dc2, role: consumer}\n",
+    )
+
+
+def assert_new_records_cross_once(dc1: str, dc2: str) -> None:
+    """Both flows run again: a new record on either side arrives once on the other and never comes back."""
+    send(dc1, "topic1", ["new-in-dc1"])
+    send(dc2, "topic1", ["new-in-dc2"])
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        in_dc1, in_dc2 = values_of(dc1, "topic1"), values_of(dc2, "topic1")
+        if b"new-in-dc2" in in_dc1 and b"new-in-dc1" in in_dc2:
+            break
+        time.sleep(1)
+    time.sleep(4)  # a running replicator copies a record as it arrives: anything coming back would be here by now
+    in_dc1, in_dc2 = values_of(dc1, "topic1"), values_of(dc2, "topic1")
+    assert [in_dc1.count(b"new-in-dc1"), in_dc1.count(b"new-in-dc2")] == [1, 1]
+    assert [in_dc2.count(b"new-in-dc1"), in_dc2.count(b"new-in-dc2")] == [1, 1]
+    assert len(in_dc1) == len(set(in_dc1)) and len(in_dc2) == len(set(in_dc2))

@@ -11,6 +11,8 @@ import signal
 import subprocess
 import sys
 import threading
+from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -212,7 +214,34 @@ def test_white_paper_disaster_failover(dags, own_stack, state, tmp_path):
     assert [(p.topic, p.partition, p.offset) for p in live.partitions] == [("orders", 0, resume)]
     own_stack.stop("dc1")  # the disaster
 
-    # A dry run first: its preview says what the failover will do, and nothing observable changes.
+    preview = dry_run_preview(dags, own_stack, topology, resume)
+
+    run = fail_over(dags, topology, "disaster", groups="billing")
+    states = states_of(run)
+    assert run.state == DagRunState.SUCCESS, states
+    assert states["switch_producers"] == TaskInstanceState.SKIPPED and states["lag_zero"] == TaskInstanceState.SKIPPED
+    assert states["disaster_path"] == TaskInstanceState.SUCCESS
+    assert committed(dc2.broker_address, "billing") == {("orders", 0): resume}
+    # The application's view, dc1 lost: the checkpoint kept in dc2, as the DAG applied it.
+    assert offsets_for_applications(topology, "billing", "dc2") == [("orders", 0, resume)]
+    assert read_rest(dc2.broker_address, "billing", "orders") == list(range(8_000, 9_998))
+    report_file = report_path("dr_failover", run.run_id)
+    report = json.loads(report_file.read_text())
+    assert report["dry_run"] is False and report["preview"]["groups"]["offsets"] == preview["groups"]["offsets"]
+    print(f"disaster failover RTO {report['rto_seconds']} s, steps: {json.dumps(report.get('steps'))}")
+    assert report["rpo"]["records"] == 2 and report["rpo"]["per_topic"] == {"orders": 2, "_schemas": 0}
+    assert report["rpo"]["exact"] is False  # dc1 is gone: the last lag measurement, kept in dc2
+    assert report["rto_seconds"] > 0 and report["groups"]["applied"] == ["billing"]
+    redirected = report["schema_registry"]
+    assert redirected["primary"]["store"] == "dc2" and redirected["primary"]["probe_id"] > old_id
+    assert redirected["follower"] == {"skipped": "the dc1 registry does not answer: it is demoted by dr_failback"}
+    assert "**RPO: 2 records**" in report_file.with_suffix(".md").read_text()
+    assert {s.alias: s.active for s in client_switch.states(loaded)} == {"orders-producer": "dc2", "billing": "dc2"}
+    assert_serializers_work(dc2.registry_url, old_id, redirected["primary"]["probe_id"])
+
+
+def dry_run_preview(dags: dict[str, Any], own_stack: LocalStack, topology: Path, resume: int) -> dict[str, Any]:
+    """A dry run first: its preview says what the failover will do, and nothing observable changes."""
     before = observable(own_stack, topology, ("dc2",))
     dry = fail_over(dags, topology, "disaster", groups="billing", dry_run=True)
     states = states_of(dry)
@@ -235,22 +264,20 @@ def test_white_paper_disaster_failover(dags, own_stack, state, tmp_path):
         "groups: 1 (1 partitions, offsets from checkpoints)"
         in report_path("dr_failover", dry.run_id).with_suffix(".md").read_text()
     )
+    return preview
 
-    run = fail_over(dags, topology, "disaster", groups="billing")
-    states = states_of(run)
-    assert run.state == DagRunState.SUCCESS, states
-    assert states["switch_producers"] == TaskInstanceState.SKIPPED and states["lag_zero"] == TaskInstanceState.SKIPPED
-    assert states["disaster_path"] == TaskInstanceState.SUCCESS
-    assert committed(dc2.broker_address, "billing") == {("orders", 0): resume}
-    kept = subprocess.run(  # the application's view, dc1 lost: the checkpoint kept in dc2, as the DAG applied it
+
+def offsets_for_applications(topology: Path, group: str, cluster: str) -> list[tuple[str, int, int]]:
+    """What `kafka-dr offsets GROUP --to CLUSTER --json` tells an application: (topic, partition, offset)."""
+    done = subprocess.run(
         [
             sys.executable,
             "-m",
             "kafka_dr.cli",
             "offsets",
-            "billing",
+            group,
             "--to",
-            "dc2",
+            cluster,
             "--topology",
             str(topology),
             "--json",
@@ -259,34 +286,23 @@ def test_white_paper_disaster_failover(dags, own_stack, state, tmp_path):
         text=True,
         timeout=60,
     )
-    assert kept.returncode == 0, kept.stderr
-    assert [(p["topic"], p["partition"], p["offset"]) for p in json.loads(kept.stdout)["partitions"]] == [
-        ("orders", 0, resume)
-    ]
-    assert read_rest(dc2.broker_address, "billing", "orders") == list(range(8_000, 9_998))
-    report_file = report_path("dr_failover", run.run_id)
-    report = json.loads(report_file.read_text())
-    assert report["dry_run"] is False and report["preview"]["groups"]["offsets"] == preview["groups"]["offsets"]
-    print(f"disaster failover RTO {report['rto_seconds']} s, steps: {json.dumps(report.get('steps'))}")
-    assert report["rpo"]["records"] == 2 and report["rpo"]["per_topic"] == {"orders": 2, "_schemas": 0}
-    assert report["rpo"]["exact"] is False  # dc1 is gone: the last lag measurement, kept in dc2
-    assert report["rto_seconds"] > 0 and report["groups"]["applied"] == ["billing"]
-    redirected = report["schema_registry"]
-    assert redirected["primary"]["store"] == "dc2" and redirected["primary"]["probe_id"] > old_id
-    assert redirected["follower"] == {"skipped": "the dc1 registry does not answer: it is demoted by dr_failback"}
-    assert "**RPO: 2 records**" in report_file.with_suffix(".md").read_text()
-    assert {s.alias: s.active for s in client_switch.states(loaded)} == {"orders-producer": "dc2", "billing": "dc2"}
-    # Serializers in dc2 keep working: the old schema resolves, a new one gets an id never used before.
-    registry2 = SchemaRegistryClient({"url": dc2.registry_url})
-    assert json.loads(registry2.get_schema(old_id).schema_str) == json.loads(USER_SCHEMA)  # known in dc2
+    assert done.returncode == 0, done.stderr
+    return [(p["topic"], p["partition"], p["offset"]) for p in json.loads(done.stdout)["partitions"]]
+
+
+def assert_serializers_work(registry_url: str, old_id: int, probe_id: int) -> None:
+    """Serializers keep working against the registry: the old schema resolves, a new one gets an id never used
+    before (above the redirect's probe)."""
+    registry = SchemaRegistryClient({"url": registry_url})
+    assert json.loads(registry.get_schema(old_id).schema_str) == json.loads(USER_SCHEMA)  # known there
     serializer = AvroSerializer(
-        registry2, USER_SCHEMA.replace('"string"}]', '"string"}, {"name": "age", "type": "int", "default": 0}]')
+        registry, USER_SCHEMA.replace('"string"}]', '"string"}, {"name": "age", "type": "int", "default": 0}]')
     )
     ctx = SerializationContext("users", MessageField.VALUE)
     payload = serializer({"name": "ann", "age": 3}, ctx)
-    assert int.from_bytes(payload[1:5], "big") > redirected["primary"]["probe_id"] - 1
-    assert AvroDeserializer(registry2)(payload, ctx) == {"name": "ann", "age": 3}
-    assert httpx.get(f"{dc2.registry_url}/subjects").status_code == 200
+    assert int.from_bytes(payload[1:5], "big") > probe_id - 1
+    assert AvroDeserializer(registry)(payload, ctx) == {"name": "ann", "age": 3}
+    assert httpx.get(f"{registry_url}/subjects").status_code == 200
 
 
 def _ledger(stack) -> list[dict]:

@@ -23,9 +23,10 @@ from support.kafka import create_topic, read_all
 from kafka_dr.access import ClusterAccess
 from kafka_dr.follower import FollowingConsumer, FollowingProducer
 from kafka_dr.replication import replicators
-from kafka_dr.topology import load_topology
+from kafka_dr.topology import Topology, load_topology
 from kafka_dr.translation.checkpoints import checkpoint_groups
 from kafka_dr.translation.offsets import close_readers
+from kafka_dr_dev.local.stack import LocalStack
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.usefixtures("jobs_in_process")]
 
@@ -115,6 +116,40 @@ def until(condition: Callable[[], bool], timeout: float = 90.0) -> None:
         time.sleep(0.05)
 
 
+def assert_read_once_in_order(reader: Reader, total: int) -> None:
+    """Back in dc1, the reader has every record once, each from its own partition, in order but for the two
+    exceptions below."""
+    assert reader.consumer.cluster == "dc1"
+    numbers = [v for _, v in reader.values]
+    assert sorted(numbers) == list(range(total)), (reader.consumer.config["group.id"], len(numbers))
+    for partition in range(PARTITIONS):
+        in_partition = [v for p, v in reader.values if p == partition]
+        assert all(v % PARTITIONS == partition for v in in_partition)
+        # In order, but for the records stuck in dc1, which arrive once the failback republished them, and those
+        # written during the failback: the catch-up's copies of what reached dc2 land after what the moved
+        # producer already wrote into dc1.
+        late = [v for v in in_partition if v in UNREPLICATED]
+        before = [v for v in in_partition if v < 500 and v not in UNREPLICATED]
+        assert late == sorted(late) and before == sorted(before), (reader.consumer.config["group.id"], in_partition)
+
+
+def up_to_the_disaster(
+    own_stack: LocalStack, topology: Topology, producer: FollowingProducer, readers: dict[str, Reader]
+) -> None:
+    """The application in dc1 while the flow replicates, then dc1 lost with records unreplicated and in flight."""
+    produce(producer, range(0, 300))
+    for reader in readers.values():
+        reader.read_to(CHECKPOINTED)
+    copy_flow(topology, FLOW)  # the replicator: all 300 copied...
+    checkpoint_groups(ClusterAccess.from_environ(topology), topology.flow(FLOW), None)  # ...its last checkpoints
+    close_readers()
+    for reader in readers.values():
+        reader.read_to(AT_DISASTER)  # delivered and committed in dc1 after the checkpoint; 100 still unread
+    produce(producer, UNREPLICATED)
+    own_stack.stop("dc1")  # the disaster
+    produce(producer, IN_FLIGHT, flush=False)  # the application goes on writing: nothing acknowledges these
+
+
 def test_an_application_follows_a_disaster_failover_and_a_failback_without_a_restart(dags, own_stack, state, tmp_path):
     dc1, dc2 = own_stack.config.dc("dc1"), own_stack.config.dc("dc2")
     path = write_topology(own_stack, tmp_path / "t.yaml", TOPIC, registry=False)
@@ -124,19 +159,7 @@ def test_an_application_follows_a_disaster_failover_and_a_failback_without_a_res
     readers = {group: Reader(topology, group) for group in (APPLIED, SELF)}
     dropped: dict[str, list[int]] = {group: [] for group in readers}  # records read again, per phase
     try:
-        produce(producer, range(0, 300))
-        for reader in readers.values():
-            reader.read_to(CHECKPOINTED)
-        copy_flow(topology, FLOW)  # the replicator: all 300 copied...
-        checkpoint_groups(
-            ClusterAccess.from_environ(topology), topology.flow(FLOW), None
-        )  # ...and its last checkpoint pass, at 100 each
-        close_readers()
-        for reader in readers.values():
-            reader.read_to(AT_DISASTER)  # delivered and committed in dc1 after the checkpoint; 100 still unread
-        produce(producer, UNREPLICATED)
-        own_stack.stop("dc1")  # the disaster
-        produce(producer, IN_FLIGHT, flush=False)  # the application goes on writing: nothing acknowledges these
+        up_to_the_disaster(own_stack, topology, producer, readers)
 
         run = fail_over(dags, path, "disaster", groups=APPLIED)
         assert run.state == DagRunState.SUCCESS, states_of(run)
@@ -165,18 +188,7 @@ def test_an_application_follows_a_disaster_failover_and_a_failback_without_a_res
             reader.stop()
         replicators.stop(FLOW)
     for reader in readers.values():
-        assert reader.consumer.cluster == "dc1"
-        numbers = [v for _, v in reader.values]
-        assert sorted(numbers) == list(range(total)), (reader.consumer.config["group.id"], len(numbers))
-        for partition in range(PARTITIONS):
-            in_partition = [v for p, v in reader.values if p == partition]
-            assert all(v % PARTITIONS == partition for v in in_partition)
-            # In order, but for the records stuck in dc1, which arrive once the failback republished them, and those
-            # written during the failback: the catch-up's copies of what reached dc2 land after what the moved
-            # producer already wrote into dc1.
-            late = [v for v in in_partition if v in UNREPLICATED]
-            before = [v for v in in_partition if v < 500 and v not in UNREPLICATED]
-            assert late == sorted(late) and before == sorted(before), (reader.consumer.config["group.id"], in_partition)
+        assert_read_once_in_order(reader, total)
     # In dc2 both groups resume at the checkpoint and read again what they delivered after it. Back in dc1, the
     # applied group resumes where it stopped in dc2 and reads the republished records first; the other at its own
     # commits from before the disaster: it reads again dc1's records after them (the unreplicated ones it had not

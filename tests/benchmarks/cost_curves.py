@@ -308,7 +308,7 @@ def selected(values: list[str] | None) -> list[str]:
     return [name for name in CURVES if name in names]
 
 
-def main() -> int:
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", metavar="CURVE", help=f"repeatable or comma list: {CURVES}")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, to try the script out")
@@ -318,12 +318,14 @@ def main() -> int:
     parser.add_argument("--health-runs", type=int, default=5)
     parser.add_argument("--seconds", type=int, default=20, help="producing time per latency rate")
     parser.add_argument("--plot", type=Path, default=PROJECT_ROOT / "docs" / "cost_curves.png")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def measure(args: argparse.Namespace) -> tuple[dict[str, list[Curve]], list[dict[str, Any]], bool]:
+    """The selected curves, the latency runs (if selected) and whether every translation was exact."""
     which = selected(args.only)
     sizes = QUICK_SIZES if args.quick else SIZES
-    rates, seconds = (QUICK_RATES, QUICK_SECONDS) if args.quick else (RATES, args.seconds)
     curves: dict[str, list[Curve]] = {}
-    latencies: list[dict[str, Any]] = []
     exact = True
     if "replication" in which:
         curves["replication"] = list(replication_curves(sizes["replication"], args.records, args.size))
@@ -332,15 +334,15 @@ def main() -> int:
         curves["translation"] = [translation]
     if "health" in which:
         curves["health"] = [health_curve(sizes["health"], args.health_runs)]
-    if "latency" in which:
-        latencies = latency_runs(rates, seconds)
-    print()
-    for curve in (c for group in curves.values() for c in group):
-        print(curve.markdown() + "\n")
-    if latencies:
-        print(latency_markdown(latencies) + "\n")
-    plot(args.plot, curves, latencies)
-    print(f"plot: {args.plot}")
+    rates, seconds = (QUICK_RATES, QUICK_SECONDS) if args.quick else (RATES, args.seconds)
+    latencies = latency_runs(rates, seconds) if "latency" in which else []
+    return curves, latencies, exact
+
+
+def summary(
+    args: argparse.Namespace, curves: dict[str, list[Curve]], latencies: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The JSON line: each measured curve's rows with the settings it ran with."""
     result: dict[str, Any] = {"quick": args.quick}
     if "replication" in curves:
         planning, copying = curves["replication"]
@@ -360,7 +362,20 @@ def main() -> int:
         result["health"] = {"runs": args.health_runs, "rows": curves["health"][0].rows()}
     if latencies:
         result["latency"] = latencies
-    print(json.dumps(result))
+    return result
+
+
+def main() -> int:
+    args = arguments()
+    curves, latencies, exact = measure(args)
+    print()
+    for curve in (c for group in curves.values() for c in group):
+        print(curve.markdown() + "\n")
+    if latencies:
+        print(latency_markdown(latencies) + "\n")
+    plot(args.plot, curves, latencies)
+    print(f"plot: {args.plot}")
+    print(json.dumps(summary(args, curves, latencies)))
     lost = [r["rate"] for r in latencies if r["received"] < r["sent"]]
     if not exact:
         print("FAILED: a translation was not exact", file=sys.stderr)

@@ -38,6 +38,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,7 @@ from kafka_dr_dev.airflow_rest import AirflowRest
 from kafka_dr_dev.demo import trigger_and_wait
 from kafka_dr_dev.local.airflow import APPROVER, APPROVER_PASSWORD, PASSWORD, USER
 from kafka_dr_dev.local.config import APACHE, BROKER_KINDS
+from kafka_dr_dev.local.stack import LocalStack
 
 # On the way to the clients' switch, in run order; the lag gate is the planned mode's wait, counted apart. The
 # registry redirect runs beside the translation and the switch: off the way.
@@ -101,7 +103,6 @@ def drill(
     os.environ["KDR_STATE_DIR"] = str(root / "state")
     with running_stack(root, kafka) as stack:
         local = stack.local
-        dc1, dc2 = (local.config.dc(dc) for dc in ("dc1", "dc2"))
         topology = root / "topology.yaml"
         prepared = setup(stack) if setup is not None else {}
         fleet = checkpointed_fleet(local, topology, groups, records)
@@ -111,45 +112,79 @@ def drill(
         with real_airflow(root, topology) if dag is None else contextlib.nullcontext() as api:
             warm_up_s = warm_up(api, dag, root) if api is not None else None
             with replicator_running(topology):
-                arriving: threading.Thread | None = None
-                if mode == "disaster":
-                    local.stop("dc1")  # under the running replicator
-                else:  # records still arriving when the failover starts: the lag gate has something to wait for
-                    config = {"bootstrap.servers": dc1.broker_address}
-                    arriving = threading.Thread(target=fill, args=(config, FLEET_TOPIC, FLEET_PARTITIONS, 200, "new"))
-                    arriving.start()
-                conf = {"topology": str(topology), "failed_cluster": "dc1", "target_cluster": "dc2", "mode": mode}
-                conf |= {"groups": "fleet-.*", "reset_to_datetime": None}
-                triggered = datetime.now(UTC)
-                if api is None:
-                    run = dag.test(run_conf=conf)
-                    state, tasks, scheduler_delay = str(run.state), _task_times(run), None
-                else:
-                    approver = AirflowRest(api.url, APPROVER, APPROVER_PASSWORD)
-                    step = trigger_and_wait(api, "dr_failover", conf, lambda line: None, approver)
-                    state, tasks, scheduler_delay = step.state, _rest_task_times(api, step.run_id), step.scheduler_delay
-                if arriving is not None:
-                    arriving.join()
-        if state != "success":
-            raise SystemExit(f"{mode} failover failed: {tasks}")
+                run = run_failover(local, topology, mode, dag, api)
+        if run.state != "success":
+            raise SystemExit(f"{mode} failover failed: {run.tasks}")
         report = json.loads(max((root / "state" / "reports").glob("dr_failover-*.json")).read_text())
-        dc2_config = {"bootstrap.servers": dc2.broker_address}
-        truth = ground_truth(dc2_config, FLEET_TOPIC, FLEET_PARTITIONS, fleet.source_cluster_id)
+        dc2 = local.config.dc("dc2")
+        truth = ground_truth(
+            {"bootstrap.servers": dc2.broker_address}, FLEET_TOPIC, FLEET_PARTITIONS, fleet.source_cluster_id
+        )
         resumed = resumed_offsets(dc2.broker_address, sorted(fleet.commits), FLEET_TOPIC)
-        exact_groups, exact_partitions = truth.score(fleet.commits, resumed)
+        exact = truth.score(fleet.commits, resumed)
+    return drill_result(mode, dag is not None, groups, report, run, warm_up_s, exact) | prepared
+
+
+@dataclass(frozen=True)
+class DrillRun:
+    """How a drill's dr_failover run ended and its times: each task's (id, start, end), the scheduler's delay (the
+    real Airflow's only) and when it was triggered."""
+
+    state: str
+    tasks: list[tuple[str, float, float]]
+    scheduler_delay: float | None
+    triggered: datetime
+
+
+def run_failover(local: LocalStack, topology: Path, mode: str, dag: Any | None, api: AirflowRest | None) -> DrillRun:
+    """dr_failover of `mode` while the replicator runs: dc1 stopped under it (disaster), or records still arriving
+    (planned: the lag gate has something to wait for); by dag.test() or through the real Airflow's REST API."""
+    arriving: threading.Thread | None = None
+    if mode == "disaster":
+        local.stop("dc1")  # under the running replicator
+    else:
+        config = {"bootstrap.servers": local.config.dc("dc1").broker_address}
+        arriving = threading.Thread(target=fill, args=(config, FLEET_TOPIC, FLEET_PARTITIONS, 200, "new"))
+        arriving.start()
+    conf = {"topology": str(topology), "failed_cluster": "dc1", "target_cluster": "dc2", "mode": mode}
+    conf |= {"groups": "fleet-.*", "reset_to_datetime": None}
+    triggered = datetime.now(UTC)
+    if api is None:
+        run = dag.test(run_conf=conf)
+        ran = DrillRun(str(run.state), _task_times(run), None, triggered)
+    else:
+        approver = AirflowRest(api.url, APPROVER, APPROVER_PASSWORD)
+        step = trigger_and_wait(api, "dr_failover", conf, lambda line: None, approver)
+        ran = DrillRun(step.state, _rest_task_times(api, step.run_id), step.scheduler_delay, triggered)
+    if arriving is not None:
+        arriving.join()
+    return ran
+
+
+def drill_result(
+    mode: str,
+    dag_test: bool,
+    groups: int,
+    report: dict[str, Any],
+    run: DrillRun,
+    warm_up_s: float | None,
+    exact: tuple[int, int],
+) -> dict[str, Any]:
+    """The drill's JSON: the RTO split into kafka-dr's steps, the lag gate and Airflow's share, the waits the RTO
+    leaves out, and exactness (groups, group-partitions)."""
     steps = {name: step_seconds(step) for name, step in report["steps"].items()}
     own = round(sum(seconds for name, seconds in steps.items() if name.startswith(OWN_STEPS) and seconds), 3)
     rto = report["rto_seconds"]
-    lag_gate = next((end - begin for task, begin, end in tasks if task == "lag_zero"), None)
+    lag_gate = next((end - begin for task, begin, end in run.tasks if task == "lag_zero"), None)
     started = datetime.fromisoformat(report["run_started"])
     asked = report["steps"].get("approve", {}).get("started")
     return {
         "mode": mode,
-        "scheduler": "dag.test" if dag is not None else "real (LocalExecutor)",
+        "scheduler": "dag.test" if dag_test else "real (LocalExecutor)",
         "groups": groups,
         "group_partitions": groups * FLEET_PARTITIONS,
-        "groups_exact": exact_groups,
-        "group_partitions_exact": exact_partitions,
+        "groups_exact": exact[0],
+        "group_partitions_exact": exact[1],
         "groups_applied": len(report["groups"]["applied"]),
         "rpo_records": report["rpo"]["records"],
         "rto_s": rto,
@@ -157,18 +192,17 @@ def drill(
         "lag_gate_s": None if lag_gate is None else round(lag_gate, 3),
         "airflow_s": round(rto - own - (lag_gate or 0), 3),
         "warm_up_s": warm_up_s,
-        "scheduler_delay_s": scheduler_delay,
-        "trigger_to_switched_s": round((started - triggered).total_seconds() + rto, 3),
+        "scheduler_delay_s": run.scheduler_delay,
+        "trigger_to_switched_s": round((started - run.triggered).total_seconds() + rto, 3),
         # what the approver waits for: the trigger to the request in Required Actions, the preview made
         "trigger_to_approval_asked_s": None
         if asked is None
-        else round((datetime.fromisoformat(asked) - triggered).total_seconds(), 3),
+        else round((datetime.fromisoformat(asked) - run.triggered).total_seconds(), 3),
         "approval_wait_s": report["approval_wait_seconds"],
         "preview_s": steps.get("preview"),
         "steps_s": steps,
-        "tasks": tasks,
-        "per_task": per_task(tasks, steps, datetime.fromisoformat(report["run_started"]).timestamp() + rto),
-        **prepared,
+        "tasks": run.tasks,
+        "per_task": per_task(run.tasks, steps, started.timestamp() + rto),
     }
 
 

@@ -20,6 +20,8 @@ import json
 import re
 import sys
 import time
+from pathlib import Path
+from typing import Any
 
 from support.drills import FLEET_PARTITIONS, FLEET_TOPIC, replicate_fleet
 from support.fleet import commit_random_groups, ground_truth
@@ -28,17 +30,52 @@ from support.spark import submit
 from support.topology import write_topology
 
 from kafka_dr.access import ClusterAccess
-from kafka_dr.topology import load_topology
+from kafka_dr.topology import Topology, load_topology
 from kafka_dr.translation.checkpoints import checkpoint_groups
-from kafka_dr.translation.offsets import close_readers
+from kafka_dr.translation.offsets import Translated, close_readers
 
 
-def main() -> int:
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--groups", type=int, default=1000)
     parser.add_argument("--records", type=int, default=20_000, help="records per source partition")
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def spark_job(topology_file: Path) -> tuple[dict[str, Any], float] | None:
+    """translate_offsets' summary and spark-submit's wall time; None (its stderr printed) when it failed."""
+    started = time.perf_counter()
+    code, summary, err = submit(
+        "translate_offsets",
+        "--topology",
+        str(topology_file),
+        "--flow",
+        "fleet-flow",
+        "--groups",
+        "fleet-.*",
+        timeout=1200,
+    )
+    wall = time.perf_counter() - started
+    if code != 0 or not summary:
+        print(err[-3000:], file=sys.stderr)
+        return None
+    return summary, wall
+
+
+def translated_in_process(topology: Topology) -> tuple[dict[str, list[Translated]], float]:
+    """The checkpoint pass a continuous replicator's thread runs, and its seconds."""
+    started = time.perf_counter()
+    in_process = checkpoint_groups(
+        ClusterAccess.from_environ(topology), topology.flow("fleet-flow"), re.compile("fleet-.*")
+    )
+    seconds = time.perf_counter() - started
+    close_readers()
+    return in_process, seconds
+
+
+def main() -> int:
+    args = arguments()
     with temporary_brokers("dc1", "dc2") as (root, brokers):
         dc1, dc2 = brokers["dc1"], brokers["dc2"]
         topology_file = write_topology(
@@ -50,27 +87,11 @@ def main() -> int:
         replicate_fleet(dc1.config, dc2.config, topology, "fleet-flow", args.records, local=500, late=200)
         below = args.records + 200  # the late records included
         commits = commit_random_groups(dc1.config, FLEET_TOPIC, FLEET_PARTITIONS, args.groups, below, "fleet")
-        started = time.perf_counter()
-        code, summary, err = submit(
-            "translate_offsets",
-            "--topology",
-            str(topology_file),
-            "--flow",
-            "fleet-flow",
-            "--groups",
-            "fleet-.*",
-            timeout=1200,
-        )
-        wall = time.perf_counter() - started
-        if code != 0 or not summary:
-            print(err[-3000:], file=sys.stderr)
+        job = spark_job(topology_file)
+        if job is None:
             return 1
-        started = time.perf_counter()
-        in_process = checkpoint_groups(
-            ClusterAccess.from_environ(topology), topology.flow("fleet-flow"), re.compile("fleet-.*")
-        )
-        in_process_s = time.perf_counter() - started
-        close_readers()
+        summary, wall = job
+        in_process, in_process_s = translated_in_process(topology)
         truth = ground_truth(dc2.config, FLEET_TOPIC, FLEET_PARTITIONS, dc1.cluster_id)
         baseline_s = truth.read_seconds
         exact, partitions_ok = truth.score(

@@ -8,6 +8,7 @@ bytes, tuples, the dataclasses below) so results can be compared across clients.
 from __future__ import annotations
 
 import json
+import random
 import threading
 import time
 import uuid
@@ -934,6 +935,15 @@ class KafkaPythonGroupMember(GroupMember):
         self._consumer.close(autocommit=False)
 
 
+# Headers some records carry besides the usual three: (modulus, remainder, header) for record i with i % m == r.
+_EXTRA_HEADERS: tuple[tuple[int, int, tuple[str, bytes]], ...] = (
+    (3, 0, ("empty", b"")),
+    (4, 0, ("ключ-ü", "значение".encode())),
+    (6, 1, ("dup", b"third")),
+    (9, 2, ("", b"empty key")),
+)
+
+
 def make_records(
     n: int,
     *,
@@ -948,39 +958,41 @@ def make_records(
     """Deterministic, awkward records: None keys, None (tombstone) and empty values, binary bytes,
     duplicate header keys, None and empty header values, non-ASCII header keys; timestamp base_ts + i.
     """
-    import random
-
     rng = random.Random(seed)
     out = []
     for i in range(n):
-        key: bytes | None = f"key-{i % 97}".encode()
-        if i % 7 == 0:
-            key = None
-        if compressible:
-            value: bytes | None = (f"value {i} " + "abcabcabc" * (i % 20)).encode()
-        else:
-            value = rng.randbytes(rng.randrange(value_size))
-        if i % 11 == 0:
-            value = None
-        elif i % 13 == 0:
-            value = b""
-        if key is None and value is None and not null_key_and_value:
-            key = b""
-        headers: list[tuple[str, bytes | None]] = []
-        if i % 5 != 0:
-            headers = [("dup", b"first"), ("trace", rng.randbytes(8)), ("dup", b"second")]
-            if i % 3 == 0:
-                headers.append(("empty", b""))
-            if i % 4 == 0:
-                headers.append(("ключ-ü", "значение".encode()))
-            if i % 6 == 1:
-                headers.append(("dup", b"third"))
-            if i % 9 == 2:
-                headers.append(("", b"empty key"))
-            if null_header_values and i % 2 == 1:
-                headers.append(("nullable", None))
-        out.append(Record(key=key, value=value, headers=tuple(headers), timestamp_ms=base_ts + i, partition=partition))
+        # The value first: the random bytes each record draws stay in the same order for a seed.
+        key, value = _key_and_value(i, rng, value_size, compressible, null_key_and_value)
+        headers = _headers(i, rng, null_header_values)
+        out.append(Record(key=key, value=value, headers=headers, timestamp_ms=base_ts + i, partition=partition))
     return out
+
+
+def _key_and_value(
+    i: int, rng: random.Random, value_size: int, compressible: bool, null_key_and_value: bool
+) -> tuple[bytes | None, bytes | None]:
+    key = None if i % 7 == 0 else f"key-{i % 97}".encode()
+    if compressible:
+        value: bytes | None = (f"value {i} " + "abcabcabc" * (i % 20)).encode()
+    else:
+        value = rng.randbytes(rng.randrange(value_size))
+    if i % 11 == 0:
+        value = None
+    elif i % 13 == 0:
+        value = b""
+    if key is None and value is None and not null_key_and_value:
+        key = b""
+    return key, value
+
+
+def _headers(i: int, rng: random.Random, null_header_values: bool) -> tuple[tuple[str, bytes | None], ...]:
+    if i % 5 == 0:
+        return ()
+    headers: list[tuple[str, bytes | None]] = [("dup", b"first"), ("trace", rng.randbytes(8)), ("dup", b"second")]
+    headers += [header for modulus, remainder, header in _EXTRA_HEADERS if i % modulus == remainder]
+    if null_header_values and i % 2 == 1:
+        headers.append(("nullable", None))
+    return tuple(headers)
 
 
 def records_for(client: ClientAdapter, n: int, **kwargs) -> list[Record]:

@@ -91,8 +91,6 @@ def test_log_and_group_state_survives_restart(restartable_broker, client_name):
     """Everything a restart must keep besides the records: the log start offset moved by DeleteRecords,
     aborted transactions (read_committed still filters them), added partitions, altered configs, and
     deleted topics and groups stay deleted."""
-    from confluent_kafka import Producer
-
     broker = restartable_broker
     c = make_client(client_name, broker.bootstrap)
     trimmed, txn, grown, gone = (unique(p) for p in ("trimmed", "txn", "grown", "gone"))
@@ -109,14 +107,7 @@ def test_log_and_group_state_survives_restart(restartable_broker, client_name):
         c.alter_config(trimmed, "retention.ms", "7200000")
 
         c.create_topic(txn, 1)
-        p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": unique("txn"), "linger.ms": 5})
-        p.init_transactions(30)
-        for values, commit in (([b"c0", b"c1"], True), ([b"a0", b"a1", b"a2"], False), ([b"c2"], True)):
-            p.begin_transaction()
-            for v in values:
-                p.produce(txn, value=v, partition=0, timestamp=ts)
-            assert p.flush(30) == 0
-            p.commit_transaction(30) if commit else p.abort_transaction(30)
+        write_transactions(broker.bootstrap, txn, ts)
         wait_for_value(lambda: c.high_watermark(txn, 0), 9, 10, "HW with the three markers")
 
         c.create_topic(grown, 1)
@@ -148,3 +139,17 @@ def test_log_and_group_state_survives_restart(restartable_broker, client_name):
         assert c.committed(gone_group, [(grown, 0)]) == {(grown, 0): None}
     finally:
         c.close()
+
+
+def write_transactions(bootstrap: str, topic: str, ts: int) -> None:
+    """c0 c1 committed, a0 a1 a2 aborted, c2 committed: 6 records and 3 markers in partition 0."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": unique("txn"), "linger.ms": 5})
+    p.init_transactions(30)
+    for values, commit in (([b"c0", b"c1"], True), ([b"a0", b"a1", b"a2"], False), ([b"c2"], True)):
+        p.begin_transaction()
+        for v in values:
+            p.produce(topic, value=v, partition=0, timestamp=ts)
+        assert p.flush(30) == 0
+        p.commit_transaction(30) if commit else p.abort_transaction(30)

@@ -392,20 +392,7 @@ def operate(
         stack.local.stop("dc2")  # lost again, for good
         ui.log_in(USER, PASSWORD)  # only now: the UI's pages poll the api-server, and Chromium renders each answer
         mark = time.monotonic()
-        # A first failover from the form, rejected in the UI by approver: it fails at `approve`, nothing changed.
-        before = observable(stack.local, topology, ("dc1",), live=True)
-        rejected = trigger_failover(ui, api, topology, failed="dc2", target="dc1", mode="disaster")
-        # admin is not among dr.approvers: Airflow's REST API refuses its answer (HTTP 403), and the run still waits.
-        eventually(lambda: api.task_states("dr_failover", rejected).get("approve") == "awaiting_input", "asked", 60)
-        with pytest.raises(AirflowRestError, match="HTTP 403"):
-            api.answer("dr_failover", rejected, "approve", "Approve")
-        answer_in_ui(ui, api, rejected, "Reject", "rejected")
-        ui.driver.get("about:blank")
-        ended = api.wait_finished("dr_failover", rejected, RUN_TIMEOUT)
-        tasks = api.task_states("dr_failover", rejected)
-        assert ended["state"] == "failed" and tasks["approve"] == "failed", tasks
-        assert "rejected by approver: nothing changed" in task_log(airflow, rejected, "approve")
-        assert observable(stack.local, topology, ("dc1",), live=True) == before
+        reject_a_failover(ui, api, airflow, stack, topology)
         timings["rejected failover"] = time.monotonic() - mark
         # The second, from the form again as admin, approved in the UI by approver.
         ui.switch_user(USER, PASSWORD)
@@ -421,16 +408,7 @@ def operate(
         # No producer moves first and no lag gate: the failed side is gone (the branch skips them).
         assert tasks["switch_producers"] == tasks["lag_zero"] == "skipped", tasks
         assert tasks["translate_offsets[0]"] == "success", tasks
-        assert_group_moved(stack, "dc2", "dc1")
-        billing, offset = GROUPS["dc1"]
-        assert committed_offsets({"bootstrap.servers": stack.bootstrap("dc1")}, billing) == {(TOPICS["dc1"], 0): offset}
-        report = json.loads(report_path("dr_failover", disaster).read_text())
-        # The RPO is an estimate now: the lag snapshot of the last checkpoint, kept in dc1.
-        assert report["rpo"]["records"] == 0 and report["rpo"]["exact"] is False, report["rpo"]
-        assert report["rto_seconds"] > 0 and report["groups"]["applied"] == [GROUPS["dc2"][0]], report
-        # Triggered in the browser by admin, approved by approver: both named; the RTO leaves the wait out.
-        assert (report["triggered_by"], report["approved_by"]) == (USER, APPROVER), report
-        assert report["rto_seconds"] < report["rto_with_approval_seconds"], report
+        report = assert_failed_over_to_dc1(stack, disaster)
         show_run(ui, disaster, "disaster-run")
 
         assert_dashboard_shows(ui, disaster, report)
@@ -442,6 +420,38 @@ def operate(
         timings["total"] = time.monotonic() - started
         print("timings: " + ", ".join(f"{what} {seconds:.0f} s" for what, seconds in timings.items()))
         print(f"screenshots: {', '.join(p.name for p in ui.taken)}")
+
+
+def reject_a_failover(ui: AirflowUi, api: AirflowApi, airflow: LocalAirflow, stack: Stack, topology: Path) -> None:
+    """A first failover from the form, rejected in the UI by approver: it fails at `approve`, nothing changed."""
+    before = observable(stack.local, topology, ("dc1",), live=True)
+    rejected = trigger_failover(ui, api, topology, failed="dc2", target="dc1", mode="disaster")
+    # admin is not among dr.approvers: Airflow's REST API refuses its answer (HTTP 403), and the run still waits.
+    eventually(lambda: api.task_states("dr_failover", rejected).get("approve") == "awaiting_input", "asked", 60)
+    with pytest.raises(AirflowRestError, match="HTTP 403"):
+        api.answer("dr_failover", rejected, "approve", "Approve")
+    answer_in_ui(ui, api, rejected, "Reject", "rejected")
+    ui.driver.get("about:blank")
+    ended = api.wait_finished("dr_failover", rejected, RUN_TIMEOUT)
+    tasks = api.task_states("dr_failover", rejected)
+    assert ended["state"] == "failed" and tasks["approve"] == "failed", tasks
+    assert "rejected by approver: nothing changed" in task_log(airflow, rejected, "approve")
+    assert observable(stack.local, topology, ("dc1",), live=True) == before
+
+
+def assert_failed_over_to_dc1(stack: Stack, run_id: str) -> dict[str, Any]:
+    """dc2's group resumes in dc1, billing (dc1's own) is as it was, and the run's report; returned."""
+    assert_group_moved(stack, "dc2", "dc1")
+    billing, offset = GROUPS["dc1"]
+    assert committed_offsets({"bootstrap.servers": stack.bootstrap("dc1")}, billing) == {(TOPICS["dc1"], 0): offset}
+    report = json.loads(report_path("dr_failover", run_id).read_text())
+    # The RPO is an estimate now: the lag snapshot of the last checkpoint, kept in dc1.
+    assert report["rpo"]["records"] == 0 and report["rpo"]["exact"] is False, report["rpo"]
+    assert report["rto_seconds"] > 0 and report["groups"]["applied"] == [GROUPS["dc2"][0]], report
+    # Triggered in the browser by admin, approved by approver: both named; the RTO leaves the wait out.
+    assert (report["triggered_by"], report["approved_by"]) == (USER, APPROVER), report
+    assert report["rto_seconds"] < report["rto_with_approval_seconds"], report
+    return report
 
 
 def prepare(stack: Stack) -> Path:

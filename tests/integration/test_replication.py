@@ -424,27 +424,7 @@ def test_continuous_picks_up_new_topics_and_stops_cleanly(clusters, tmp_path, mo
     topology = one_flow(tmp_path, {"dc1": dc1, "dc2": dc2}, "live-flow", "live[.].*")
     # Checked per partition: a coordinator still loading answers NOT_COORDINATOR inside a successful result.
     commit_offsets(dc1.config, "live-reader", {("live.a", 0): 10})
-    command = spark_submit_command(
-        "replicate",
-        [
-            "--topology",
-            str(topology),
-            "--flow",
-            "live-flow",
-            "--mode",
-            "continuous",
-            "--discover-interval",
-            "5",
-            "--checkpoint-interval",
-            "600",  # the pass at start and the last one at the stop only
-            # Longer than every wait below: a new topic is copied because discovery ends the epoch early, and the
-            # stop ends within replicators.stop's 30 s (else SIGKILL, and no summary) because it does not wait
-            # for the epoch's deadline.
-            "--epoch",
-            "120",
-        ],
-    )
-    replicator, started = replicators.start("live-flow", command, env=spark_env())
+    replicator, started = replicators.start("live-flow", live_replicator_command(topology), env=spark_env())
     assert started
     try:
         wait_for_copies(dc2, "live.a", 100, timeout=180)  # JVM and Spark start-up
@@ -478,6 +458,36 @@ def test_continuous_picks_up_new_topics_and_stops_cleanly(clusters, tmp_path, mo
     finally:
         final = replicators.stop("live-flow")  # a no-op unless the stop above failed
     assert final is not None and not final.running and final.stopped_at is not None
+    assert_ended_on_request(dc2, Path(replicator.log))
+
+
+def live_replicator_command(topology: Path) -> list[str]:
+    """A continuous replicator of live-flow: discovery every 5 s, a checkpoint pass at start and at the stop only."""
+    return spark_submit_command(
+        "replicate",
+        [
+            "--topology",
+            str(topology),
+            "--flow",
+            "live-flow",
+            "--mode",
+            "continuous",
+            "--discover-interval",
+            "5",
+            "--checkpoint-interval",
+            "600",  # the pass at start and the last one at the stop only
+            # Longer than every wait in the test: a new topic is copied because discovery ends the epoch early, and
+            # the stop ends within replicators.stop's 30 s (else SIGKILL, and no summary) because it does not wait
+            # for the epoch's deadline.
+            "--epoch",
+            "120",
+        ],
+    )
+
+
+def assert_ended_on_request(dc2: BrokerProcess, log: Path) -> None:
+    """The stopped replicator recorded why it ended, took its last checkpoint pass, left no lag, and its summary
+    counts every record it copied, each origin copied once."""
     ended = json.loads(latest_value(dc2.config, PROGRESS, owner_key("live-flow")) or b"{}")
     assert ended["reason"].startswith("stop request from ") and ended["request"], ended
     # The last pass, after the last epoch: the group's latest offset, and no lag left.
@@ -486,7 +496,7 @@ def test_continuous_picks_up_new_topics_and_stops_cleanly(clusters, tmp_path, mo
     assert checkpoint.dest_offset >= 60  # past the copy of source offset 59 (transaction markers in between)
     snapshot = load_snapshot(dc2.config, "live-flow")
     assert snapshot is not None and snapshot.total_records == 0, snapshot
-    summary = json.loads([line for line in Path(replicator.log).read_text().splitlines() if line.startswith("{")][-1])
+    summary = json.loads([line for line in log.read_text().splitlines() if line.startswith("{")][-1])
     assert summary["status"] == "done", summary  # SIGTERM ends the epoch at once and the run, with a summary
     copied = {p["topic"]: 0 for p in summary["partitions"]}
     for p in summary["partitions"]:

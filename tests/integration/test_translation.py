@@ -145,9 +145,7 @@ def test_every_group_offset_is_exact_with_interleaved_local_records(pair, tmp_pa
                 truth[(partition, chain[-1].offset)] = m.offset()
                 after_last[partition] = m.offset() + 1
         reader.close()
-    clients = FlowClients(
-        ClusterAccess.from_environ(load_topology(topology)), load_topology(topology).flow("mix")
-    )  # their settings: no connection
+    access = ClusterAccess.from_environ(load_topology(topology))  # the environment's settings: no connection
     rng = random.Random(7)
     requests = []
     for partition in (0, 1):
@@ -155,8 +153,8 @@ def test_every_group_offset_is_exact_with_interleaved_local_records(pair, tmp_pa
         wanted = [o for o in wanted if partition == 0 or o < 1_200]
         requests.append(
             PartitionRequest(
-                clients.source_config,
-                clients.target_config,
+                access.config("dc1"),
+                access.config("dc2"),
                 dc1.cluster_id,
                 "mixed",
                 partition,

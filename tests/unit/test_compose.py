@@ -412,32 +412,41 @@ def topology_problems(model: Model, topology: Topology) -> list[str]:
     problems = []
     for cluster in topology.clusters.values():
         for address in cluster.bootstrap_servers.split(","):
-            host, _, port = address.rpartition(":")
-            service = services.get(host)
-            if service is None:
-                problems.append(f"cluster {cluster.name}: bootstrap host {host} is not a service")
-                continue
-            advertised = listeners(env(service).get("KAFKA_ADVERTISED_LISTENERS", ""))
-            bound = listeners(env(service).get("KAFKA_LISTENERS", ""))
-            names = [name for name, hp in advertised.items() if hp == (host, int(port)) and bound.get(name)]
-            if not names or bound[names[0]][1] != int(port):
-                problems.append(f"cluster {cluster.name}: {address} is not a listener {host} advertises and binds")
-        if cluster.schema_registry is not None:
-            for url in cluster.schema_registry.split(","):
-                parts = urlsplit(url.strip())
-                service = services.get(parts.hostname or "")
-                if service is None:
-                    problems.append(f"cluster {cluster.name}: registry host {parts.hostname} is not a service")
-                    continue
-                ports = {port for _, port in hosts_and_ports(env(service).get("SCHEMA_REGISTRY_LISTENERS", ""))}
-                if parts.port not in ports:
-                    problems.append(f"cluster {cluster.name}: registry {url} is not on a port its service listens on")
+            problems += bootstrap_problems(services, cluster.name, address)
+        for url in cluster.schema_registry.split(",") if cluster.schema_registry is not None else []:
+            problems += registry_url_problems(services, cluster.name, url)
     wanted = [default_conn_id(name) for name in topology.clusters] + [SPARK_CONN_ID]
     for name, service in airflow_services(model).items():
         for conn_id in wanted:
             if f"AIRFLOW_CONN_{conn_id.upper()}" not in env(service):
                 problems.append(f"{name}: no connection {conn_id} (AIRFLOW_CONN_{conn_id.upper()})")
     return problems
+
+
+def bootstrap_problems(services: Model, cluster: str, address: str) -> list[str]:
+    """A bootstrap address is a listener its broker service both advertises and binds, on that port."""
+    host, _, port = address.rpartition(":")
+    service = services.get(host)
+    if service is None:
+        return [f"cluster {cluster}: bootstrap host {host} is not a service"]
+    advertised = listeners(env(service).get("KAFKA_ADVERTISED_LISTENERS", ""))
+    bound = listeners(env(service).get("KAFKA_LISTENERS", ""))
+    names = [name for name, hp in advertised.items() if hp == (host, int(port)) and bound.get(name)]
+    if not names or bound[names[0]][1] != int(port):
+        return [f"cluster {cluster}: {address} is not a listener {host} advertises and binds"]
+    return []
+
+
+def registry_url_problems(services: Model, cluster: str, url: str) -> list[str]:
+    """A registry URL names a registry service, on a port it listens on."""
+    parts = urlsplit(url.strip())
+    service = services.get(parts.hostname or "")
+    if service is None:
+        return [f"cluster {cluster}: registry host {parts.hostname} is not a service"]
+    ports = {port for _, port in hosts_and_ports(env(service).get("SCHEMA_REGISTRY_LISTENERS", ""))}
+    if parts.port not in ports:
+        return [f"cluster {cluster}: registry {url} is not on a port its service listens on"]
+    return []
 
 
 def topology_file_problems(model: Model, topology: Topology) -> list[str]:

@@ -48,6 +48,27 @@ class DcConfig:
     def registry_url(self) -> str:
         return f"http://{HOST}:{self.registry_port}"
 
+    def validate(self, where: str, seen_names: set[str], seen_ports: dict[int, str]) -> None:
+        """Refuse a bad DC with one line; seen_names and seen_ports (the other DCs' so far) catch one used twice."""
+        if not isinstance(self.name, str) or not _DC_NAME_RE.fullmatch(self.name):
+            raise StackInputError(f"{where}.name: bad DC name {self.name!r} (letters, digits, '_', '-')")
+        if self.name in seen_names:
+            raise StackInputError(f"{where}.name: duplicate DC {self.name!r}")
+        seen_names.add(self.name)
+        self._validate_ports(where, seen_ports)
+        if not isinstance(self.registry_leader_eligible, bool):
+            raise StackInputError(f"{where}.registry_leader_eligible: must be true or false")
+        check_bootstrap_servers(self.registry_kafkastore, f"{where}.registry_kafkastore")
+
+    def _validate_ports(self, where: str, seen_ports: dict[int, str]) -> None:
+        for key in ("broker_port", "registry_port"):
+            port = getattr(self, key)
+            if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+                raise StackInputError(f"{where}.{key}: must be a port number 1-65535, got {port!r}")
+            if port in seen_ports:
+                raise StackInputError(f"{where}.{key}: port {port} is also {seen_ports[port]}")
+            seen_ports[port] = f"{self.name} {key}"
+
 
 @dataclass(frozen=True)
 class SecurityConfig:
@@ -141,24 +162,9 @@ class StackConfig:
         if not self.dcs:
             raise StackInputError(f"{source}: no DCs defined")
         seen_names: set[str] = set()
-        seen_ports: dict[int, str] = {}
+        seen_ports: dict[int, str] = {}  # port: whose it is
         for i, dc in enumerate(self.dcs):
-            where = f"{source}: dcs[{i}]"
-            if not isinstance(dc.name, str) or not _DC_NAME_RE.fullmatch(dc.name):
-                raise StackInputError(f"{where}.name: bad DC name {dc.name!r} (letters, digits, '_', '-')")
-            if dc.name in seen_names:
-                raise StackInputError(f"{where}.name: duplicate DC {dc.name!r}")
-            seen_names.add(dc.name)
-            for key in ("broker_port", "registry_port"):
-                port = getattr(dc, key)
-                if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
-                    raise StackInputError(f"{where}.{key}: must be a port number 1-65535, got {port!r}")
-                if port in seen_ports:
-                    raise StackInputError(f"{where}.{key}: port {port} is also {seen_ports[port]}")
-                seen_ports[port] = f"{dc.name} {key}"
-            if not isinstance(dc.registry_leader_eligible, bool):
-                raise StackInputError(f"{where}.registry_leader_eligible: must be true or false")
-            check_bootstrap_servers(dc.registry_kafkastore, f"{where}.registry_kafkastore")
+            dc.validate(f"{source}: dcs[{i}]", seen_names, seen_ports)
         if not isinstance(self.security, SecurityConfig):
             raise StackInputError(f"{source}: security: must be a mapping")
         self.security.validate(f"{source}: security")

@@ -104,82 +104,115 @@ def clean(partition: PartitionLog, now_ms: int, delete_retention_ms: int) -> int
     segments = cleanable_segments(partition)
     if not segments:
         return 0
-    end = partition.segments[len(segments)].base_offset
-    horizon = now_ms - delete_retention_ms
-    aborted = _Aborted(partition.aborted)
+    cleaning = _Cleaning(partition, segments, now_ms - delete_retention_ms)
+    cleaning.decide()
+    removed = cleaning.write()
+    partition.aborted = [t for t in partition.aborted if t.last_offset >= cleaning.end]  # the others' records are gone
+    partition.cleaned_offset = cleaning.end
+    return removed
 
-    # Read the range once: aborted batches are decided on the spot, the dirty part fills the key map with where each
-    # key's newest record is.
-    keep: list[dict[int, _Keep]] = [{} for _ in segments]
-    records = [0] * len(segments)
-    latest: dict[bytes, tuple[int, int, int, bool]] = {}  # key: segment index, position, offset, expired tombstone
-    for i, segment in enumerate(segments):
-        dirty = segment.base_offset >= partition.cleaned_offset
-        for position, header, batch in _batches(_read(segment)):
-            records[i] += header.records_count
-            if header.attributes & ATTR_CONTROL:
-                keep[i][position] = True
-                continue
-            txn = aborted.find(header)
-            if txn is not None:
-                if txn.last_offset >= end:
-                    keep[i][position] = True  # its abort marker is beyond the range: a later pass drops it
-            elif not dirty:
-                keep[i][position] = None
-            else:
-                for offset, key, deleted_at in record_keys(batch, header):
-                    if key is None:  # not compacted (a topic switched from delete)
-                        keep[i].setdefault(position, set()).add(offset)
-                    else:
-                        latest[key] = (i, position, offset, deleted_at is not None and deleted_at < horizon)
-    for i, position, offset, expired in latest.values():
-        if not expired:
-            keep[i].setdefault(position, set()).add(offset)  # a dirty data batch: never True or None
 
-    # Write what stays, in groups of consecutive segments of at most segment.bytes. A marker stays while a record of
-    # its transaction stays before it (from the producer's previous marker on), or while younger than the horizon.
-    removed = 0
-    open_txns: set[int] = set()  # producers with a record of their current transaction kept
-    max_size = partition.segment_bytes
-    group: list[Segment] = []
-    group_data = bytearray()
-    group_changed = False
-    for i, segment in enumerate(segments):
+def _expired(deleted_at: int | None, horizon: int) -> bool:
+    """A tombstone older than delete.retention.ms (deleted_at is None for a record with a value)."""
+    return deleted_at is not None and deleted_at < horizon
+
+
+class _Cleaning:
+    """One pass of the cleaner over a partition's cleanable segments: decide what stays (one read), then write it."""
+
+    def __init__(self, partition: PartitionLog, segments: list[Segment], horizon: int) -> None:
+        self.partition = partition
+        self.segments = segments
+        self.end = partition.segments[len(segments)].base_offset
+        self.horizon = horizon
+        self.keep: list[dict[int, _Keep]] = [{} for _ in segments]  # by segment, by batch position
+        self.records = [0] * len(segments)  # by segment, before cleaning
+        self.latest: dict[bytes, tuple[int, int, int, bool]] = {}  # key: segment index, position, offset, expired
+
+    def decide(self) -> None:
+        """Read the range once: aborted batches are decided on the spot, the dirty part fills the key map with where
+        each key's newest record is."""
+        aborted = _Aborted(self.partition.aborted)
+        for i, segment in enumerate(self.segments):
+            dirty = segment.base_offset >= self.partition.cleaned_offset
+            for position, header, batch in _batches(_read(segment)):
+                self.records[i] += header.records_count
+                self._decide_batch(i, position, header, batch, aborted, dirty)
+        for i, position, offset, expired in self.latest.values():
+            if not expired:
+                self.keep[i].setdefault(position, set()).add(offset)  # a dirty data batch: never True or None
+
+    def _decide_batch(
+        self, i: int, position: int, header: BatchHeader, batch: memoryview, aborted: _Aborted, dirty: bool
+    ) -> None:
+        keep = self.keep[i]
+        if header.attributes & ATTR_CONTROL:
+            keep[position] = True
+            return
+        txn = aborted.find(header)
+        if txn is not None:
+            if txn.last_offset >= self.end:
+                keep[position] = True  # its abort marker is beyond the range: a later pass drops it
+        elif not dirty:
+            keep[position] = None
+        else:
+            for offset, key, deleted_at in record_keys(batch, header):
+                if key is None:  # not compacted (a topic switched from delete)
+                    keep.setdefault(position, set()).add(offset)
+                else:
+                    self.latest[key] = (i, position, offset, _expired(deleted_at, self.horizon))
+
+    def write(self) -> int:
+        """Write what stays, in groups of consecutive segments of at most segment.bytes; returns the records removed."""
+        removed = 0
+        open_txns: set[int] = set()  # producers with a record of their current transaction kept
+        group: list[Segment] = []
+        group_data = bytearray()
+        group_changed = False
+        for i, segment in enumerate(self.segments):
+            out, segment_kept = self._kept_batches(i, segment, open_txns)
+            if group and len(group_data) + len(out) > self.partition.segment_bytes:
+                _replace(self.partition, group, group_data, group_changed)
+                group, group_data, group_changed = [], bytearray(), False
+            group.append(segment)
+            group_data += out
+            group_changed = group_changed or segment_kept < self.records[i]
+            removed += self.records[i] - segment_kept
+        _replace(self.partition, group, group_data, group_changed)
+        return removed
+
+    def _kept_batches(self, i: int, segment: Segment, open_txns: set[int]) -> tuple[bytearray, int]:
+        """What stays of segment i (whole batches copied, the others rebuilt) and how many records that is."""
         out = bytearray()
         segment_kept = 0
-        data = _read(segment) if keep[i] else b""
-        for position in sorted(keep[i]):
+        data = _read(segment) if self.keep[i] else b""
+        for position in sorted(self.keep[i]):
             header = parse_header(data, position)
             batch = memoryview(data)[position : position + header.length]
-            kept = keep[i][position]
-            if header.attributes & ATTR_CONTROL:
-                kept = header.producer_id in open_txns or header.max_timestamp >= horizon
-                open_txns.discard(header.producer_id)
-            elif kept is None:
-                kept = {
-                    offset
-                    for offset, key, deleted_at in record_keys(batch, header)
-                    if key is None or (key not in latest and not (deleted_at is not None and deleted_at < horizon))
-                }
-            if kept and header.attributes & ATTR_TRANSACTIONAL and not header.attributes & ATTR_CONTROL:
-                open_txns.add(header.producer_id)
+            kept = self._kept(self.keep[i][position], header, batch, open_txns)
             if kept is True or (kept and len(kept) == header.records_count):
                 out += batch
                 segment_kept += header.records_count
             elif kept:
                 out += _rebuild(header, batch, kept)
                 segment_kept += len(kept)
-        if group and len(group_data) + len(out) > max_size:
-            _replace(partition, group, group_data, group_changed)
-            group, group_data, group_changed = [], bytearray(), False
-        group.append(segment)
-        group_data += out
-        group_changed = group_changed or segment_kept < records[i]
-        removed += records[i] - segment_kept
-    _replace(partition, group, group_data, group_changed)
-    partition.aborted = [t for t in partition.aborted if t.last_offset >= end]  # the others' records are gone
-    partition.cleaned_offset = end
-    return removed
+        return out, segment_kept
+
+    def _kept(self, kept: _Keep, header: BatchHeader, batch: memoryview, open_txns: set[int]) -> bool | set[int]:
+        """The read pass's decision made final. A marker stays while a record of its transaction stays before it (from
+        the producer's previous marker on), or while younger than the horizon."""
+        if header.attributes & ATTR_CONTROL:
+            kept = header.producer_id in open_txns or header.max_timestamp >= self.horizon
+            open_txns.discard(header.producer_id)
+        elif kept is None:
+            kept = {
+                offset
+                for offset, key, deleted_at in record_keys(batch, header)
+                if key is None or (key not in self.latest and not _expired(deleted_at, self.horizon))
+            }
+        if kept and header.attributes & ATTR_TRANSACTIONAL and not header.attributes & ATTR_CONTROL:
+            open_txns.add(header.producer_id)
+        return kept
 
 
 def _replace(partition: PartitionLog, group: list[Segment], data: bytearray, changed: bool) -> None:

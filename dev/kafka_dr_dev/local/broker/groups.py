@@ -84,9 +84,22 @@ class Group:
     offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
     rebalance_task: asyncio.Task | None = None
 
+    def common_protocols(self) -> set[str]:
+        """The protocol names every member supports (the group must have members)."""
+        return set.intersection(*({name for name, _ in m.protocols} for m in self.members.values()))
+
+    def accepts(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
+        """Whether a joining member's protocols fit: some, and with members already there, the group's type and one
+        name they all support."""
+        if not protocols:
+            return False
+        if not self.members:
+            return True
+        return protocol_type == self.protocol_type and bool({name for name, _ in protocols} & self.common_protocols())
+
     def select_protocol(self) -> str:
         """The protocol every member supports, preferring the members' first choices (votes)."""
-        common = set.intersection(*({name for name, _ in m.protocols} for m in self.members.values()))
+        common = self.common_protocols()
         votes: dict[str, int] = {}
         for member in self.members.values():
             choice = next(name for name, _ in member.protocols if name in common)
@@ -194,29 +207,59 @@ class GroupCoordinator:
         protocols: list[tuple[str, bytes]],
         require_known_member_id: bool,
     ) -> JoinResult:
+        """JoinGroup: the member joins (a new, known or static member) and waits for the rebalance its join starts,
+        unless its metadata is unchanged and the group is settled (Kafka's shortcut)."""
+        error = self._join_error(group_id, session_timeout_ms, protocol_type, protocols)
+        if error:
+            return JoinResult(error)
+        group = self.group(group_id)
+        admitted = self._admit(group, member_id, group_instance_id, client_id, require_known_member_id)
+        if isinstance(admitted, JoinResult):
+            return admitted
+        member, changed = self._upsert_member(
+            group,
+            Member(
+                admitted,
+                group_instance_id,
+                client_id,
+                client_host,
+                session_timeout_ms,
+                rebalance_timeout_ms,
+                protocol_type,
+                protocols,
+            ),
+        )
+        if not changed and (group.state == COMPLETING or (group.state == STABLE and admitted != group.leader_id)):
+            # Kafka's shortcut: a rejoin with unchanged metadata needs no new generation.
+            return self._join_result(group, member)
+        return await self._await_rebalance(group, member)
+
+    def _join_error(
+        self, group_id: str, session_timeout_ms: int, protocol_type: str, protocols: list[tuple[str, bytes]]
+    ) -> int:
+        """The error code that refuses a join outright, 0 when there is none."""
         if not group_id:
-            return JoinResult(Errors.InvalidGroupIdError.errno)
+            return Errors.InvalidGroupIdError.errno
         if not MIN_SESSION_TIMEOUT_MS <= session_timeout_ms <= MAX_SESSION_TIMEOUT_MS:
-            return JoinResult(Errors.InvalidSessionTimeoutError.errno)
+            return Errors.InvalidSessionTimeoutError.errno
         group = self.group(group_id)
         if group.state == DEAD:
-            return JoinResult(Errors.CoordinatorNotAvailableError.errno)
-        if not protocols or (
-            group.members
-            and (
-                protocol_type != group.protocol_type
-                or not {n for n, _ in protocols}
-                & set.intersection(*({n for n, _ in m.protocols} for m in group.members.values()))
-            )
-        ):
-            return JoinResult(Errors.InconsistentGroupProtocolError.errno)
-        if group_instance_id:
-            # Static membership: the instance id owns its member; a rejoin replaces the old id.
-            old = next((m for m in group.members.values() if m.group_instance_id == group_instance_id), None)
-            if old is not None and member_id and member_id != old.member_id:
-                return JoinResult(Errors.FencedInstanceIdError.errno)
-            if old is not None and not member_id:
-                self._remove_member(group, old.member_id, cancel=True)
+            return Errors.CoordinatorNotAvailableError.errno
+        if not group.accepts(protocol_type, protocols):
+            return Errors.InconsistentGroupProtocolError.errno
+        return 0
+
+    def _admit(
+        self,
+        group: Group,
+        member_id: str,
+        group_instance_id: str | None,
+        client_id: str,
+        require_known_member_id: bool,
+    ) -> str | JoinResult:
+        """The joining member's id (issued when it has none), or the result that turns it away."""
+        if group_instance_id and not self._static_rejoin(group, member_id, group_instance_id):
+            return JoinResult(Errors.FencedInstanceIdError.errno)
         if not member_id:
             member_id = f"{client_id}-{uuid.uuid4()}"
             if require_known_member_id and not group_instance_id:
@@ -225,41 +268,49 @@ class GroupCoordinator:
         elif member_id not in group.members and member_id not in group.pending_members:
             return JoinResult(Errors.UnknownMemberIdError.errno, member_id=member_id)
         group.pending_members.discard(member_id)
+        return member_id
 
-        member = group.members.get(member_id)
+    def _static_rejoin(self, group: Group, member_id: str, group_instance_id: str) -> bool:
+        """Static membership: the instance id owns its member; a rejoin without a member id replaces the old one.
+        False when member_id is not the one the instance id owns (fenced)."""
+        old = next((m for m in group.members.values() if m.group_instance_id == group_instance_id), None)
+        if old is None:
+            return True
+        if member_id and member_id != old.member_id:
+            return False
+        if not member_id:
+            self._remove_member(group, old.member_id, cancel=True)
+        return True
+
+    @staticmethod
+    def _upsert_member(group: Group, joining: Member) -> tuple[Member, bool]:
+        """The group's member, added or updated from the joining one; True when its metadata changed (or it is new)."""
+        member = group.members.get(joining.member_id)
         if member is None:
-            member = Member(
-                member_id,
-                group_instance_id,
-                client_id,
-                client_host,
-                session_timeout_ms,
-                rebalance_timeout_ms,
-                protocol_type,
-                protocols,
-            )
-            group.members[member_id] = member
-            group.protocol_type = protocol_type
-            changed = True
+            member, changed = joining, True
+            group.members[member.member_id] = member
+            group.protocol_type = member.protocol_type
         else:
-            changed = member.protocols != protocols
-            member.protocols = protocols
-            member.session_timeout_ms = session_timeout_ms
-            member.rebalance_timeout_ms = rebalance_timeout_ms
+            changed = member.protocols != joining.protocols
+            member.protocols = joining.protocols
+            member.session_timeout_ms = joining.session_timeout_ms
+            member.rebalance_timeout_ms = joining.rebalance_timeout_ms
         member.last_heartbeat = time.monotonic()
-        if not changed and (group.state == COMPLETING or (group.state == STABLE and member_id != group.leader_id)):
-            # Kafka's shortcut: a rejoin with unchanged metadata needs no new generation.
-            return self._join_result(group, member)
+        return member, changed
+
+    async def _await_rebalance(self, group: Group, member: Member) -> JoinResult:
+        """Wait for the rebalance to complete (starting one unless it is preparing); an earlier join of the same
+        member waiting still is cancelled."""
         future = asyncio.get_running_loop().create_future()
         if member.join_future and not member.join_future.done():
             member.join_future.cancel()
         member.join_future = future
         if group.state != PREPARING:
-            self._prepare_rebalance(group, f"member {member_id} joined")
+            self._prepare_rebalance(group, f"member {member.member_id} joined")
         try:
             return await future
         except asyncio.CancelledError:
-            return JoinResult(Errors.UnknownMemberIdError.errno, member_id=member_id)
+            return JoinResult(Errors.UnknownMemberIdError.errno, member_id=member.member_id)
 
     def _prepare_rebalance(self, group: Group, reason: str) -> None:
         log.info("group %s: preparing rebalance (%s)", group.group_id, reason)

@@ -36,7 +36,13 @@ import ssl
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    Validity = tuple[datetime.datetime, datetime.datetime]  # not before, not after
 
 log = logging.getLogger(__name__)
 
@@ -570,88 +576,113 @@ def _usable(files: TlsFiles, names: Sequence[str]) -> bool:
 
 
 def _generate(files: TlsFiles, names: Sequence[str]) -> None:
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
     now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)  # a little clock skew is fine
-    until = now + datetime.timedelta(days=825)
+    validity = (now, now + datetime.timedelta(days=825))
     ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = _ca_certificate(ca_key, validity)
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = _server_certificate(key, names, ca, ca_key, validity)
+    # Keys first, so a reader never finds a certificate whose key is not there yet.
+    _write(files.ca_key, _private_pem(ca_key), 0o600)
+    _write(files.key, _private_pem(key), 0o600)
+    _write(files.ca, _public_pem(ca), 0o644)
+    _write(files.cert, _public_pem(cert), 0o644)
+
+
+def _ca_certificate(ca_key: ec.EllipticCurvePrivateKey, validity: Validity) -> x509.Certificate:
+    """A self-signed CA that may sign server certificates only (path length 0), with a random name of its own."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.x509.oid import NameOID
+
     ca_name = x509.Name(
         [
             x509.NameAttribute(NameOID.ORGANIZATION_NAME, "kafka-dr"),
             x509.NameAttribute(NameOID.COMMON_NAME, f"kafka-dr-dev local CA {secrets.token_hex(4)}"),
         ]
     )
-    ca_ski = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now)
-        .not_valid_after(until)
+    return (
+        _certificate_builder(ca_name, ca_name, ca_key.public_key(), validity)
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(ca_ski, critical=False)
+        .add_extension(_key_usage(key_encipherment=False, cert_sign=True), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now)
-        .not_valid_after(until)
+
+
+def _server_certificate(
+    key: ec.EllipticCurvePrivateKey,
+    names: Sequence[str],
+    ca: x509.Certificate,
+    ca_key: ec.EllipticCurvePrivateKey,
+    validity: Validity,
+) -> x509.Certificate:
+    """The server's certificate for `names` (subjectAltName), issued by `ca`."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    ca_ski = ca.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    return (
+        _certificate_builder(subject, ca.subject, key.public_key(), validity)
         .add_extension(x509.SubjectAlternativeName(_san(names)), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=True,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        .add_extension(_key_usage(key_encipherment=True, cert_sign=False), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
 
-    def private(k: ec.EllipticCurvePrivateKey) -> bytes:
-        return k.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
 
-    pem = serialization.Encoding.PEM
-    # Keys first, so a reader never finds a certificate whose key is not there yet.
-    _write(files.ca_key, private(ca_key), 0o600)
-    _write(files.key, private(key), 0o600)
-    _write(files.ca, ca.public_bytes(pem), 0o644)
-    _write(files.cert, cert.public_bytes(pem), 0o644)
+def _certificate_builder(
+    subject: x509.Name, issuer: x509.Name, public_key: ec.EllipticCurvePublicKey, validity: Validity
+) -> x509.CertificateBuilder:
+    from cryptography import x509
+
+    not_before, not_after = validity
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(public_key)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(not_before)
+        .not_valid_after(not_after)
+    )
+
+
+def _key_usage(*, key_encipherment: bool, cert_sign: bool) -> x509.KeyUsage:
+    """What a key may do: the CA's signs certificates and CRLs, the server's signs its TLS handshakes."""
+    from cryptography import x509
+
+    return x509.KeyUsage(
+        digital_signature=True,
+        content_commitment=False,
+        key_encipherment=key_encipherment,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=cert_sign,
+        crl_sign=cert_sign,
+        encipher_only=False,
+        decipher_only=False,
+    )
+
+
+def _private_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def _public_pem(cert: x509.Certificate) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    return cert.public_bytes(serialization.Encoding.PEM)
 
 
 def _write(path: Path, data: bytes, mode: int) -> None:

@@ -38,6 +38,7 @@ _PROMOTIONS = {
     "string": {"string", "bytes"},
     "bytes": {"bytes", "string"},
 }
+_CONTAINED = {"array": "items", "map": "values"}  # a container type: the key of the schema it holds
 
 
 def is_transitive(level: str) -> bool:
@@ -86,27 +87,24 @@ class _AvroResolver:
     def check(self, reader: Any, writer: Any, path: str) -> list[str]:
         reader = self._resolve(reader, self.reader_names)
         writer = self._resolve(writer, self.writer_names)
-        if isinstance(writer, list):
-            problems = []
-            for i, branch in enumerate(writer):
-                problems += self.check(reader, branch, f"{path}{i}/")
-            return problems
-        if isinstance(reader, list):
-            for branch in reader:
-                if not self.check(branch, writer, path):
-                    return []
+        if isinstance(writer, list):  # every branch the writer may have written must be readable
+            return [p for i, branch in enumerate(writer) for p in self.check(reader, branch, f"{path}{i}/")]
+        if isinstance(reader, list):  # one reader branch that reads the writer is enough
+            if any(not self.check(branch, writer, path) for branch in reader):
+                return []
             return [f"{path}: reader union has no branch matching writer type {_type_name(writer)}"]
         r_type, w_type = _type_name(reader), _type_name(writer)
-        if w_type in _PRIMITIVES or r_type in _PRIMITIVES:
+        if w_type in _PRIMITIVES or r_type in _PRIMITIVES or r_type != w_type:
             if r_type in _PROMOTIONS.get(w_type, {w_type}):
                 return []
             return [f"{path}: reader type {r_type} cannot read writer type {w_type}"]
-        if r_type != w_type:
-            return [f"{path}: reader type {r_type} cannot read writer type {w_type}"]
-        if r_type == "array":
-            return self.check(reader["items"], writer["items"], f"{path}items/")
-        if r_type == "map":
-            return self.check(reader["values"], writer["values"], f"{path}values/")
+        if r_type in _CONTAINED:
+            key = _CONTAINED[r_type]
+            return self.check(reader[key], writer[key], f"{path}{key}/")
+        return self._check_named(r_type, reader, writer, path)
+
+    def _check_named(self, r_type: str, reader: dict[str, Any], writer: dict[str, Any], path: str) -> list[str]:
+        """A fixed, an enum or a record: the names match first."""
         if not _names_match(reader, writer):
             return [f"{path}: reader name {reader['name']} does not match writer name {writer['name']}"]
         if r_type == "fixed":
@@ -167,39 +165,65 @@ def _json_types(schema: dict[str, Any]) -> set[str] | None:
 
 
 def _json_can_read(reader: Any, writer: Any, path: str) -> list[str]:
-    if reader is True or reader == {}:
-        return []
-    if writer is False:
+    if reader is True or reader == {} or writer is False:
         return []
     if reader is False:
         return [f"{path}: reader schema accepts nothing"]
     if writer is True:
         writer = {}
-    problems: list[str] = []
+    type_problem = _json_type_problem(reader, writer, path)
+    if type_problem:
+        return [type_problem]
+    return [
+        *_json_enum_problems(reader, writer, path),
+        *_json_object_problems(reader, writer, path),
+        *_json_nested_problems(reader, writer, path),
+    ]
+
+
+def _json_type_problem(reader: dict[str, Any], writer: dict[str, Any], path: str) -> str | None:
+    """The writer's types must be among the reader's (an integer is a number)."""
     r_types, w_types = _json_types(reader), _json_types(writer)
-    if r_types is not None:
-        if w_types is None:
-            return [f"{path}: reader restricts type to {sorted(r_types)}, writer does not"]
-        widened = r_types | ({"integer"} if "number" in r_types else set())
-        if not w_types <= widened:
-            return [f"{path}: reader type {sorted(r_types)} cannot read writer type {sorted(w_types)}"]
-    if "enum" in reader:
-        if "enum" not in writer:
-            problems.append(f"{path}: reader restricts values to an enum, writer does not")
-        else:
-            extra = [v for v in writer["enum"] if v not in reader["enum"]]
-            if extra:
-                problems.append(f"{path}: writer enum values {extra} are not in the reader enum")
-    r_props, w_props = reader.get("properties", {}), writer.get("properties", {})
-    for name in sorted(set(reader.get("required", [])) - set(writer.get("required", []))):
-        problems.append(f"{path}/properties/{name}: required by the reader but optional in the writer")
+    if r_types is None:
+        return None
+    if w_types is None:
+        return f"{path}: reader restricts type to {sorted(r_types)}, writer does not"
+    widened = r_types | ({"integer"} if "number" in r_types else set())
+    if not w_types <= widened:
+        return f"{path}: reader type {sorted(r_types)} cannot read writer type {sorted(w_types)}"
+    return None
+
+
+def _json_enum_problems(reader: dict[str, Any], writer: dict[str, Any], path: str) -> list[str]:
+    if "enum" not in reader:
+        return []
+    if "enum" not in writer:
+        return [f"{path}: reader restricts values to an enum, writer does not"]
+    extra = [v for v in writer["enum"] if v not in reader["enum"]]
+    return [f"{path}: writer enum values {extra} are not in the reader enum"] if extra else []
+
+
+def _json_object_problems(reader: dict[str, Any], writer: dict[str, Any], path: str) -> list[str]:
+    """Properties the reader requires and the writer does not; a closed reader's properties against the writer's."""
+    problems = [
+        f"{path}/properties/{name}: required by the reader but optional in the writer"
+        for name in sorted(set(reader.get("required", [])) - set(writer.get("required", [])))
+    ]
     if reader.get("additionalProperties") is False:
         if writer.get("additionalProperties") is not False:
             problems.append(f"{path}: reader is closed (additionalProperties false) but writer is open")
+        r_props, w_props = reader.get("properties", {}), writer.get("properties", {})
         problems += [
             f"{path}/properties/{name}: writer property is not allowed by the closed reader"
             for name in sorted(set(w_props) - set(r_props))
         ]
+    return problems
+
+
+def _json_nested_problems(reader: dict[str, Any], writer: dict[str, Any], path: str) -> list[str]:
+    """The properties both declare, then the array items, each checked as a schema of its own."""
+    r_props, w_props = reader.get("properties", {}), writer.get("properties", {})
+    problems: list[str] = []
     for name in sorted(set(r_props) & set(w_props)):
         problems += _json_can_read(r_props[name], w_props[name], f"{path}/properties/{name}")
     if "items" in reader and isinstance(reader["items"], dict | bool):

@@ -100,8 +100,13 @@ def _create_config(topic, name):
         value=topic.config(name),
         read_only=False,
         is_sensitive=False,
-        config_source=DYNAMIC_TOPIC_CONFIG if name in topic.configs else DEFAULT_CONFIG,
+        config_source=_config_source(topic, name),
     )
+
+
+def _config_source(topic, name: str) -> int:
+    """Set on the topic, or Kafka's default."""
+    return DYNAMIC_TOPIC_CONFIG if name in topic.configs else DEFAULT_CONFIG
 
 
 @api(DeleteTopicsRequest, DeleteTopicsResponse, 1, 5)
@@ -135,67 +140,59 @@ async def create_partitions(broker, request, ctx):
 @api(DescribeConfigsRequest, DescribeConfigsResponse, 1, 4)
 async def describe_configs(broker, request, ctx):
     R = DescribeConfigsResponse.DescribeConfigsResult
-    C = R.DescribeConfigsResourceResult
-    S = C.DescribeConfigsSynonym
     results = []
     for res in request.resources:
         try:
-            if res.resource_type == TOPIC_RESOURCE:
-                topic = broker.topics.get(res.resource_name)
-                entries = [
-                    (
-                        name,
-                        topic.config(name),
-                        DYNAMIC_TOPIC_CONFIG if name in topic.configs else DEFAULT_CONFIG,
-                        TOPIC_CONFIGS[name][1],
-                    )
-                    for name in sorted(TOPIC_CONFIGS)
-                ]
-            elif res.resource_type == BROKER_RESOURCE:
-                if res.resource_name not in ("", str(broker.node_id)):
-                    raise Errors.InvalidRequestError(f"unknown broker {res.resource_name}")
-                entries = [(name, value, STATIC_BROKER_CONFIG, 2) for name, value in sorted(broker.configs.items())]
-            else:
-                raise Errors.InvalidRequestError(f"unsupported resource type {res.resource_type}")
-            keys = set(res.configuration_keys) if res.configuration_keys is not None else None
-            configs = []
-            for name, value, source, kind in entries:
-                if keys is not None and name not in keys:
-                    continue
-                synonyms = [S(name=name, value=value, source=source)] if request.include_synonyms else []
-                configs.append(
-                    C(
-                        name=name,
-                        value=value,
-                        read_only=res.resource_type == BROKER_RESOURCE,
-                        config_source=source,
-                        is_default=source == DEFAULT_CONFIG,
-                        is_sensitive=False,
-                        synonyms=synonyms,
-                        config_type=kind,
-                        documentation=None,
-                    )
-                )
-            results.append(
-                R(
-                    error_code=0,
-                    error_message=None,
-                    resource_type=res.resource_type,
-                    resource_name=res.resource_name,
-                    configs=configs,
-                )
-            )
+            code, message, configs = 0, None, _described(request, res, _config_entries(broker, res))
         except Errors.KafkaError as exc:
-            results.append(
-                R(
-                    error_code=error_code(exc),
-                    error_message=error_message(exc),
-                    resource_type=res.resource_type,
-                    resource_name=res.resource_name,
-                    configs=[],
-                )
+            code, message, configs = error_code(exc), error_message(exc), []
+        results.append(
+            R(
+                error_code=code,
+                error_message=message,
+                resource_type=res.resource_type,
+                resource_name=res.resource_name,
+                configs=configs,
             )
+        )
     return DescribeConfigsResponse[ctx.version](throttle_time_ms=0, results=results)
+
+
+def _config_entries(broker, res) -> list[tuple[str, str, int, int]]:
+    """A resource's configs, sorted by name: (name, value, config source, config type)."""
+    if res.resource_type == TOPIC_RESOURCE:
+        topic = broker.topics.get(res.resource_name)
+        return [
+            (name, topic.config(name), _config_source(topic, name), TOPIC_CONFIGS[name][1])
+            for name in sorted(TOPIC_CONFIGS)
+        ]
+    if res.resource_type == BROKER_RESOURCE:
+        if res.resource_name not in ("", str(broker.node_id)):
+            raise Errors.InvalidRequestError(f"unknown broker {res.resource_name}")
+        return [(name, value, STATIC_BROKER_CONFIG, 2) for name, value in sorted(broker.configs.items())]
+    raise Errors.InvalidRequestError(f"unsupported resource type {res.resource_type}")
+
+
+def _described(request, res, entries: list[tuple[str, str, int, int]]) -> list:
+    """The entries the request asked for (all when it names no keys), with their synonyms if it asked for them."""
+    C = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult
+    S = C.DescribeConfigsSynonym
+    keys = set(res.configuration_keys) if res.configuration_keys is not None else None
+    return [
+        C(
+            name=name,
+            value=value,
+            read_only=res.resource_type == BROKER_RESOURCE,
+            config_source=source,
+            is_default=source == DEFAULT_CONFIG,
+            is_sensitive=False,
+            synonyms=[S(name=name, value=value, source=source)] if request.include_synonyms else [],
+            config_type=kind,
+            documentation=None,
+        )
+        for name, value, source, kind in entries
+        if keys is None or name in keys
+    ]
 
 
 def _alter(broker, request, new_configs) -> list:
