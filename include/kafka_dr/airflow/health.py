@@ -17,14 +17,14 @@ from airflow.sdk.exceptions import AirflowFailException
 from .. import readiness, roles
 from ..alerts import answers, notify_failovers, notify_flow_statuses, notify_readiness
 from ..clients import ClientConfigError
-from ..health.check import check_flow_findings
+from ..health.check import Checked, check_flow_findings
 from ..health.healing import heal
 from ..health.proposal import cluster_reachability, proposals, record_run
-from ..health.rules import FlowHealth, render_table
+from ..health.rules import render_table
 from ..state import now_iso
 from ..topology import TopologyError, load_topology
 from . import topology_path
-from .common import flow_kwargs, selected_flows, write_report
+from .common import flow_kwargs, selected_flows, typed, write_report
 from .hooks.alerts import alert_targets
 from .hooks.kafka_cluster import cluster_access
 from .site import known_users, paused_dags
@@ -43,22 +43,24 @@ def validate_flows(params: dict[str, Any] | None = None) -> list[dict[str, str]]
 
 
 @task
-def check(flow: str, topology: str) -> dict[str, Any]:
-    """One health sample and evaluation of `flow` (what `kafka-dr health --flow FLOW` shows), as JSON, with the
-    cluster the check could not reach (`unreachable_cluster`, None when both answered)."""
+@typed
+def check(flow: str, topology: str) -> Checked:
+    """One health sample and evaluation of `flow` (what `kafka-dr health --flow FLOW` shows), with the cluster the
+    check could not reach."""
     health, findings = check_flow_findings(cluster_access(load_topology(topology)), flow)
     print(render_table([health]))  # the task log's table
-    return {**health.to_dict(), "unreachable_cluster": findings.unreachable_cluster}
+    return Checked(health, findings.unreachable_cluster)
 
 
 @task
-def count_outages(checked: list[dict[str, Any]], topology: str | None = None) -> list[dict[str, Any]]:
+@typed
+def count_outages(checked: list[Checked], topology: str | None = None) -> list[dict[str, Any]]:
     """Count this run into each cluster's outage (kafka_dr.health.proposal) and return the disaster failovers to
     propose, as the kwargs of the mapped `propose_failover` (its run id and conf); none is an empty list, and the
     proposing task is then skipped."""
     path = topology_path(topology)
     topo = load_topology(path)
-    reachable = cluster_reachability(topo, {h["name"]: h.get("unreachable_cluster") for h in checked})
+    reachable = cluster_reachability(topo, {c.health.name: c.unreachable_cluster for c in checked})
     outages = record_run(reachable, now_iso())
     for outage in outages.values():
         print(f"{outage.cluster} unreachable in {outage.runs} runs in a row, since {outage.since}")
@@ -71,20 +73,22 @@ def count_outages(checked: list[dict[str, Any]], topology: str | None = None) ->
 
 
 @task
-def self_heal(checked: list[dict[str, Any]], topology: str | None = None) -> list[dict[str, Any]]:
+@typed
+def self_heal(checked: list[Checked], topology: str | None = None) -> list[dict[str, Any]]:
     """Restart each continuous replicator found dead (see kafka_dr.health.healing for the limits)."""
     access = cluster_access(load_topology(topology_path(topology)))
     actions = []
-    for health in checked:
-        action = heal(FlowHealth.from_dict(health), access)
+    for one in checked:
+        action = heal(one.health, access)
         if action is not None:
-            print(f"flow {health['name']}: {action['action']}: {action['reason']}")
+            print(f"flow {one.health.name}: {action['action']}: {action['reason']}")
             actions.append(action)
     return actions
 
 
 @task(on_failure_callback=None)  # its failure is a flow in ERR: the flow_status alerts already say so, once
-def report(checked: list[dict[str, Any]], healed: list[dict[str, Any]], topology: str | None = None) -> dict[str, Any]:
+@typed
+def report(checked: list[Checked], healed: list[dict[str, Any]], topology: str | None = None) -> dict[str, Any]:
     """Send the alerts the run calls for (kafka_dr.alerts: a flow's status change fires or resolves, an unchanged ERR
     repeats after `repeat_after`; while a failback is pending, one `failed_over` alert per failover instead of those
     of the flows from or into the cluster failed over from), write the run's snapshot to
@@ -93,7 +97,7 @@ def report(checked: list[dict[str, Any]], healed: list[dict[str, Any]], topology
     accept an alert is logged and listed, never a failure."""
     context = get_current_context()
     dag_id, run_id = context["dag"].dag_id, context["run_id"]
-    flows = [FlowHealth.from_dict(h) for h in checked]
+    flows = [c.health for c in checked]
     restarted = {action["flow"] for action in healed if action["action"] == "restarted"}
     topo = load_topology(topology_path(topology))
     failovers = roles.pending()
@@ -123,15 +127,16 @@ def report(checked: list[dict[str, Any]], healed: list[dict[str, Any]], topology
 
 
 @task(task_id="readiness")
-def check_readiness(checked: list[dict[str, Any]], topology: str | None = None) -> dict[str, Any]:
+@typed
+def check_readiness(checked: list[Checked], topology: str | None = None) -> dict[str, Any]:
     """What would stop or slow a failover now (kafka_dr.readiness), with Airflow's own facts read from here (paused
     DR DAGs, the auth manager's users) and the flows' lags this run measured: saved for the DR page and the metrics,
     and alerted when it degrades (`readiness`: once per change, repeated at `repeat_after`). Never fails the run: a
     health run's failure says a flow is in ERR."""
     topo = load_topology(topology_path(topology))
     lags = {
-        h["name"]: None if h.get("unreachable_cluster") else sum(p["lag_records"] for p in h["partitions"])
-        for h in checked
+        c.health.name: None if c.unreachable_cluster else sum(p.lag_records for p in c.health.partitions)
+        for c in checked
     }
     now = datetime.now(UTC)
     facts = readiness.gather(cluster_access(topo), now, lags)

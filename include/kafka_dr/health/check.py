@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaException, Producer
@@ -21,6 +22,15 @@ from .sampler import evaluation_key, sample_records, take_sample
 from .snapshots import snapshot_path
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Checked:
+    """One flow's check as dr_replication_health's tasks hand it on: its evaluation, and the cluster the check could
+    not reach (None when both answered), which the outage count reads."""
+
+    health: FlowHealth
+    unreachable_cluster: str | None = None
 
 
 def check_flow(access: ClusterAccess, flow_name: str) -> FlowHealth:

@@ -126,19 +126,6 @@ class PartitionStatus:
             d["gap"] = list(self.gap)
         return d
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> PartitionStatus:
-        gap = d.get("gap")
-        return cls(
-            d["topic"],
-            d["partition"],
-            d["status"],
-            d["lag_records"],
-            d["lag_seconds"],
-            d.get("reason", ""),
-            None if gap is None else (gap[0], gap[1]),
-        )
-
 
 @dataclass(frozen=True)
 class FlowHealth:
@@ -160,12 +147,6 @@ class FlowHealth:
             "partitions": [p.to_dict() for p in self.partitions],
             "stalled_seconds": self.stalled_seconds,
         }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> FlowHealth:
-        """Inverse of to_dict (an Airflow XCom, a snapshot)."""
-        partitions = tuple(PartitionStatus.from_dict(p) for p in d["partitions"])
-        return cls(d["name"], d["status"], tuple(d["problems"]), partitions, d.get("stalled_seconds"))
 
     def failure_line(self) -> str:
         """One line naming the flow, its status and every problem with its numbers, for a failed run."""

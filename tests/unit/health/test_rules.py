@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from kafka_dr.codec import decode, encode
 from kafka_dr.health.rules import (
     STOP_MIN_MS,
     WINDOW,
@@ -327,7 +328,7 @@ def test_a_running_replicator_that_copies_nothing_of_waiting_records_is_stalled_
         "STALLED for 300s: the replicator runs but has copied none of the 52 records waiting in its stopped partitions"
     )
     assert result.problems[1] == "STOP topic1[0] no progress for 300s (52 records waiting)"
-    assert FlowHealth.from_dict(json.loads(json.dumps(result.to_dict()))) == result
+    assert decode(FlowHealth, json.loads(json.dumps(encode(result)))) == result  # as the health run's tasks hand it on
     dead = flow({("topic1", 0): stuck}, findings=FlowFindings("dc1-to-dc2", now, replicator_alive=False), now=now)
     assert dead.stalled_seconds is None and not any(line.startswith("STALLED") for line in dead.problems)
     fine = flow({("topic1", 1): moving}, findings=alive, now=now_after(moving))
