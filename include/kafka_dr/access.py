@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -20,7 +21,7 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
-from .clients import LIBRDKAFKA_LOG, ClientConfigError, config_env_var, env_name, extra_settings
+from .clients import LIBRDKAFKA_LOG, ClientConfigError
 from .topology import Topology
 
 
@@ -73,6 +74,34 @@ class ClusterAccess:
         names = list(self.topology.clusters if clusters is None else clusters)
         kafka = {config_env_var(n): json.dumps(dict(self.security[n])) for n in names if n in self.security}
         return {**kafka, **{user_info_env_var(n): self.registry_users[n] for n in names if n in self.registry_users}}
+
+
+def env_name(cluster_name: str) -> str:
+    """A cluster's name as environment variable names hold it: DC1 for dc1, US_EAST for us-east."""
+    return re.sub(r"[^A-Za-z0-9]", "_", cluster_name).upper()
+
+
+def config_env_var(cluster_name: str) -> str:
+    """Environment variable holding extra librdkafka settings for a cluster, e.g. KDR_CLUSTER_DC1_CONFIG."""
+    return f"KDR_CLUSTER_{env_name(cluster_name)}_CONFIG"
+
+
+def extra_settings(cluster_name: str, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The cluster's librdkafka settings from its KDR_CLUSTER_<NAME>_CONFIG in `environ` (default this process's
+    environment); ClientConfigError naming the variable, never its value, when it is not a JSON object of them."""
+    name = config_env_var(cluster_name)
+    raw = (environ if environ is not None else os.environ).get(name)
+    if not raw:
+        return {}
+    try:
+        settings = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ClientConfigError(f"{name}: not a JSON object ({exc.msg} at position {exc.pos})") from None
+    if not isinstance(settings, dict) or not all(
+        isinstance(k, str) and isinstance(v, str | int | float | bool) for k, v in settings.items()
+    ):
+        raise ClientConfigError(f"{name}: must be a JSON object of librdkafka settings (string keys, scalar values)")
+    return settings
 
 
 def user_info_env_var(cluster_name: str) -> str:

@@ -1,16 +1,12 @@
-"""What kafka-dr's Kafka clients share: a cluster's security settings as its environment variable holds them
-(`config_env_var`, a JSON object; kafka_dr.access reads it once per process), one-line errors, `redact` for logs, and
-the read, offset and group helpers over confluent-kafka. The YAML never holds secrets. librdkafka's own log lines go
-to the Python logger `kafka_dr.librdkafka`, not to stderr.
+"""What kafka-dr's Kafka clients share: one-line errors, `redact` for logs, and the read, offset and group helpers
+over confluent-kafka (the settings they are made with come from kafka_dr.access). librdkafka's own log lines go to
+the Python logger `kafka_dr.librdkafka`, not to stderr.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import logging
-import os
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -38,32 +34,6 @@ SECRET_HINTS = ("password", "secret", "sasl.jaas.config", "ssl.key.pem", "oauthb
 
 class ClientConfigError(ValueError):
     """A malformed client settings variable; the message names the variable, never its value."""
-
-
-def env_name(cluster_name: str) -> str:
-    """A cluster's name as environment variable names hold it: DC1 for dc1, US_EAST for us-east."""
-    return re.sub(r"[^A-Za-z0-9]", "_", cluster_name).upper()
-
-
-def config_env_var(cluster_name: str) -> str:
-    """Environment variable holding extra librdkafka settings for a cluster, e.g. KDR_CLUSTER_DC1_CONFIG."""
-    return f"KDR_CLUSTER_{env_name(cluster_name)}_CONFIG"
-
-
-def extra_settings(cluster_name: str, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    name = config_env_var(cluster_name)
-    raw = (environ if environ is not None else os.environ).get(name)
-    if not raw:
-        return {}
-    try:
-        settings = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise ClientConfigError(f"{name}: not a JSON object ({exc.msg} at position {exc.pos})") from None
-    if not isinstance(settings, dict) or not all(
-        isinstance(k, str) and isinstance(v, str | int | float | bool) for k, v in settings.items()
-    ):
-        raise ClientConfigError(f"{name}: must be a JSON object of librdkafka settings (string keys, scalar values)")
-    return settings
 
 
 def error_text(exc: BaseException) -> str:

@@ -35,8 +35,8 @@ from support.kafka import commit_offsets, committed_offsets, create_topic, high_
 from support.stack import Stack, free_stack_config, tear_down
 
 from kafka_dr import processes
-from kafka_dr.access import user_info_env_var
-from kafka_dr.clients import config_env_var, read_committed
+from kafka_dr.access import config_env_var, user_info_env_var
+from kafka_dr.clients import read_committed
 from kafka_dr.replication import replicators
 from kafka_dr.replication.provenance import hops
 from kafka_dr_dev.local.config import SecurityConfig

@@ -10,12 +10,11 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaExcep
 from support.fakes import FakeGroupAdmin, patch_sleep
 
 from kafka_dr import clients as clients_module
-from kafka_dr.access import ClusterAccess
+from kafka_dr.access import ClusterAccess, config_env_var
 from kafka_dr.clients import (
     GROUPS_IN_FLIGHT,
     LIBRDKAFKA_LOG,
     ClientConfigError,
-    config_env_var,
     describe_groups,
     error_text,
     list_group_offsets,

@@ -19,7 +19,7 @@ from airflow.sdk.exceptions import AirflowNotFoundException
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
-from ... import clients
+from ... import access, clients
 from ...access import ClusterAccess
 from ...topology import Cluster, Topology, load_topology
 from .schema_registry import registry_user
@@ -55,13 +55,13 @@ class KafkaClusterHook(BaseHook):
     def security_settings(self) -> dict[str, Any]:
         """librdkafka security settings of the cluster (secret values included: never log them)."""
         if self._security is None:
-            variable = clients.config_env_var(self.cluster.name)
+            variable = access.config_env_var(self.cluster.name)
             try:
                 conn = self.get_connection(self.kafka_conn_id)
             except AirflowNotFoundException:
                 if self.explicit_conn_id:
                     raise
-                self._security = clients.extra_settings(self.cluster.name)
+                self._security = access.extra_settings(self.cluster.name)
                 if self._security:
                     self.log.info(
                         "cluster %s: no connection %s; security settings from $%s: %s",
