@@ -14,7 +14,8 @@ import pytest
 from confluent_kafka import IsolationLevel, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 from support.drills import copy_flow
-from support.kafka import Record, create_topic, produce
+from support.kafka import Record, create_topic, partitions, produce
+from support.retry import eventually
 from support.stack import BrokerPair
 from support.topology import write_topology
 
@@ -115,6 +116,7 @@ def test_partitions_added_at_the_source_with_no_replicator_are_drift(broker_pair
     topology, topic = healthy_flow(broker_pair, tmp_path)
     admin = AdminClient(broker_pair.dc1.config)
     admin.create_partitions([NewPartitions(topic, 3)])[topic].result(10)
+    eventually(lambda: partitions(admin, topic) == 3, "the source's 3 partitions", 30)  # its metadata, a moment on
     health = check_flow(ClusterAccess.from_environ(topology), topology.flows[0].name)
     assert health.status == "ERR"
     assert f"DRIFT {topic} -> {topic}: 2 partitions in dc2, 3 at the source" in health.problems

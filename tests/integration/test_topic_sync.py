@@ -14,7 +14,7 @@ from confluent_kafka.admin import (
     NewPartitions,
     ResourceType,
 )
-from support.kafka import create_topic
+from support.kafka import create_topic, partitions
 from support.retry import eventually
 from support.stack import BrokerPair
 
@@ -50,10 +50,6 @@ def make_flow(pair: BrokerPair, prefix: str, sync_configs: bool = True) -> Flow:
             ],
         }
     ).flows[0]
-
-
-def partitions(admin: AdminClient, topic: str) -> int:
-    return len(admin.list_topics(timeout=10).topics[topic].partitions)
 
 
 def dynamic_configs(admin: AdminClient, topic: str) -> dict[str, str]:

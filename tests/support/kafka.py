@@ -104,6 +104,12 @@ class ClusterEndpoint:
         return self._cluster_id
 
 
+def partitions(admin: AdminClient, topic: str) -> int:
+    """The topic's partition count as the cluster's metadata shows it now (a moment after CreatePartitions returns,
+    an Apache Kafka node may still show the old count)."""
+    return len(admin.list_topics(timeout=10).topics[topic].partitions)
+
+
 def create_topic(config: dict[str, str], topic: str, partitions: int = 1, **configs: str) -> None:
     admin = AdminClient(config)  # kept referenced until the result: a collected client cancels its requests
     admin.create_topics([NewTopic(topic, partitions, config=configs)])[topic].result(TIMEOUT_S)
