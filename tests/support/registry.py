@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from kafka_dr_dev.local.registry.errors import RegistryError
+from kafka_dr_dev.local.registry.schema_log import RegistryState, encode
 from kafka_dr_dev.local.registry.schemas import AVRO, parse
-from kafka_dr_dev.local.registry.state import RegistryState, encode
 
 
 def avro(fields: list[dict[str, Any]], name: str = "User") -> str:

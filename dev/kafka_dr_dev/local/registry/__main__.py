@@ -15,7 +15,7 @@ from ..broker.security import SASL_MECHANISMS, SECURITY_PROTOCOLS, USERS_ENV, Se
 from . import auth
 from .api import RegistryApi, RegistryHttpServer
 from .election import LeaderElector
-from .state import RegistryState
+from .schema_log import RegistryState
 from .store import DEFAULT_TOPIC, KafkaStore, use_security
 
 log = logging.getLogger("kafka_dr_dev.local.registry")

@@ -28,8 +28,8 @@ from .auth import BasicAuthenticator
 from .compat import check
 from .election import LeaderElector
 from .errors import RegistryError
+from .schema_log import LATEST, RegistryState, SchemaRecord, parse_version
 from .schemas import SCHEMA_TYPES, ParsedSchema, Reference, normalize_type, parse, parse_references
-from .state import LATEST, RegistryState, SchemaRecord, parse_version
 from .store import KafkaStore
 
 log = logging.getLogger(__name__)

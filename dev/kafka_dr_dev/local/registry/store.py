@@ -23,7 +23,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from . import errors
-from .state import NOOP_KEY, Record, RegistryState, encode
+from .schema_log import NOOP_KEY, Record, RegistryState, encode
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from support.registry import V1, V2, V2_NO_DEFAULT, apply
 from kafka_dr_dev.local.registry import errors
 from kafka_dr_dev.local.registry.api import RegistryApi, RegistryHttpServer, Request
 from kafka_dr_dev.local.registry.election import Member
-from kafka_dr_dev.local.registry.state import RegistryState
+from kafka_dr_dev.local.registry.schema_log import RegistryState
 
 # ---- in process ----------------------------------------------------------------------------
 

@@ -10,8 +10,7 @@ from support.registry import V1, V2, V2_NO_DEFAULT, apply, avro, code_of, regist
 
 from kafka_dr_dev.local.registry import errors
 from kafka_dr_dev.local.registry.errors import RegistryError
-from kafka_dr_dev.local.registry.schemas import AVRO, JSON, Reference, parse
-from kafka_dr_dev.local.registry.state import (
+from kafka_dr_dev.local.registry.schema_log import (
     LATEST,
     NOOP_KEY,
     RegistryState,
@@ -19,6 +18,7 @@ from kafka_dr_dev.local.registry.state import (
     encode,
     schema_key,
 )
+from kafka_dr_dev.local.registry.schemas import AVRO, JSON, Reference, parse
 
 # ---- record format ------------------------------------------------------------------------
 
