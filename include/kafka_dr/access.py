@@ -2,8 +2,9 @@
 
 A cluster's address is the topology's; how to log in to it (librdkafka security settings: SASL/SSL, any librdkafka key)
 comes from outside the YAML, and is read at the process boundary only: an Airflow task reads its connections
-(kafka_dr.airflow.hooks.kafka_cluster.cluster_access), the CLI, a Spark job's driver and executors and a background
-replicator their environment (`from_environ`: KDR_CLUSTER_<NAME>_CONFIG, what `child_environ` hands a child process).
+(kafka_dr.airflow.hooks.kafka_cluster.cluster_access); the CLI, a Spark job (spark.job.job_main, whose driver hands
+its executors the settings it built) and an application their environment (`from_environ`: KDR_CLUSTER_<NAME>_CONFIG,
+what `child_environ` hands a child process).
 A schema registry's basic-auth user comes the same way (KDR_REGISTRY_<NAME>_USER_INFO). Core functions take the
 object, never an environment or a settings callable; clients.redact keeps secrets out of logs.
 """
@@ -37,8 +38,9 @@ class ClusterAccess:
 
     @classmethod
     def from_environ(cls, topology: Topology, environ: Mapping[str, str] | None = None) -> ClusterAccess:
-        """Each cluster's settings from KDR_CLUSTER_<NAME>_CONFIG (a JSON object) of `environ`, default this process's
-        environment; a malformed one is a one-line ClientConfigError naming the variable, never its value."""
+        """Each cluster's settings from KDR_CLUSTER_<NAME>_CONFIG (a JSON object) and its registry's user from
+        KDR_REGISTRY_<NAME>_USER_INFO of `environ`, default this process's environment; a malformed one is a one-line
+        ClientConfigError naming the variable, never its value."""
         environ = os.environ if environ is None else environ
         settings = {name: extra_settings(name, environ) for name in topology.clusters}
         users = {name: user_info(name, environ) for name in topology.clusters}
